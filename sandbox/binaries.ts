@@ -1,0 +1,78 @@
+// Where the sandbox's control-plane programs are, building them on first use.
+import { spawn } from 'node:child_process';
+import { access, constants, readFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const PROGRAMS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok'] as const;
+export type Program = (typeof PROGRAMS)[number];
+
+export interface Binaries {
+  dir: string;
+  kubernetesVersion: string;
+  path(program: Program): string;
+}
+
+const buildScript = join(dirname(fileURLToPath(import.meta.url)), 'build.sh');
+
+export function cacheDir(): string {
+  return process.env.GATEHOUSE_CACHE ?? join(homedir(), '.cache', 'gatehouse');
+}
+
+async function complete(dir: string): Promise<boolean> {
+  try {
+    await Promise.all(PROGRAMS.map((p) => access(join(dir, p), constants.X_OK)));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function describe(dir: string): Promise<Binaries> {
+  const kubernetesVersion = (await readFile(join(dir, 'kubernetes.version'), 'utf8')).trim();
+  return { dir, kubernetesVersion, path: (program) => join(dir, program) };
+}
+
+/** The cached build, or undefined if there is none yet. */
+export async function findBinaries(): Promise<Binaries | undefined> {
+  const override = process.env.GATEHOUSE_SANDBOX_BIN;
+  if (override) {
+    if (!(await complete(override))) {
+      throw new Error(`GATEHOUSE_SANDBOX_BIN=${override} must hold executables ${PROGRAMS.join(', ')}`);
+    }
+    return describe(override);
+  }
+  let current: string;
+  try {
+    current = (await readFile(join(cacheDir(), 'current'), 'utf8')).trim();
+  } catch {
+    return undefined;
+  }
+  const dir = join(cacheDir(), current, 'bin');
+  return (await complete(dir)) ? describe(dir) : undefined;
+}
+
+/** The cached build, running sandbox/build.sh first when there is none (minutes, cold). */
+export async function ensureBinaries(log: (line: string) => void = () => undefined): Promise<Binaries> {
+  const found = await findBinaries();
+  if (found) return found;
+  log('sandbox binaries not built yet: building them from Go modules (a cold build takes 15-30 minutes)');
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn('bash', [buildScript], { stdio: ['ignore', 'ignore', 'pipe'] });
+    child.stderr.setEncoding('utf8');
+    let tail = '';
+    child.stderr.on('data', (chunk: string) => {
+      tail = (tail + chunk).slice(-4000);
+      for (const line of chunk.split('\n')) if (line.trim()) log(line);
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code === 0) resolve();
+      else reject(new Error(`sandbox/build.sh exited with ${code}:\n${tail}`));
+    });
+  });
+  const built = await findBinaries();
+  if (!built) throw new Error(`sandbox/build.sh finished but left no complete build under ${cacheDir()}`);
+  return built;
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Builds the sandbox's control plane from Go modules: kube-apiserver,
+# kube-controller-manager and kube-scheduler (k8s.io/kubernetes), etcd 3.6 and kwok.
+#
+# No release binaries can be downloaded here, but the Go module proxy serves the
+# sources, so each program is built in a scratch module under the cache. Binaries
+# land in $GATEHOUSE_CACHE/<kubernetes version>/bin and the chosen version is
+# written to $GATEHOUSE_CACHE/current; a finished build is never redone.
+#
+# Usage: sandbox/build.sh [--print-dir]
+set -euo pipefail
+
+CACHE=${GATEHOUSE_CACHE:-$HOME/.cache/gatehouse}
+MINORS=${GATEHOUSE_K8S_MINORS:-"36 35 34"}
+ETCD_MINOR=${GATEHOUSE_ETCD_MINOR:-3.6}
+KWOK_VERSION=${GATEHOUSE_KWOK_VERSION:-}
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+export CGO_ENABLED=0
+# A build interrupted half-way must never be mistaken for a finished one: every
+# binary is written under a temporary name and renamed once complete.
+
+log() { printf '[sandbox build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+command -v go >/dev/null || die "Go is required (https://go.dev); none on PATH"
+mkdir -p "$CACHE"
+
+# Versions the proxy serves for a module, newest first, releases only.
+versions() {
+  local module=$1 prefix=$2
+  (cd "$CACHE" && GOFLAGS=-mod=mod go list -m -versions -json "$module@latest" 2>/dev/null || true) \
+    | tr -d ' \n' | grep -o '"Versions":\[[^]]*\]' | grep -o '"v[^"]*"' | tr -d '"' \
+    | grep -E "^${prefix//./\\.}\\.[0-9]+$" | sort -V -r
+}
+
+# scratch_module DIR NAME: a fresh go.mod in DIR.
+scratch_module() {
+  rm -rf "$1" && mkdir -p "$1"
+  (cd "$1" && go mod init "$2" >/dev/null 2>&1)
+}
+
+build_kubernetes() {
+  local version=$1 out=$2
+  local minor=${version#v1.}; minor=${minor%%.*}
+  local staging=v0.${version#v1.}
+  local work=$CACHE/work/kubernetes-$version
+  log "kubernetes $version: preparing scratch module in $work"
+  scratch_module "$work" gatehouse.local/sandbox/kubernetes
+  cd "$work"
+  go mod edit -require="k8s.io/kubernetes@$version"
+  # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with
+  # ./staging paths, which only work inside its own repository. Map each to its
+  # published v0.X.Y release instead.
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+  [ -f "$gomod" ] || { log "kubernetes $version: go.mod not found"; return 1; }
+  local mods
+  mods=$(grep -oE '^[[:space:]]+k8s\.io/[a-z0-9./-]+ v0\.0\.0$' "$gomod" | awk '{print $1}' | sort -u)
+  [ -n "$mods" ] || { log "kubernetes $version: no staging modules found in go.mod"; return 1; }
+  local m
+  for m in $mods; do go mod edit -replace="$m=$m@$staging"; done
+  log "kubernetes $version: replaced $(echo "$mods" | wc -l) staging modules with $staging; resolving dependencies"
+  local pkgs="k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler"
+  # Without an explicit version `go get` would upgrade k8s.io/kubernetes itself.
+  # shellcheck disable=SC2086
+  go get $(printf "%s@$version " $pkgs) >"$work/get.log" 2>&1 || { tail -20 "$work/get.log" >&2; return 1; }
+  local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  local ldflags="-s -w"
+  local pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+  done
+  mkdir -p "$out"
+  for pkg in $pkgs; do
+    local name=${pkg##*/}
+    log "kubernetes $version: building $name (a cold build takes several minutes)"
+    go build -trimpath -ldflags "$ldflags" -o "$out/.$name.tmp" "$pkg" >"$work/build-$name.log" 2>&1 \
+      || { tail -20 "$work/build-$name.log" >&2; return 1; }
+    mv "$out/.$name.tmp" "$out/$name"
+  done
+}
+
+build_etcd() {
+  local out=$1 version
+  for version in $(versions go.etcd.io/etcd/server/v3 "v$ETCD_MINOR"); do
+    local work=$CACHE/work/etcd-$version
+    log "etcd $version: building"
+    scratch_module "$work" gatehouse.local/sandbox/etcd
+    if (cd "$work" && go get "go.etcd.io/etcd/server/v3@$version" >get.log 2>&1 \
+        && go build -trimpath -ldflags "-s -w" -o "$out/.etcd.tmp" go.etcd.io/etcd/server/v3 >build.log 2>&1); then
+      mv "$out/.etcd.tmp" "$out/etcd"
+      echo "$version" >"$out/etcd.version"
+      return 0
+    fi
+    tail -5 "$work"/*.log >&2 || true
+    log "etcd $version: failed"
+  done
+  # Debian packages etcd too; older, but it speaks the same v3 API.
+  log "etcd: building from modules failed; trying Debian's etcd-server"
+  if ! command -v etcd >/dev/null; then
+    (apt-get install -y etcd-server >/dev/null 2>&1 || (apt-get update >/dev/null && apt-get install -y etcd-server >/dev/null)) \
+      || die "etcd: neither a module build nor Debian's etcd-server worked"
+  fi
+  ln -sf "$(command -v etcd)" "$out/etcd"
+  etcd --version | head -1 >"$out/etcd.version"
+}
+
+build_kwok() {
+  local out=$1 version
+  local candidates=$KWOK_VERSION
+  [ -n "$candidates" ] || candidates=$(versions sigs.k8s.io/kwok v0 | head -3)
+  for version in $candidates; do
+    local work=$CACHE/work/kwok-$version
+    log "kwok $version: building"
+    scratch_module "$work" gatehouse.local/sandbox/kwok
+    if (cd "$work" && go get "sigs.k8s.io/kwok/cmd/kwok@$version" >get.log 2>&1 \
+        && go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$version" \
+             -o "$out/.kwok.tmp" sigs.k8s.io/kwok/cmd/kwok >build.log 2>&1); then
+      mv "$out/.kwok.tmp" "$out/kwok"
+      echo "$version" >"$out/kwok.version"
+      return 0
+    fi
+    tail -5 "$work"/*.log >&2 || true
+    log "kwok $version: failed"
+  done
+  die "kwok: no version built (tried: $candidates)"
+}
+
+complete() {
+  local bin=$1/bin f
+  for f in kube-apiserver kube-controller-manager kube-scheduler etcd kwok; do
+    [ -x "$bin/$f" ] || return 1
+  done
+}
+
+# Reuse the newest complete build already in the cache.
+if [ -f "$CACHE/current" ] && complete "$CACHE/$(cat "$CACHE/current")"; then
+  dir=$CACHE/$(cat "$CACHE/current")
+  log "up to date: $dir/bin"
+  [ "${1:-}" = --print-dir ] && echo "$dir"
+  exit 0
+fi
+
+chosen=
+tried=()
+for minor in $MINORS; do
+  for version in $(versions k8s.io/kubernetes "v1.$minor" | head -2); do
+    dir=$CACHE/$version
+    if complete "$dir"; then chosen=$version; break 2; fi
+    if [ -x "$dir/bin/kube-scheduler" ] || build_kubernetes "$version" "$dir/bin"; then
+      chosen=$version; break 2
+    fi
+    tried+=("$version")
+    log "kubernetes $version did not build; trying an older release"
+  done
+done
+[ -n "$chosen" ] || die "no Kubernetes release built (tried: ${tried[*]:-none served for minors $MINORS})"
+
+dir=$CACHE/$chosen
+[ -x "$dir/bin/etcd" ] || build_etcd "$dir/bin"
+[ -x "$dir/bin/kwok" ] || build_kwok "$dir/bin"
+echo "$chosen" >"$dir/bin/kubernetes.version"
+echo "$chosen" >"$CACHE/current"
+rm -rf "$CACHE/work"
+log "done: $dir/bin (kubernetes $chosen, etcd $(cat "$dir/bin/etcd.version"), kwok $(cat "$dir/bin/kwok.version"))"
+[ "${1:-}" = --print-dir ] && echo "$dir"
+exit 0

@@ -1,0 +1,234 @@
+// kwok's configuration for the sandbox: which nodes it manages and the stages that
+// move simulated nodes and pods through their lives. kwok has no built-in stages when
+// run on its own, so every behaviour the tests rely on is spelled out here.
+import { stringify } from 'yaml';
+
+/** Nodes carrying this annotation are simulated by kwok. */
+export const KWOK_NODE_ANNOTATION = 'kwok.x-k8s.io/node';
+export const KWOK_NODE_ANNOTATION_VALUE = 'fake';
+
+/**
+ * Annotations that steer a simulated pod owned by a Job. Tests and the demo put them
+ * on a hook's pod template to choose what the "container" does.
+ */
+export const POD_OUTCOME_ANNOTATION = 'sandbox.gatehouse.dev/outcome'; // Succeeded (default) | Failed | Hang
+export const POD_RUN_DURATION_ANNOTATION = 'sandbox.gatehouse.dev/run-duration'; // Go duration, default 1s
+
+const notDeleted = { key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' };
+const ownedByJob = { key: '.metadata.ownerReferences.[].kind', operator: 'In', values: ['Job'] };
+const phase = (...values: string[]) => ({ key: '.status.phase', operator: 'In', values });
+const outcome = (operator: 'In' | 'NotIn', values: string[]) => ({
+  key: `.metadata.annotations["${POD_OUTCOME_ANNOTATION}"]`,
+  operator,
+  values,
+});
+const runDuration = {
+  durationMilliseconds: 1000,
+  durationFrom: { expressionFrom: `.metadata.annotations["${POD_RUN_DURATION_ANNOTATION}"]` },
+};
+
+const nodeConditions = `
+{{ $now := Now }}
+conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}`;
+
+const nodeReady = `${nodeConditions}
+addresses:
+{{ with .status.addresses }}
+{{ YAML . 1 }}
+{{ else }}
+- address: {{ NodeIP | Quote }}
+  type: InternalIP
+{{ end }}
+allocatable:
+{{ with .status.allocatable }}
+{{ YAML . 1 }}
+{{ else }}
+  cpu: "32"
+  memory: 128Gi
+  pods: "110"
+{{ end }}
+capacity:
+{{ with .status.capacity }}
+{{ YAML . 1 }}
+{{ else }}
+  cpu: "32"
+  memory: 128Gi
+  pods: "110"
+{{ end }}
+{{ with .status.nodeInfo }}
+nodeInfo:
+{{ YAML . 1 }}
+{{ end }}
+phase: Running
+`;
+
+const podRunning = `
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: ContainersReady
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: PodScheduled
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  started: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+initContainerStatuses:
+{{ range .spec.initContainers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: 0
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+{{ with NodeIPsWith .spec.nodeName }}
+hostIP: {{ index . 0 | Quote }}
+hostIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+{{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+podIP: {{ index . 0 | Quote }}
+podIPs:
+{{ range . }}
+- ip: {{ . | Quote }}
+{{ end }}
+{{ end }}
+phase: Running
+startTime: {{ $now | Quote }}
+`;
+
+function podTerminated(exitCode: number, reason: string, phaseName: string): string {
+  return `
+{{ $now := Now }}
+{{ $started := or .status.startTime $now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  type: Ready
+  reason: PodCompleted
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  type: ContainersReady
+  reason: PodCompleted
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: ${exitCode}
+      reason: ${reason}
+      startedAt: {{ $started | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+phase: ${phaseName}
+`;
+}
+
+function stage(name: string, kind: 'Node' | 'Pod', spec: Record<string, unknown>) {
+  return {
+    apiVersion: 'kwok.x-k8s.io/v1alpha1',
+    kind: 'Stage',
+    metadata: { name },
+    spec: { resourceRef: { apiGroup: 'v1', kind }, ...spec },
+  };
+}
+
+export const stages = [
+  // A node that is not Ready becomes Ready with the conditions a healthy kubelet reports;
+  // its nodeInfo (Talos osImage, bootID) is kept as created.
+  stage('node-initialize', 'Node', {
+    selector: {
+      matchExpressions: [
+        { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: 'NotIn', values: ['True'] },
+      ],
+    },
+    next: { statusTemplate: nodeReady },
+  }),
+  // Liveness comes from node Leases, which kwok renews; this keeps the Ready
+  // condition's heartbeat fresh too, as a kubelet does.
+  stage('node-heartbeat', 'Node', {
+    selector: {
+      matchExpressions: [
+        phase('Running'),
+        { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: 'In', values: ['True'] },
+      ],
+    },
+    delay: { durationMilliseconds: 20000, jitterDurationMilliseconds: 25000 },
+    next: { statusTemplate: nodeConditions },
+  }),
+  stage('pod-ready', 'Pod', {
+    selector: {
+      matchExpressions: [
+        notDeleted,
+        phase('Pending'),
+        { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: 'NotIn', values: ['True'] },
+      ],
+    },
+    next: { statusTemplate: podRunning },
+  }),
+  // Pods of Jobs run for a while and then exit, as the annotations on them say.
+  stage('pod-complete', 'Pod', {
+    selector: { matchExpressions: [notDeleted, phase('Running'), ownedByJob, outcome('NotIn', ['Failed', 'Hang'])] },
+    delay: runDuration,
+    next: { statusTemplate: podTerminated(0, 'Completed', 'Succeeded') },
+  }),
+  stage('pod-fail', 'Pod', {
+    selector: { matchExpressions: [notDeleted, phase('Running'), ownedByJob, outcome('In', ['Failed'])] },
+    delay: runDuration,
+    next: { statusTemplate: podTerminated(1, 'Error', 'Failed') },
+  }),
+  stage('pod-delete', 'Pod', {
+    selector: { matchExpressions: [{ key: '.metadata.deletionTimestamp', operator: 'Exists' }] },
+    next: { finalizers: { empty: true }, delete: true },
+  }),
+];
+
+export function kwokConfiguration(options: { serverAddress: string }): string {
+  const configuration = {
+    apiVersion: 'config.kwok.x-k8s.io/v1alpha1',
+    kind: 'KwokConfiguration',
+    metadata: { name: 'gatehouse-sandbox' },
+    options: {
+      manageAllNodes: false,
+      manageNodesWithAnnotationSelector: `${KWOK_NODE_ANNOTATION}=${KWOK_NODE_ANNOTATION_VALUE}`,
+      serverAddress: options.serverAddress,
+      cidr: '10.244.0.0/16',
+      nodeLeaseDurationSeconds: 40,
+    },
+  };
+  return [configuration, ...stages].map((doc) => stringify(doc, { lineWidth: 0 })).join('---\n');
+}

@@ -1,0 +1,75 @@
+// `gatehouse sandbox up|down|env`: a local control plane for trying gatehouse out.
+import { join } from 'node:path';
+import { Command, InvalidArgumentError } from 'commander';
+import { cacheDir } from '../../sandbox/binaries.ts';
+import { attachSandbox, readState, startSandbox, stopSandbox } from '../../sandbox/cluster.ts';
+
+export function defaultSandboxDir(): string {
+  return process.env.GATEHOUSE_SANDBOX_DIR ?? join(cacheDir(), 'sandboxes', 'default');
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a whole number, 0 or more');
+  return n;
+}
+
+function envLines(kubeconfig: string): string {
+  return `export KUBECONFIG=${kubeconfig}\n`;
+}
+
+export function sandboxCommand(): Command {
+  const sandbox = new Command('sandbox').description(
+    'a local Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler) with kwok-simulated Talos nodes',
+  );
+  const dirOption = ['--dir <path>', 'where the sandbox keeps its files', defaultSandboxDir()] as const;
+
+  sandbox
+    .command('up')
+    .description('build (first time only) and start the sandbox; it runs until `gatehouse sandbox down`')
+    .option(...dirOption)
+    .option('--nodes <n>', 'simulated nodes in all', positiveInt, 4)
+    .option('--control-planes <n>', 'how many of them are control-plane nodes', positiveInt, 1)
+    .action(async (opts: { dir: string; nodes: number; controlPlanes: number }) => {
+      const running = await attachSandbox(opts.dir);
+      if (running) {
+        process.stderr.write(`sandbox already up at ${running.state.server}\n`);
+        process.stdout.write(envLines(running.kubeconfig));
+        return;
+      }
+      const { defaultNodeSpecs } = await import('../../sandbox/nodes.ts');
+      const sb = await startSandbox({
+        dir: opts.dir,
+        nodes: defaultNodeSpecs(opts.nodes, Math.min(opts.controlPlanes, opts.nodes)),
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      process.stderr.write(`\nsandbox up: ${sb.state.server} (kubernetes ${sb.state.kubernetesVersion})\n`);
+      process.stderr.write(`nodes: ${sb.state.nodes.join(', ')}\nto use it:\n`);
+      process.stdout.write(envLines(sb.kubeconfig));
+    });
+
+  sandbox
+    .command('down')
+    .description('stop every process of the sandbox and remove its files')
+    .option(...dirOption)
+    .action(async (opts: { dir: string }) => {
+      const state = await readState(opts.dir);
+      await stopSandbox(opts.dir);
+      process.stderr.write(state ? `sandbox stopped (${String(state.processes.length)} processes)\n` : 'no sandbox was running\n');
+    });
+
+  sandbox
+    .command('env')
+    .description('print shell exports for the running sandbox: eval "$(gatehouse sandbox env)"')
+    .option(...dirOption)
+    .action(async (opts: { dir: string }) => {
+      const running = await attachSandbox(opts.dir);
+      if (!running) {
+        process.stderr.write(`no sandbox is running in ${opts.dir}; start one with: gatehouse sandbox up\n`);
+        process.exitCode = 1;
+        return;
+      }
+      process.stdout.write(envLines(running.kubeconfig));
+    });
+  return sandbox;
+}

@@ -1,0 +1,74 @@
+// What integration tests need to work against the shared sandbox.
+import { randomBytes } from 'node:crypto';
+import type { TestContext } from 'node:test';
+import {
+  CoreV1Api,
+  KubeConfig,
+  KubernetesObjectApi,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
+
+export { waitFor } from '../../src/wait.ts';
+
+/** The sandbox's admin kubeconfig; integration tests need `npm test` (or GATEHOUSE_TEST_KUBECONFIG). */
+export function testKubeConfig(): KubeConfig {
+  const path = process.env.GATEHOUSE_TEST_KUBECONFIG;
+  if (!path) {
+    throw new Error(
+      'no sandbox: run integration tests through `npm test` (it starts one), or set GATEHOUSE_TEST_KUBECONFIG to a running sandbox (`gatehouse sandbox up`)',
+    );
+  }
+  const kc = new KubeConfig();
+  kc.loadFromFile(path);
+  return kc;
+}
+
+/** The same cluster, as another user (Impersonate-User), for authorisation tests. */
+export function impersonate(kc: KubeConfig, username: string): KubeConfig {
+  const copy = new KubeConfig();
+  copy.loadFromString(kc.exportConfig());
+  const user = copy.getCurrentUser();
+  if (!user) throw new Error('kubeconfig has no current user');
+  copy.users = copy.users.map((u) => (u.name === user.name ? { ...u, impersonateUser: username } : u));
+  return copy;
+}
+
+export function uniqueName(prefix: string): string {
+  const slug = prefix
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 40);
+  return `${slug}-${randomBytes(3).toString('hex')}`;
+}
+
+/** A namespace for this test alone, deleted (without waiting) when the test ends. */
+export async function freshNamespace(t: TestContext, kc: KubeConfig = testKubeConfig()): Promise<string> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const name = uniqueName(`t-${t.name}`);
+  await core.createNamespace({ body: { metadata: { name, labels: { 'gatehouse.dev/test': 'true' } } } });
+  t.after(async () => {
+    await core.deleteNamespace({ name }).catch(() => undefined);
+  });
+  return name;
+}
+
+/** Deletes cluster-scoped objects a test created, when it ends. */
+export function cleanup(t: TestContext, kc: KubeConfig, ...objects: KubernetesObject[]): void {
+  const api = KubernetesObjectApi.makeApiClient(kc);
+  t.after(async () => {
+    await Promise.all(objects.map((o) => api.delete(o).catch(() => undefined)));
+  });
+}
+
+/** The API server's Status message of a failed call, for asserting on refusals. */
+export async function refusal(promise: Promise<unknown>): Promise<{ code: number; message: string }> {
+  try {
+    await promise;
+  } catch (error) {
+    const e = error as { code?: number; body?: unknown };
+    const body = typeof e.body === 'string' ? (JSON.parse(e.body) as { message?: string }) : (e.body as { message?: string });
+    return { code: e.code ?? 0, message: body?.message ?? String(error) };
+  }
+  throw new Error('expected the API server to refuse the request, but it was accepted');
+}
