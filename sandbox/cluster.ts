@@ -11,7 +11,7 @@ import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { errorMessage, formatDuration, waitFor } from '../src/wait.ts';
+import { errorMessage, formatDuration, WaitAbortedError, waitFor } from '../src/wait.ts';
 import { ensureBinaries, type Binaries } from './binaries.ts';
 import { kwokConfiguration } from './kwok-config.ts';
 import { createNodes, defaultNodeSpecs, type NodeSpec } from './nodes.ts';
@@ -152,11 +152,23 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   const dir = resolve(options.dir);
   if (await attachSandbox(dir)) throw new Error(`a sandbox is already running in ${dir}; stop it first`);
   await rm(dir, { recursive: true, force: true });
-  const paths = { pki: join(dir, 'pki'), logs: join(dir, 'logs'), etcd: join(dir, 'etcd'), certs: join(dir, 'certs') };
+  const paths = {
+    pki: join(dir, 'pki'),
+    logs: join(dir, 'logs'),
+    etcd: join(dir, 'etcd'),
+    certs: join(dir, 'certs'),
+  };
   await Promise.all(Object.values(paths).map((p) => mkdir(p, { recursive: true })));
 
   const binaries = await ensureBinaries(log);
-  const ports = await freePorts(['etcdClient', 'etcdPeer', 'apiserver', 'controllerManager', 'scheduler', 'kwok']);
+  const ports = await freePorts([
+    'etcdClient',
+    'etcdPeer',
+    'apiserver',
+    'controllerManager',
+    'scheduler',
+    'kwok',
+  ]);
   const { etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kwok } = ports;
   const server = `https://127.0.0.1:${String(apiserver)}`;
   const started: StartedProcess[] = [];
@@ -177,19 +189,30 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     await writeFile(join(dir, STATE_FILE), JSON.stringify(state, null, 2));
   };
   const launch = async (name: string, args: string[]) => {
-    const p = startProcess(name, binaries.path(name as Parameters<Binaries['path']>[0]), args, join(paths.logs, `${name}.log`));
+    const p = startProcess(
+      name,
+      binaries.path(name as Parameters<Binaries['path']>[0]),
+      args,
+      join(paths.logs, `${name}.log`),
+    );
     started.push(p);
     await saveState(); // recorded at once, so a crash from here on still leaves a stoppable sandbox
     return p;
   };
   /** Waits for a health probe, failing fast (with its log) if the process dies meanwhile. */
-  const waitHealthy = async (p: StartedProcess, what: string, probe: () => Promise<boolean>, timeoutMs = 60_000) => {
+  const waitHealthy = async (
+    p: StartedProcess,
+    what: string,
+    probe: () => Promise<boolean>,
+    timeoutMs = 60_000,
+  ) => {
     const t0 = Date.now();
     await waitFor(
       what,
       async (observe) => {
         if (p.exited) {
-          throw Object.assign(new Error(`${p.name} exited (${JSON.stringify(p.exited)})`), { fatal: true });
+          const how = p.exited.signal ? `signal ${p.exited.signal}` : `code ${String(p.exited.code)}`;
+          throw new WaitAbortedError(`${p.name} exited with ${how} while waiting for ${what}`);
         }
         try {
           return (await probe()) ? true : undefined;
@@ -213,10 +236,21 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
         name: 'apiserver',
         commonName: 'kube-apiserver',
         usage: 'server',
-        dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'],
+        dnsNames: [
+          'localhost',
+          'kubernetes',
+          'kubernetes.default',
+          'kubernetes.default.svc',
+          'kubernetes.default.svc.cluster.local',
+        ],
         ipAddresses: ['127.0.0.1', SERVICE_IP],
       }),
-      ca.issue({ name: 'admin', commonName: 'gatehouse-sandbox-admin', organizations: ['system:masters'], usage: 'client' }),
+      ca.issue({
+        name: 'admin',
+        commonName: 'gatehouse-sandbox-admin',
+        organizations: ['system:masters'],
+        usage: 'client',
+      }),
       ca.issue({ name: 'controller-manager', commonName: 'system:kube-controller-manager', usage: 'client' }),
       ca.issue({ name: 'scheduler', commonName: 'system:kube-scheduler', usage: 'client' }),
       // kwok plays every kubelet and the node lease holder, so it gets cluster-admin rights.
@@ -226,7 +260,10 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     const caData = await base64File(ca.cert);
     const kubeconfigFor = async (name: string, user: string, cert: { cert: string; key: string }) => {
       const path = join(dir, `${name}.kubeconfig`);
-      await writeFile(path, kubeconfigYaml(server, user, caData, await base64File(cert.cert), await base64File(cert.key)));
+      await writeFile(
+        path,
+        kubeconfigYaml(server, user, caData, await base64File(cert.cert), await base64File(cert.key)),
+      );
       return path;
     };
     const [, kcmConfig, schedConfig, kwokConfig] = await Promise.all([
@@ -256,7 +293,9 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       '--unsafe-no-fsync',
       '--log-level=warn',
     ]);
-    await waitHealthy(etcd, 'etcd healthy', async () => (await get(`${etcdUrl}/health`)).body.includes('"health":"true"'));
+    await waitHealthy(etcd, 'etcd healthy', async () =>
+      (await get(`${etcdUrl}/health`)).body.includes('"health":"true"'),
+    );
 
     const kubeApiserver = await launch('kube-apiserver', [
       `--etcd-servers=${etcdUrl}`,
@@ -316,10 +355,14 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     // Their serving certificates are self-signed; only liveness is probed here.
     const healthz = (port: number) => async () => {
       const res = await new Promise<number>((ok, fail) => {
-        const req = request(`https://127.0.0.1:${String(port)}/healthz`, { rejectUnauthorized: false, timeout: 2000 }, (r) => {
-          r.resume();
-          ok(r.statusCode ?? 0);
-        });
+        const req = request(
+          `https://127.0.0.1:${String(port)}/healthz`,
+          { rejectUnauthorized: false, timeout: 2000 },
+          (r) => {
+            r.resume();
+            ok(r.statusCode ?? 0);
+          },
+        );
         req.on('error', fail);
         req.end();
       });
@@ -331,12 +374,20 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     await Promise.all([
       waitHealthy(controllerManagerProcess, 'kube-controller-manager healthy', healthz(controllerManager)),
       waitHealthy(schedulerProcess, 'kube-scheduler healthy', healthz(scheduler)),
-      waitHealthy(kwokProcess, 'kwok healthy', async () => (await get(`http://127.0.0.1:${String(kwok)}/healthz`)).status === 200),
+      waitHealthy(
+        kwokProcess,
+        'kwok healthy',
+        async () => (await get(`http://127.0.0.1:${String(kwok)}/healthz`)).status === 200,
+      ),
       // Pods cannot be created in a namespace before its default ServiceAccount exists.
-      waitHealthy(controllerManagerProcess, 'controllers serving (default ServiceAccount created)', async () => {
-        await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' });
-        return true;
-      }),
+      waitHealthy(
+        controllerManagerProcess,
+        'controllers serving (default ServiceAccount created)',
+        async () => {
+          await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' });
+          return true;
+        },
+      ),
     ]);
 
     const specs = Array.isArray(options.nodes) ? options.nodes : defaultNodeSpecs(options.nodes ?? 3);
@@ -354,6 +405,8 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     // Keep the logs of a failed start: they are the only evidence.
     await rm(paths.etcd, { recursive: true, force: true });
     await rm(join(dir, STATE_FILE), { force: true });
-    throw new Error(`sandbox failed to start (logs in ${paths.logs}): ${errorMessage(error)}`, { cause: error });
+    throw new Error(`sandbox failed to start (logs in ${paths.logs}): ${errorMessage(error)}`, {
+      cause: error,
+    });
   }
 }

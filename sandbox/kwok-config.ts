@@ -173,7 +173,11 @@ export const stages = [
   stage('node-initialize', 'Node', {
     selector: {
       matchExpressions: [
-        { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: 'NotIn', values: ['True'] },
+        {
+          key: '.status.conditions.[] | select( .type == "Ready" ) | .status',
+          operator: 'NotIn',
+          values: ['True'],
+        },
       ],
     },
     next: { statusTemplate: nodeReady },
@@ -184,7 +188,11 @@ export const stages = [
     selector: {
       matchExpressions: [
         phase('Running'),
-        { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: 'In', values: ['True'] },
+        {
+          key: '.status.conditions.[] | select( .type == "Ready" ) | .status',
+          operator: 'In',
+          values: ['True'],
+        },
       ],
     },
     delay: { durationMilliseconds: 20000, jitterDurationMilliseconds: 25000 },
@@ -195,14 +203,20 @@ export const stages = [
       matchExpressions: [
         notDeleted,
         phase('Pending'),
-        { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: 'NotIn', values: ['True'] },
+        {
+          key: '.status.conditions.[] | select( .type == "Ready" ) | .status',
+          operator: 'NotIn',
+          values: ['True'],
+        },
       ],
     },
     next: { statusTemplate: podRunning },
   }),
   // Pods of Jobs run for a while and then exit, as the annotations on them say.
   stage('pod-complete', 'Pod', {
-    selector: { matchExpressions: [notDeleted, phase('Running'), ownedByJob, outcome('NotIn', ['Failed', 'Hang'])] },
+    selector: {
+      matchExpressions: [notDeleted, phase('Running'), ownedByJob, outcome('NotIn', ['Failed', 'Hang'])],
+    },
     delay: runDuration,
     next: { statusTemplate: podTerminated(0, 'Completed', 'Succeeded') },
   }),
@@ -228,6 +242,11 @@ export function kwokConfiguration(options: { serverAddress: string }): string {
       serverAddress: options.serverAddress,
       cidr: '10.244.0.0/16',
       nodeLeaseDurationSeconds: 40,
+      // kwok leaves these at 0 (and refuses to start) when its configuration comes from a file.
+      nodeLeaseParallelism: 4,
+      podPlayStageParallelism: 4,
+      nodePlayStageParallelism: 4,
+      podsOnNodeSyncParallelism: 2,
     },
   };
   return [configuration, ...stages].map((doc) => stringify(doc, { lineWidth: 0 })).join('---\n');

@@ -42,7 +42,7 @@ export function talosNode(spec: NodeSpec, kubeletVersion: string): V1Node {
         'kubernetes.io/hostname': spec.name,
         'kubernetes.io/os': 'linux',
         'kubernetes.io/arch': 'amd64',
-        'type': 'kwok',
+        type: 'kwok',
         ...(controlPlane ? { [CONTROL_PLANE_LABEL]: '' } : {}),
       },
     },
@@ -75,7 +75,11 @@ export function isReady(node: V1Node): boolean {
 }
 
 /** Creates the nodes (status included, as a kubelet registers) and waits until kwok reports them Ready. */
-export async function createNodes(core: CoreV1Api, specs: NodeSpec[], kubeletVersion: string): Promise<V1Node[]> {
+export async function createNodes(
+  core: CoreV1Api,
+  specs: NodeSpec[],
+  kubeletVersion: string,
+): Promise<V1Node[]> {
   await Promise.all(specs.map((spec) => core.createNode({ body: talosNode(spec, kubeletVersion) })));
   return Promise.all(
     specs.map((spec) =>

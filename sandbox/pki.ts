@@ -41,7 +41,10 @@ function keyArgs(type: KeyType): string[] {
 }
 
 /** The subject and extensions as an openssl config, so no system defaults leak in. */
-function opensslConfig(subject: { commonName: string; organizations?: string[] }, extensions: string[]): string {
+function opensslConfig(
+  subject: { commonName: string; organizations?: string[] },
+  extensions: string[],
+): string {
   const dn = [`CN = ${subject.commonName}`, ...(subject.organizations ?? []).map((o, i) => `${i}.O = ${o}`)];
   return [
     '[req]',
@@ -61,7 +64,7 @@ async function openssl(args: string[]): Promise<void> {
     await run('openssl', args);
   } catch (error) {
     const stderr = (error as { stderr?: string }).stderr ?? '';
-    throw new Error(`openssl ${args[0] ?? ''} failed: ${stderr.trim() || String(error)}`);
+    throw new Error(`openssl ${args[0] ?? ''} failed: ${stderr.trim() || String(error)}`, { cause: error });
   }
 }
 
@@ -98,7 +101,9 @@ export class CertificateAuthority {
 
   async issue(request: CertificateRequest): Promise<CertificatePaths> {
     const paths = { cert: join(this.dir, `${request.name}.crt`), key: join(this.dir, `${request.name}.key`) };
-    const usage = { server: 'serverAuth', client: 'clientAuth', both: 'serverAuth,clientAuth' }[request.usage];
+    const usage = { server: 'serverAuth', client: 'clientAuth', both: 'serverAuth,clientAuth' }[
+      request.usage
+    ];
     const keyType = request.keyType ?? this.keyType;
     const extensions = [
       'basicConstraints = critical,CA:FALSE',
@@ -123,7 +128,10 @@ export class CertificateAuthority {
 }
 
 /** A bare key pair (PEM), e.g. for signing service-account tokens. */
-export async function generateKeyPair(dir: string, name: string): Promise<CertificatePaths & { pub: string }> {
+export async function generateKeyPair(
+  dir: string,
+  name: string,
+): Promise<CertificatePaths & { pub: string }> {
   const key = join(dir, `${name}.key`);
   const pub = join(dir, `${name}.pub`);
   await openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-out', key]);

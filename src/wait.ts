@@ -11,10 +11,15 @@ export class WaitTimeoutError extends Error {
   override readonly name = 'WaitTimeoutError';
 }
 
+/** Thrown by a probe when waiting longer cannot help (the process it waits on died). */
+export class WaitAbortedError extends Error {
+  override readonly name = 'WaitAbortedError';
+}
+
 /**
  * Calls `probe` until it returns something other than `undefined`, and returns that.
- * A probe may return a string through `describe` to report what it saw last; a probe
- * that throws is retried, and its last error is reported on timeout.
+ * A probe reports what it saw last through `observe`; a probe that throws is retried
+ * and its last error reported on timeout, unless it throws a WaitAbortedError.
  */
 export async function waitFor<T>(
   what: string,
@@ -33,6 +38,7 @@ export async function waitFor<T>(
       if (value !== undefined) return value;
       lastError = undefined;
     } catch (error) {
+      if (error instanceof WaitAbortedError) throw error;
       lastError = error;
     }
     if (Date.now() >= deadline) {

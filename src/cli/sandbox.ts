@@ -55,7 +55,11 @@ export function sandboxCommand(): Command {
     .action(async (opts: { dir: string }) => {
       const state = await readState(opts.dir);
       await stopSandbox(opts.dir);
-      process.stderr.write(state ? `sandbox stopped (${String(state.processes.length)} processes)\n` : 'no sandbox was running\n');
+      process.stderr.write(
+        state
+          ? `sandbox stopped (${String(state.processes.length)} processes)\n`
+          : 'no sandbox was running\n',
+      );
     });
 
   sandbox

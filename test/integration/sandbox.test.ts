@@ -16,7 +16,17 @@ import {
   Watch,
 } from '@kubernetes/client-node';
 import { TALOS_VERSION } from '../../sandbox/nodes.ts';
-import { cleanup, freshNamespace, impersonate, refusal, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import {
+  cleanup,
+  freshNamespace,
+  impersonate,
+  refusal,
+  refusalOf,
+  rest,
+  testKubeConfig,
+  uniqueName,
+  waitFor,
+} from '../support/kube.ts';
 
 const kc = testKubeConfig();
 const core = kc.makeApiClient(CoreV1Api);
@@ -34,11 +44,16 @@ describe('sandbox', () => {
     assert.ok(nodes.length >= 2, `expected several nodes, got ${nodes.length}`);
     for (const node of nodes) {
       assert.equal(node.status?.nodeInfo?.osImage, `Talos (${TALOS_VERSION})`);
-      assert.match(node.status?.nodeInfo?.bootID ?? '', /^[0-9a-f-]{36}$/);
-      assert.ok(node.status?.addresses?.some((a) => a.type === 'InternalIP'));
-      assert.ok(node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'), `${node.metadata?.name} Ready`);
+      assert.match(node.status.nodeInfo.bootID, /^[0-9a-f-]{36}$/);
+      assert.ok(node.status.addresses?.some((a) => a.type === 'InternalIP'));
+      assert.ok(
+        node.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+        `${node.metadata?.name} Ready`,
+      );
     }
-    const roles = nodes.map((n) => ('node-role.kubernetes.io/control-plane' in (n.metadata?.labels ?? {}) ? 'cp' : 'worker'));
+    const roles = nodes.map((n) =>
+      'node-role.kubernetes.io/control-plane' in (n.metadata?.labels ?? {}) ? 'cp' : 'worker',
+    );
     assert.ok(roles.includes('cp') && roles.includes('worker'));
   });
 
@@ -58,7 +73,13 @@ describe('sandbox', () => {
               affinity: {
                 nodeAffinity: {
                   requiredDuringSchedulingIgnoredDuringExecution: {
-                    nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [target] }] }],
+                    nodeSelectorTerms: [
+                      {
+                        matchExpressions: [
+                          { key: 'kubernetes.io/hostname', operator: 'In', values: [target] },
+                        ],
+                      },
+                    ],
                   },
                 },
               },
@@ -71,12 +92,14 @@ describe('sandbox', () => {
     await waitFor('Job pinned to complete', async (observe) => {
       const job = await batch.readNamespacedJob({ name: 'pinned', namespace });
       observe(JSON.stringify(job.status ?? {}));
-      return job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True') ? job : undefined;
+      return job.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')
+        ? job
+        : undefined;
     });
     const pods = await core.listNamespacedPod({ namespace, labelSelector: 'job-name=pinned' });
     assert.equal(pods.items.length, 1);
     assert.equal(pods.items[0]?.spec?.nodeName, target);
-    assert.equal(pods.items[0]?.status?.phase, 'Succeeded');
+    assert.equal(pods.items[0].status?.phase, 'Succeeded');
   });
 
   it('keeps pods off tainted control-plane nodes', async (t) => {
@@ -89,7 +112,10 @@ describe('sandbox', () => {
         spec: {
           replicas: 6,
           selector: { matchLabels: { app: 'spread' } },
-          template: { metadata: { labels: { app: 'spread' } }, spec: { containers: [{ name: 'main', image: 'nginx' }] } },
+          template: {
+            metadata: { labels: { app: 'spread' } },
+            spec: { containers: [{ name: 'main', image: 'nginx' }] },
+          },
         },
       },
     });
@@ -110,13 +136,19 @@ describe('sandbox', () => {
         spec: {
           replicas: 3,
           selector: { matchLabels: { app: 'web' } },
-          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } },
+          template: {
+            metadata: { labels: { app: 'web' } },
+            spec: { containers: [{ name: 'web', image: 'nginx' }] },
+          },
         },
       },
     });
     await kc.makeApiClient(PolicyV1Api).createNamespacedPodDisruptionBudget({
       namespace,
-      body: { metadata: { name: 'web' }, spec: { minAvailable: 2, selector: { matchLabels: { app: 'web' } } } },
+      body: {
+        metadata: { name: 'web' },
+        spec: { minAvailable: 2, selector: { matchLabels: { app: 'web' } } },
+      },
     });
     await waitFor('Deployment web to have 3 ready replicas', async (observe) => {
       const d = await apps.readNamespacedDeployment({ name: 'web', namespace });
@@ -124,12 +156,14 @@ describe('sandbox', () => {
       return d.status?.readyReplicas === 3 ? d : undefined;
     });
     const pdb = await waitFor('PodDisruptionBudget web to allow 1 disruption', async (observe) => {
-      const p = await kc.makeApiClient(PolicyV1Api).readNamespacedPodDisruptionBudget({ name: 'web', namespace });
+      const p = await kc
+        .makeApiClient(PolicyV1Api)
+        .readNamespacedPodDisruptionBudget({ name: 'web', namespace });
       observe(JSON.stringify(p.status ?? {}));
       return p.status?.disruptionsAllowed === 1 ? p : undefined;
     });
     assert.equal(pdb.status?.currentHealthy, 3);
-    assert.equal(pdb.status?.desiredHealthy, 2);
+    assert.equal(pdb.status.desiredHealthy, 2);
   });
 
   it('enforces a CRD x-kubernetes-validations rule with its message', async (t) => {
@@ -154,7 +188,9 @@ describe('sandbox', () => {
                   spec: {
                     type: 'object',
                     properties: { min: { type: 'integer' }, max: { type: 'integer' } },
-                    'x-kubernetes-validations': [{ rule: 'self.min <= self.max', message: 'min must not exceed max' }],
+                    'x-kubernetes-validations': [
+                      { rule: 'self.min <= self.max', message: 'min must not exceed max' },
+                    ],
                   },
                 },
               },
@@ -164,20 +200,35 @@ describe('sandbox', () => {
       },
     };
     const apiext = kc.makeApiClient(ApiextensionsV1Api);
-    await apiext.createCustomResourceDefinition({ body: crd });
+    await rest(kc).request('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
+      method: 'POST',
+      body: crd,
+    });
     cleanup(t, kc, crd);
+    const stored = await apiext.readCustomResourceDefinition({ name: crd.metadata.name });
+    assert.equal(
+      stored.spec.versions[0]?.schema?.openAPIV3Schema?.properties?.spec?.x_kubernetes_validations?.length,
+      1,
+    );
     await waitFor('CRD to be established', async () => {
       const c = await apiext.readCustomResourceDefinition({ name: crd.metadata.name });
-      return c.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True') ? c : undefined;
+      return c.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True')
+        ? c
+        : undefined;
     });
     const objects = kc.makeApiClient(CustomObjectsApi);
     const create = (name: string, spec: object) =>
-      objects.createClusterCustomObject({ group, version: 'v1', plural: 'widgets', body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name }, spec } });
+      objects.createClusterCustomObject({
+        group,
+        version: 'v1',
+        plural: 'widgets',
+        body: { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name }, spec },
+      });
     // The API server may need a moment after Established before it serves the new kind.
     await waitFor('a valid Widget to be accepted', () => create('good', { min: 1, max: 2 }).then(() => true));
     const refused = await refusal(create('bad', { min: 3, max: 2 }));
     assert.equal(refused.code, 422);
-    assert.match(refused.message, /spec: Invalid value: "object": min must not exceed max/);
+    assert.match(refused.message, /spec: Invalid value: .*min must not exceed max/);
   });
 
   it('admits through a ValidatingAdmissionPolicy only users the authorizer allows a custom verb', async (t) => {
@@ -192,12 +243,15 @@ describe('sandbox', () => {
       spec: {
         failurePolicy: 'Fail',
         matchConstraints: {
-          resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['configmaps'] }],
+          resourceRules: [
+            { apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['configmaps'] },
+          ],
           namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } },
         },
         validations: [
           {
-            expression: "!has(object.data) || !('force' in object.data) || authorizer.group('example.gatehouse.test').resource('widgets').check('force').allowed()",
+            expression:
+              "!has(object.data) || !('force' in object.data) || authorizer.group('example.gatehouse.test').resource('widgets').check('force').allowed()",
             message: 'forcing needs the verb force on widgets.example.gatehouse.test',
           },
         ],
@@ -216,9 +270,17 @@ describe('sandbox', () => {
     // Both users may create config maps; only the admin may also "force".
     await rbac.createNamespacedRole({
       namespace,
-      body: { metadata: { name: 'cm-writer' }, rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['create'] }] },
+      body: {
+        metadata: { name: 'cm-writer' },
+        rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['create'] }],
+      },
     });
-    const forceRole = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: `${name}-force` }, rules: [{ apiGroups: ['example.gatehouse.test'], resources: ['widgets'], verbs: ['force'] }] };
+    const forceRole = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: `${name}-force` },
+      rules: [{ apiGroups: ['example.gatehouse.test'], resources: ['widgets'], verbs: ['force'] }],
+    };
     await rbac.createClusterRole({ body: forceRole });
     const forceBinding = {
       apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -234,7 +296,11 @@ describe('sandbox', () => {
       body: {
         metadata: { name: 'cm-writers' },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'cm-writer' },
-        subjects: ['alice', 'bob'].map((u) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: u })),
+        subjects: ['alice', 'bob'].map((u) => ({
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'User',
+          name: u,
+        })),
       },
     });
 
@@ -246,13 +312,16 @@ describe('sandbox', () => {
         await as('bob').createNamespacedConfigMap({ namespace, body: forced(uniqueName('bob')) });
         return undefined;
       } catch (error) {
-        return refusal(Promise.reject(error as Error));
+        return refusalOf(error);
       }
     });
     assert.equal(refused.code, 422);
     assert.match(refused.message, /forcing needs the verb force/);
     await as('alice').createNamespacedConfigMap({ namespace, body: forced('alice') });
-    await as('bob').createNamespacedConfigMap({ namespace, body: { metadata: { name: 'plain' }, data: { a: 'b' } } });
+    await as('bob').createNamespacedConfigMap({
+      namespace,
+      body: { metadata: { name: 'plain' }, data: { a: 'b' } },
+    });
   });
 
   it('delivers a watch event for a created object', async (t) => {
@@ -267,7 +336,7 @@ describe('sandbox', () => {
             if (phase === 'ADDED' && obj.metadata?.name === 'watched') resolve(phase);
           },
           (err: unknown) => {
-            if (err) reject(err as Error);
+            if (err) reject(err instanceof Error ? err : new Error(JSON.stringify(err)));
           },
         )
         .then((req) => t.after(() => req.abort()));

@@ -15,7 +15,8 @@ export async function globalSetup(): Promise<void> {
   if (process.env.GATEHOUSE_TEST_KUBECONFIG) return;
   const base = join(cacheDir(), 'test-sandboxes');
   await mkdir(base, { recursive: true });
-  for (const dir of await reapOrphans(base)) process.stderr.write(`# stopped a sandbox left by a crashed run: ${dir}\n`);
+  for (const dir of await reapOrphans(base))
+    process.stderr.write(`# stopped a sandbox left by a crashed run: ${dir}\n`);
   const started = Date.now();
   sandbox = await startSandbox({
     dir: await mkdtemp(join(base, 'run-')),

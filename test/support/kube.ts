@@ -1,14 +1,16 @@
 // What integration tests need to work against the shared sandbox.
+//
+// NOTE: @kubernetes/client-node's typed APIs (including KubernetesObjectApi) silently
+// DROP keys such as `x-kubernetes-validations` from CRD bodies, because they serialise
+// through generated models. Send manifests with `rest()` / `apply()` below (src/kube/rest.ts).
 import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
-import {
-  CoreV1Api,
-  KubeConfig,
-  KubernetesObjectApi,
-  type KubernetesObject,
-} from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
+
+import { RestClient } from '../../src/kube/rest.ts';
 
 export { waitFor } from '../../src/wait.ts';
+export { KubeApiError } from '../../src/kube/rest.ts';
 
 /** The sandbox's admin kubeconfig; integration tests need `npm test` (or GATEHOUSE_TEST_KUBECONFIG). */
 export function testKubeConfig(): KubeConfig {
@@ -61,14 +63,28 @@ export function cleanup(t: TestContext, kc: KubeConfig, ...objects: KubernetesOb
   });
 }
 
-/** The API server's Status message of a failed call, for asserting on refusals. */
+/** The status code and message of an API server refusal, from either client's error. */
+export function refusalOf(error: unknown): { code: number; message: string } {
+  const e = error as { code?: number; body?: unknown; serverMessage?: string };
+  if (typeof e.serverMessage === 'string') return { code: e.code ?? 0, message: e.serverMessage };
+  const body =
+    typeof e.body === 'string'
+      ? (JSON.parse(e.body) as { message?: string })
+      : (e.body as { message?: string } | undefined);
+  return { code: e.code ?? 0, message: body?.message ?? String(error) };
+}
+
+/** Awaits a request that the API server must refuse, and returns the refusal. */
 export async function refusal(promise: Promise<unknown>): Promise<{ code: number; message: string }> {
   try {
     await promise;
   } catch (error) {
-    const e = error as { code?: number; body?: unknown };
-    const body = typeof e.body === 'string' ? (JSON.parse(e.body) as { message?: string }) : (e.body as { message?: string });
-    return { code: e.code ?? 0, message: body?.message ?? String(error) };
+    return refusalOf(error);
   }
   throw new Error('expected the API server to refuse the request, but it was accepted');
+}
+
+/** A raw JSON client for the sandbox (objects are sent exactly as written). */
+export function rest(kc: KubeConfig = testKubeConfig()): RestClient {
+  return new RestClient(kc);
 }

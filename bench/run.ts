@@ -1,0 +1,96 @@
+// `npm run bench`: every benchmark, printing figures. Each runs against a sandbox of its
+// own started here, so the figures include nothing from the test suites.
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { execFileSync } from 'node:child_process';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { ensureBinaries } from '../sandbox/binaries.ts';
+import { startSandbox } from '../sandbox/cluster.ts';
+import { formatDuration } from '../src/wait.ts';
+import { median, ms, percentile, report } from './stats.ts';
+import { measureWatchRoundTrip } from './watch-round-trip.ts';
+
+const WARM_STARTS = Number(process.env.BENCH_WARM_STARTS ?? 3);
+const RTT_SAMPLES = Number(process.env.BENCH_RTT_SAMPLES ?? 300);
+
+/** Empties the page cache so the next start reads every binary from disk; false if not permitted. */
+async function dropPageCache(): Promise<boolean> {
+  try {
+    execFileSync('sync');
+    await writeFile('/proc/sys/vm/drop_caches', '3');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function timedStart(nodes: number) {
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-bench-'));
+  const t0 = performance.now();
+  const sandbox = await startSandbox({ dir, nodes, ownerPid: process.pid });
+  const started = performance.now() - t0;
+  return { sandbox, started };
+}
+
+async function sandboxBench() {
+  const binaries = await ensureBinaries((line) => process.stderr.write(`${line}\n`));
+  const build = JSON.parse(await readFile(join(binaries.dir, 'build.json'), 'utf8').catch(() => '{}')) as {
+    seconds?: number;
+    finished?: string;
+  };
+  const rows: [string, string][] = [];
+  rows.push([
+    'build from Go modules (cold)',
+    build.seconds !== undefined
+      ? `${formatDuration(build.seconds * 1000)} (recorded by sandbox/build.sh, ${build.finished ?? '?'})`
+      : 'not recorded',
+  ]);
+  const dropped = await dropPageCache();
+  const cold = await timedStart(4);
+  const t0 = performance.now();
+  await cold.sandbox.stop();
+  const stopped = performance.now() - t0;
+  rows.push([`start, page cache ${dropped ? 'dropped' : 'NOT dropped (needs root)'}`, ms(cold.started)]);
+  const warm: number[] = [];
+  for (let i = 0; i < WARM_STARTS; i++) {
+    const s = await timedStart(4);
+    warm.push(s.started);
+    await s.sandbox.stop();
+  }
+  rows.push([
+    `start, warm (median of ${String(WARM_STARTS)})`,
+    `${ms(median(warm))}  [${warm.map(ms).join(', ')}]`,
+  ]);
+  rows.push(['stop (every process gone, files removed)', ms(stopped)]);
+  report(`sandbox (kubernetes ${binaries.kubernetesVersion}, 4 simulated nodes)`, rows);
+}
+
+async function watchBench() {
+  const { sandbox } = await timedStart(1);
+  try {
+    const kc = sandbox.kubeConfig();
+    await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'bench' } } });
+    // A short warm-up so connection set-up and the watch cache's first fill are not sampled.
+    await measureWatchRoundTrip(kc, 'bench', 20);
+    const { samples } = await measureWatchRoundTrip(kc, 'bench', RTT_SAMPLES);
+    report(
+      `watch round trip: create ConfigMap → ADDED event (${String(samples.length)} samples, sequential)`,
+      [
+        ['p50', ms(percentile(samples, 50))],
+        ['p90', ms(percentile(samples, 90))],
+        ['p99', ms(percentile(samples, 99))],
+        ['max', ms(Math.max(...samples))],
+      ],
+    );
+  } finally {
+    await sandbox.stop();
+  }
+}
+
+process.stdout.write(
+  `gatehouse benchmarks — node ${process.version}, ${String(availableParallelism())} cores\n`,
+);
+await sandboxBench();
+await watchBench();

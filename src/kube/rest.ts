@@ -1,0 +1,109 @@
+// A plain JSON client for the Kubernetes REST API, authenticated from a kubeconfig.
+//
+// @kubernetes/client-node's typed APIs serialise through generated models, which drop
+// keys they do not know under their JSON names (a CRD schema's
+// `x-kubernetes-validations`, for one) and cannot speak to arbitrary custom resources.
+// Anything that must send objects exactly as written uses this instead.
+import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import type { KubeConfig } from '@kubernetes/client-node';
+
+/** A refusal from the API server, carrying its Status (reason, message, details). */
+export class KubeApiError extends Error {
+  override readonly name = 'KubeApiError';
+  readonly code: number;
+  readonly reason: string;
+  readonly status: Record<string, unknown>;
+
+  constructor(method: string, path: string, code: number, status: Record<string, unknown>) {
+    const message = typeof status.message === 'string' ? status.message : JSON.stringify(status);
+    super(`${method} ${path}: ${String(code)} ${message}`);
+    this.code = code;
+    this.reason = typeof status.reason === 'string' ? status.reason : '';
+    this.status = status;
+  }
+
+  /** The API server's own message, without the request line. */
+  get serverMessage(): string {
+    return typeof this.status.message === 'string' ? this.status.message : '';
+  }
+}
+
+export interface RestRequest {
+  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  /** Defaults to application/json; use application/apply-patch+yaml for server-side apply. */
+  contentType?: string;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+export class RestClient {
+  readonly kubeConfig: KubeConfig;
+  private readonly server: string;
+
+  constructor(kubeConfig: KubeConfig) {
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster; pass --context or fix the file');
+    this.kubeConfig = kubeConfig;
+    this.server = cluster.server.replace(/\/+$/, '');
+  }
+
+  async request<T = unknown>(path: string, req: RestRequest = {}): Promise<T> {
+    const method = req.method ?? 'GET';
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(req.query ?? {}))
+      if (v !== undefined) url.searchParams.set(k, String(v));
+    const payload =
+      req.body === undefined ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body);
+    const options: RequestOptions = {
+      method,
+      headers: {
+        Accept: 'application/json',
+        ...(payload !== undefined ? { 'Content-Type': req.contentType ?? 'application/json' } : {}),
+        ...req.headers,
+      },
+      ...(req.signal ? { signal: req.signal } : {}),
+    };
+    await this.kubeConfig.applyToHTTPSOptions(options);
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const r = send(url, options, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      });
+      r.on('error', reject);
+      r.end(payload);
+    });
+    const parsed = parse(text);
+    if (status < 200 || status >= 300) {
+      const body =
+        parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : { message: text };
+      throw new KubeApiError(method, url.pathname, status, body);
+    }
+    return parsed as T;
+  }
+
+  /** Server-side apply of one object (JSON is valid YAML), owned by `fieldManager`. */
+  async apply<T = unknown>(path: string, object: unknown, fieldManager: string, force = true): Promise<T> {
+    return this.request<T>(path, {
+      method: 'PATCH',
+      body: object,
+      contentType: 'application/apply-patch+yaml',
+      query: { fieldManager, force },
+    });
+  }
+}
+
+function parse(text: string): unknown {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
