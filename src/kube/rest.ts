@@ -88,6 +88,70 @@ export class RestClient {
     return parsed as T;
   }
 
+  /**
+   * Streams a watch: calls `onEvent` for every event until the server ends the stream
+   * (resolves) or the connection fails or `signal` aborts (rejects). A watch the server
+   * refuses (e.g. 410 Gone) rejects with a KubeApiError.
+   */
+  async watch(
+    path: string,
+    query: Record<string, string | number | boolean | undefined>,
+    onEvent: (event: WatchEvent) => void,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
+    url.searchParams.set('watch', 'true');
+    const options: RequestOptions = {
+      method: 'GET',
+      headers: { Accept: 'application/json' },
+      ...(signal ? { signal } : {}),
+    };
+    await this.kubeConfig.applyToHTTPSOptions(options);
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    await new Promise<void>((resolve, reject) => {
+      const r = send(url, options, (res) => {
+        res.setEncoding('utf8');
+        let buffer = '';
+        if ((res.statusCode ?? 0) >= 300) {
+          res.on('data', (chunk: string) => (buffer += chunk));
+          res.on('end', () => {
+            const body = parse(buffer);
+            reject(
+              new KubeApiError(
+                'WATCH',
+                url.pathname,
+                res.statusCode ?? 0,
+                typeof body === 'object' && body ? (body as Record<string, unknown>) : { message: buffer },
+              ),
+            );
+          });
+          return;
+        }
+        res.on('data', (chunk: string) => {
+          buffer += chunk;
+          let newline: number;
+          while ((newline = buffer.indexOf('\n')) >= 0) {
+            const line = buffer.slice(0, newline).trim();
+            buffer = buffer.slice(newline + 1);
+            if (!line) continue;
+            try {
+              onEvent(JSON.parse(line) as WatchEvent);
+            } catch (error) {
+              r.destroy(error instanceof Error ? error : new Error(String(error)));
+              return;
+            }
+          }
+        });
+        res.on('end', () => resolve());
+        res.on('error', reject);
+        res.on('aborted', () => reject(new Error(`watch ${url.pathname} aborted by the server`)));
+      });
+      r.on('error', reject);
+      r.end();
+    });
+  }
+
   /** Server-side apply of one object (JSON is valid YAML), owned by `fieldManager`. */
   async apply<T = unknown>(path: string, object: unknown, fieldManager: string, force = true): Promise<T> {
     return this.request<T>(path, {
@@ -97,6 +161,11 @@ export class RestClient {
       query: { fieldManager, force },
     });
   }
+}
+
+export interface WatchEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: Record<string, unknown>;
 }
 
 function parse(text: string): unknown {

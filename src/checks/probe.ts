@@ -1,0 +1,25 @@
+// What every probe type implements. A probe looks at the world and says whether a
+// check holds; it never changes anything (checks are impact-free by contract).
+import type { RestClient } from '../kube/rest.ts';
+
+export interface ProbeResult {
+  healthy: boolean;
+  /** What was found, in words an operator can act on: the failure, or what held. */
+  message: string;
+}
+
+export interface ProbeContext {
+  /** The Kubernetes API, as the controller's own identity. */
+  rest: RestClient;
+  /** Aborted when the check's timeout runs out; probes pass it to every I/O call. */
+  signal: AbortSignal;
+  /**
+   * How a Service reference becomes a host and port. `dns` (in a cluster): the
+   * Service's DNS name. `endpoints` (a controller outside the cluster, e.g. in the
+   * sandbox): a ready endpoint from its EndpointSlices, or an ExternalName's host.
+   */
+  serviceResolution: 'dns' | 'endpoints';
+}
+
+/** A probe of one type; S is that probe's part of ClusterHealthCheck.spec. */
+export type Probe<S> = (spec: S, context: ProbeContext) => Promise<ProbeResult>;

@@ -1,0 +1,96 @@
+// GET /v1/health[/{check}][?action=&node=]: whether the cluster's checks hold, readable
+// by anyone, over plain HTTP. 200 when every selected check is healthy, 503 otherwise —
+// so the endpoint itself works as a probe (unlike a status page that always says 200).
+//
+// Answers come from each check's current state (at most one interval old). They never
+// trigger probes: an unauthenticated endpoint must not be a way to load the cluster.
+import { ACTIONS, type Action } from '../api/common.ts';
+import type { CheckRunner, CheckView } from '../checks/runner.ts';
+import { probeTypeOf } from '../checks/runner.ts';
+import { checkGates } from '../checks/selection.ts';
+import { rfc3339 } from '../kube/events.ts';
+import { HttpError, type Reply, type Request, type Router } from './server.ts';
+
+export interface HealthSources {
+  checks: CheckRunner;
+  /** Labels of a node, or undefined if there is no such node. */
+  nodeLabels: (name: string) => Record<string, string> | undefined;
+}
+
+export function checkSummary(view: CheckView) {
+  const { state } = view;
+  return {
+    name: view.name,
+    healthy: state.healthy === true,
+    state: state.healthy === undefined ? 'Unknown' : state.healthy ? 'Healthy' : 'Unhealthy',
+    reason: state.reason,
+    message: state.message,
+    probe: probeTypeOf(view.spec),
+    consecutiveSuccesses: state.consecutiveSuccesses,
+    consecutiveFailures: state.consecutiveFailures,
+    lastProbeTime: state.lastProbeTime ? rfc3339(state.lastProbeTime) : null,
+    lastTransitionTime: state.lastTransitionTime ? rfc3339(state.lastTransitionTime) : null,
+  };
+}
+
+function prospective(
+  req: Request,
+  sources: HealthSources,
+): { action: Action; node: string; labels: Record<string, string> } | undefined {
+  const action = req.url.searchParams.get('action');
+  const node = req.url.searchParams.get('node');
+  if (action === null && node === null) return undefined;
+  if (action === null || node === null) {
+    throw new HttpError(
+      400,
+      'ask about a prospective action with both ?action= and ?node=, e.g. ?action=Reboot&node=worker-1',
+    );
+  }
+  if (!(ACTIONS as readonly string[]).includes(action)) {
+    throw new HttpError(400, `action "${action}" is not one of ${ACTIONS.join(', ')}`);
+  }
+  const labels = sources.nodeLabels(node);
+  if (!labels) throw new HttpError(404, `node "${node}" does not exist`);
+  return { action: action as Action, node, labels };
+}
+
+function answer(views: CheckView[], scope: Record<string, unknown>): Reply {
+  const checks = views.map(checkSummary);
+  const unhealthy = checks.filter((c) => !c.healthy).map((c) => c.name);
+  const healthy = unhealthy.length === 0;
+  const message =
+    checks.length === 0
+      ? 'no checks apply'
+      : healthy
+        ? `all ${String(checks.length)} checks healthy`
+        : `${String(unhealthy.length)} of ${String(checks.length)} checks not healthy: ${unhealthy.join(', ')}`;
+  return { status: healthy ? 200 : 503, body: { healthy, message, ...scope, checks } };
+}
+
+export function healthRoutes(router: Router, sources: HealthSources): void {
+  router.on('GET', '/v1/health', (req) => {
+    const target = prospective(req, sources);
+    const views = sources.checks
+      .views()
+      .filter((v) => !target || checkGates(v.spec, target.action, target.labels));
+    return answer(views, target ? { action: target.action, node: target.node } : {});
+  });
+  router.on('GET', '/v1/health/{check}', (req) => {
+    const name = req.params.check ?? '';
+    const view = sources.checks.view(name);
+    if (!view) throw new HttpError(404, `ClusterHealthCheck "${name}" does not exist`);
+    const target = prospective(req, sources);
+    if (target && !checkGates(view.spec, target.action, target.labels)) {
+      return {
+        status: 200,
+        body: {
+          healthy: true,
+          message: `${name} does not gate ${target.action} on ${target.node}`,
+          gates: false,
+          checks: [checkSummary(view)],
+        },
+      };
+    }
+    return answer([view], target ? { action: target.action, node: target.node, gates: true } : {});
+  });
+}

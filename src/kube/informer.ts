@@ -1,0 +1,239 @@
+// A supervised informer: list, then watch from the list's resourceVersion, keeping a
+// local cache and telling handlers what changed. It survives what real clusters do to
+// watches — connections dropped (reconnect with backoff), history compacted (410 Gone:
+// relist and report the difference), and watches that go silent without closing (a
+// watchdog restarts any watch that has carried no event or bookmark for too long).
+import { EventEmitter } from 'node:events';
+import type { Logger } from '../log.ts';
+import { sleep } from '../wait.ts';
+import { KubeApiError, type RestClient, type WatchEvent } from './rest.ts';
+
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    deletionTimestamp?: string;
+    creationTimestamp?: string;
+  };
+}
+
+export interface InformerOptions {
+  rest: RestClient;
+  /** The collection path, e.g. /apis/talos.dev/v1alpha1/clusterhealthchecks. */
+  path: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  log: Logger;
+  /** The server ends each watch after this long; the informer then resumes it. */
+  watchTimeoutSeconds?: number;
+  /** Restart a watch that has carried nothing (not even a bookmark) for this long. */
+  idleTimeoutMs?: number;
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+export interface InformerEvents<T> {
+  add: [T];
+  update: [T, T];
+  delete: [T];
+  /** After every (re)list: the cache is complete. */
+  synced: [];
+}
+
+export function objectKey(o: { metadata: { name: string; namespace?: string } }): string {
+  return o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
+}
+
+class Gone extends Error {}
+
+export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<T>> {
+  private readonly options: Required<Omit<InformerOptions, 'labelSelector' | 'fieldSelector'>> &
+    Pick<InformerOptions, 'labelSelector' | 'fieldSelector'>;
+  private readonly store = new Map<string, T>();
+  private resourceVersion: string | undefined;
+  private running: AbortController | undefined;
+  private loop: Promise<void> | undefined;
+  private hasSynced = false;
+  /** Counters for tests and metrics. */
+  readonly stats = { lists: 0, watches: 0, watchdogRestarts: 0, gone: 0, errors: 0 };
+
+  constructor(options: InformerOptions) {
+    super();
+    this.options = {
+      watchTimeoutSeconds: 290,
+      idleTimeoutMs: 330_000,
+      minBackoffMs: 200,
+      maxBackoffMs: 30_000,
+      ...options,
+    };
+  }
+
+  get synced(): boolean {
+    return this.hasSynced;
+  }
+
+  list(): T[] {
+    return [...this.store.values()];
+  }
+
+  get(key: string): T | undefined {
+    return this.store.get(key);
+  }
+
+  start(): void {
+    if (this.loop) return;
+    this.running = new AbortController();
+    this.loop = this.run(this.running.signal);
+  }
+
+  async stop(): Promise<void> {
+    this.running?.abort(new Error('informer stopped'));
+    await this.loop;
+    this.loop = undefined;
+  }
+
+  /** Resolves once the first list has filled the cache. */
+  async waitForSync(signal?: AbortSignal): Promise<void> {
+    if (this.hasSynced) return;
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => reject(signal?.reason as Error);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.once('synced', () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      });
+    });
+  }
+
+  private async run(signal: AbortSignal): Promise<void> {
+    // A function, so that the compiler does not assume the signal cannot change mid-loop.
+    const stopped = () => signal.aborted;
+    let backoff = this.options.minBackoffMs;
+    while (!signal.aborted) {
+      try {
+        if (this.resourceVersion === undefined) await this.relist(signal);
+        await this.watchOnce(signal);
+        backoff = this.options.minBackoffMs;
+      } catch (error) {
+        if (stopped()) break;
+        if (error instanceof Gone || (error instanceof KubeApiError && error.code === 410)) {
+          this.stats.gone++;
+          this.options.log.info({ path: this.options.path }, 'watch history expired (410 Gone): relisting');
+          this.resourceVersion = undefined;
+          continue;
+        }
+        this.stats.errors++;
+        this.options.log.warn(
+          { path: this.options.path, err: String(error), retryInMs: backoff },
+          'watch failed',
+        );
+        await sleep(backoff + Math.random() * backoff * 0.2, signal).catch(() => undefined);
+        backoff = Math.min(backoff * 2, this.options.maxBackoffMs);
+      }
+    }
+  }
+
+  private async relist(signal: AbortSignal): Promise<void> {
+    this.stats.lists++;
+    const list = await this.options.rest.request<{ items: T[]; metadata: { resourceVersion: string } }>(
+      this.options.path,
+      {
+        query: { labelSelector: this.options.labelSelector, fieldSelector: this.options.fieldSelector },
+        signal,
+      },
+    );
+    const seen = new Set<string>();
+    for (const item of list.items) {
+      const key = objectKey(item);
+      seen.add(key);
+      this.upsert(key, item);
+    }
+    for (const [key, old] of this.store) {
+      if (!seen.has(key)) {
+        this.store.delete(key);
+        this.emit('delete', old);
+      }
+    }
+    this.resourceVersion = list.metadata.resourceVersion;
+    this.hasSynced = true;
+    this.emit('synced');
+  }
+
+  private upsert(key: string, item: T): void {
+    const old = this.store.get(key);
+    this.store.set(key, item);
+    if (!old) this.emit('add', item);
+    else if (old.metadata.resourceVersion !== item.metadata.resourceVersion) this.emit('update', old, item);
+  }
+
+  private async watchOnce(signal: AbortSignal): Promise<void> {
+    this.stats.watches++;
+    const watch = new AbortController();
+    const onAbort = () => watch.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    let idle: NodeJS.Timeout | undefined;
+    const watchdog = { fired: false };
+    const stopped = () => signal.aborted;
+    const kick = () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => {
+        watchdog.fired = true;
+        watch.abort(new Error('watch went silent'));
+      }, this.options.idleTimeoutMs);
+    };
+    kick();
+    try {
+      await this.options.rest.watch(
+        this.options.path,
+        {
+          resourceVersion: this.resourceVersion,
+          allowWatchBookmarks: true,
+          timeoutSeconds: this.options.watchTimeoutSeconds,
+          labelSelector: this.options.labelSelector,
+          fieldSelector: this.options.fieldSelector,
+        },
+        (event) => {
+          kick();
+          this.apply(event);
+        },
+        watch.signal,
+      );
+    } catch (error) {
+      if (watchdog.fired && !stopped()) {
+        this.stats.watchdogRestarts++;
+        this.options.log.warn({ path: this.options.path }, 'watch silent for too long: restarting it');
+        return;
+      }
+      throw error;
+    } finally {
+      clearTimeout(idle);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private apply(event: WatchEvent): void {
+    if (event.type === 'ERROR') {
+      const status = event.object as { code?: number; message?: string };
+      if (status.code === 410) throw new Gone(status.message ?? 'Gone');
+      throw new Error(`watch error: ${status.message ?? JSON.stringify(status)}`);
+    }
+    const object = event.object as unknown as T;
+    if (object.metadata.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
+    if (event.type === 'BOOKMARK') return;
+    const key = objectKey(object);
+    if (event.type === 'DELETED') {
+      const old = this.store.get(key);
+      this.store.delete(key);
+      this.emit('delete', old ?? object);
+    } else {
+      this.upsert(key, object);
+    }
+  }
+}
