@@ -10,10 +10,14 @@ import { ensureBinaries } from '../sandbox/binaries.ts';
 import { startSandbox } from '../sandbox/cluster.ts';
 import { formatDuration } from '../src/wait.ts';
 import { median, ms, percentile, report } from './stats.ts';
+import { installGatehouseAPI } from '../test/support/install.ts';
+import { checksBench } from './checks.ts';
 import { measureWatchRoundTrip } from './watch-round-trip.ts';
 
 const WARM_STARTS = Number(process.env.BENCH_WARM_STARTS ?? 3);
 const RTT_SAMPLES = Number(process.env.BENCH_RTT_SAMPLES ?? 300);
+const CHECKS = Number(process.env.BENCH_CHECKS ?? 1000);
+const CHECKS_WINDOW_MS = Number(process.env.BENCH_CHECKS_WINDOW_MS ?? 60_000);
 
 /** Empties the page cache so the next start reads every binary from disk; false if not permitted. */
 async function dropPageCache(): Promise<boolean> {
@@ -89,8 +93,31 @@ async function watchBench() {
   }
 }
 
+async function checksAtScale() {
+  const { sandbox } = await timedStart(1);
+  try {
+    const kc = sandbox.kubeConfig();
+    await installGatehouseAPI(kc);
+    await checksBench(kc, { checks: CHECKS, measureMs: CHECKS_WINDOW_MS });
+  } finally {
+    await sandbox.stop();
+  }
+}
+
+// `npm run bench -- checks watch` runs only those.
+const only = process.argv.slice(2);
+const benches: Record<string, () => Promise<void>> = {
+  sandbox: sandboxBench,
+  watch: watchBench,
+  checks: checksAtScale,
+};
+for (const name of only) {
+  if (!(name in benches))
+    throw new Error(`no benchmark "${name}"; choose from ${Object.keys(benches).join(', ')}`);
+}
+
 process.stdout.write(
   `gatehouse benchmarks — node ${process.version}, ${String(availableParallelism())} cores\n`,
 );
-await sandboxBench();
-await watchBench();
+for (const [name, bench] of Object.entries(benches))
+  if (only.length === 0 || only.includes(name)) await bench();

@@ -61,6 +61,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   private running: AbortController | undefined;
   private loop: Promise<void> | undefined;
   private hasSynced = false;
+  private currentWatch: AbortController | undefined;
   /** Counters for tests and metrics. */
   readonly stats = { lists: 0, watches: 0, watchdogRestarts: 0, gone: 0, errors: 0 };
 
@@ -85,6 +86,15 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
 
   get(key: string): T | undefined {
     return this.store.get(key);
+  }
+
+  /**
+   * Fault injection for tests: make the next watch resume from `resourceVersion`, as if
+   * the connection had dropped there (an old version provokes 410 Gone).
+   */
+  resumeFrom(resourceVersion: string): void {
+    this.resourceVersion = resourceVersion;
+    this.currentWatch?.abort(new Error('resumeFrom'));
   }
 
   start(): void {
@@ -176,6 +186,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   private async watchOnce(signal: AbortSignal): Promise<void> {
     this.stats.watches++;
     const watch = new AbortController();
+    this.currentWatch = watch;
     const onAbort = () => watch.abort(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
     let idle: NodeJS.Timeout | undefined;

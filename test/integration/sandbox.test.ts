@@ -15,6 +15,7 @@ import {
   VersionApi,
   Watch,
 } from '@kubernetes/client-node';
+import { KWOK_NODE_ANNOTATION } from '../../sandbox/kwok-config.ts';
 import { TALOS_VERSION } from '../../sandbox/nodes.ts';
 import {
   cleanup,
@@ -40,7 +41,10 @@ describe('sandbox', () => {
   });
 
   it('has Ready nodes that look like Talos nodes', async () => {
-    const nodes = (await core.listNode()).items;
+    // Other suites add nodes of their own; the sandbox's are the ones kwok simulates.
+    const nodes = (await core.listNode()).items.filter(
+      (n) => n.metadata?.annotations?.[KWOK_NODE_ANNOTATION],
+    );
     assert.ok(nodes.length >= 2, `expected several nodes, got ${nodes.length}`);
     for (const node of nodes) {
       assert.equal(node.status?.nodeInfo?.osImage, `Talos (${TALOS_VERSION})`);

@@ -1,0 +1,118 @@
+// The supervised informer keeps an exact cache through what real clusters do to
+// watches: streams the server ends, watches that go silent, and expired history.
+import assert from 'node:assert/strict';
+import { describe, it, type TestContext } from 'node:test';
+import { Informer, type KubeObject } from '../../src/kube/informer.ts';
+import { silentLogger } from '../../src/log.ts';
+import { sleep } from '../../src/wait.ts';
+import { freshNamespace, rest, testKubeConfig, waitFor } from '../support/kube.ts';
+
+const kc = testKubeConfig();
+const api = rest(kc);
+
+function informer(
+  t: TestContext,
+  namespace: string,
+  options: { watchTimeoutSeconds?: number; idleTimeoutMs?: number } = {},
+) {
+  const inf = new Informer<KubeObject & { data?: Record<string, string> }>({
+    rest: api,
+    path: `/api/v1/namespaces/${namespace}/configmaps`,
+    log: silentLogger(),
+    minBackoffMs: 50,
+    ...options,
+  });
+  inf.start();
+  t.after(() => inf.stop());
+  return inf;
+}
+
+const create = (namespace: string, name: string, data: Record<string, string> = {}) =>
+  api.request(`/api/v1/namespaces/${namespace}/configmaps`, {
+    method: 'POST',
+    body: { metadata: { name }, data },
+  });
+
+/** The informer's cache equals the server's list (names and resourceVersions). */
+async function consistent(inf: Informer<KubeObject>, namespace: string): Promise<void> {
+  await waitFor('the cache to match the server', async (observe) => {
+    const list = await api.request<{ items: KubeObject[] }>(`/api/v1/namespaces/${namespace}/configmaps`);
+    const server = list.items.map((o) => `${o.metadata.name}@${o.metadata.resourceVersion ?? ''}`).sort();
+    const cache = inf
+      .list()
+      .map((o) => `${o.metadata.name}@${o.metadata.resourceVersion ?? ''}`)
+      .sort();
+    observe(`server ${server.length} objects, cache ${cache.length}`);
+    return JSON.stringify(server) === JSON.stringify(cache) ? true : undefined;
+  });
+}
+
+describe('Informer', () => {
+  it('reports adds, updates and deletes', async (t) => {
+    const namespace = await freshNamespace(t);
+    const inf = informer(t, namespace);
+    const seen: string[] = [];
+    inf.on('add', (o) => seen.push(`add ${o.metadata.name}`));
+    inf.on('update', (_, o) => seen.push(`update ${o.metadata.name}`));
+    inf.on('delete', (o) => seen.push(`delete ${o.metadata.name}`));
+    await inf.waitForSync();
+    await create(namespace, 'one');
+    await api.request(`/api/v1/namespaces/${namespace}/configmaps/one`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { data: { k: 'v' } },
+    });
+    await api.request(`/api/v1/namespaces/${namespace}/configmaps/one`, { method: 'DELETE' });
+    await waitFor('three events', () =>
+      seen.filter((s) => s.endsWith(' one')).length >= 3 ? true : undefined,
+    );
+    assert.deepEqual(
+      seen.filter((s) => s.endsWith(' one')),
+      ['add one', 'update one', 'delete one'],
+    );
+  });
+
+  it('resumes watches the server ends without missing a change', async (t) => {
+    const namespace = await freshNamespace(t);
+    const inf = informer(t, namespace, { watchTimeoutSeconds: 1 });
+    await inf.waitForSync();
+    for (let i = 0; i < 30; i++) {
+      await create(namespace, `cm-${String(i)}`);
+      await sleep(100);
+    }
+    await consistent(inf, namespace);
+    assert.ok(inf.stats.watches >= 3, `expected several watches, saw ${String(inf.stats.watches)}`);
+    assert.equal(inf.stats.lists, 1, 'resuming needs no relist');
+  });
+
+  it('restarts a watch that goes silent', async (t) => {
+    const namespace = await freshNamespace(t);
+    const inf = informer(t, namespace, { watchTimeoutSeconds: 300, idleTimeoutMs: 300 });
+    await inf.waitForSync();
+    await waitFor('the watchdog to restart a silent watch', () =>
+      inf.stats.watchdogRestarts >= 1 ? true : undefined,
+    );
+    await create(namespace, 'after-silence');
+    await waitFor('the informer to see a create after the restart', () =>
+      inf.get(`${namespace}/after-silence`),
+    );
+  });
+
+  it('relists when the watch history has expired (410 Gone), emitting what it missed', async (t) => {
+    const namespace = await freshNamespace(t);
+    await create(namespace, 'doomed');
+    const inf = informer(t, namespace);
+    await inf.waitForSync();
+    const deleted: string[] = [];
+    inf.on('delete', (o) => deleted.push(o.metadata.name));
+    await inf.stop(); // the informer is away...
+    await api.request(`/api/v1/namespaces/${namespace}/configmaps/doomed`, { method: 'DELETE' });
+    await create(namespace, 'born-while-away');
+    inf.resumeFrom('1'); // ...and comes back with a position the server has long forgotten
+    inf.start();
+    await waitFor('a 410 relist', () => (inf.stats.gone >= 1 ? true : undefined));
+    await consistent(inf, namespace);
+    assert.deepEqual(deleted, ['doomed']);
+    assert.ok(inf.get(`${namespace}/born-while-away`));
+  });
+});
