@@ -1,7 +1,7 @@
 // Which checks gate a given action on a given node.
 import type { ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
 import type { Action } from '../api/common.ts';
-import { matchesSelector, type LabelSelector } from '../kube/labels.ts';
+import { matchesSelector } from '../kube/labels.ts';
 
 export function checkGates(
   spec: ClusterHealthCheckSpec,
@@ -10,5 +10,5 @@ export function checkGates(
 ): boolean {
   const actions = spec.actions ?? [];
   if (actions.length > 0 && !actions.includes(action)) return false;
-  return matchesSelector(spec.nodeSelector as LabelSelector | undefined, nodeLabels);
+  return matchesSelector(spec.nodeSelector, nodeLabels);
 }

@@ -1,13 +1,17 @@
 // The gatehouse command line.
 import { Command } from 'commander';
 import { errorMessage } from '../wait.ts';
+import { controllerCommand } from './controller.ts';
+import { manifestsCommand } from './manifests.ts';
 import { sandboxCommand } from './sandbox.ts';
 
 export function program(): Command {
   return new Command('gatehouse')
     .description('health checks and action hooks that gate every disruptive action on Talos Linux nodes')
     .showHelpAfterError()
-    .addCommand(sandboxCommand());
+    .addCommand(sandboxCommand())
+    .addCommand(manifestsCommand())
+    .addCommand(controllerCommand());
 }
 
 if (import.meta.main) {

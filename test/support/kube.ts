@@ -7,9 +7,13 @@ import { randomBytes } from 'node:crypto';
 import type { TestContext } from 'node:test';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 
+import { dirname } from 'node:path';
+import { readState, type SandboxState } from '../../sandbox/cluster.ts';
 import { RestClient } from '../../src/kube/rest.ts';
 
-export { waitFor } from '../../src/wait.ts';
+import { waitFor } from '../../src/wait.ts';
+
+export { waitFor };
 export { KubeApiError } from '../../src/kube/rest.ts';
 
 /** The sandbox's admin kubeconfig; integration tests need `npm test` (or GATEHOUSE_TEST_KUBECONFIG). */
@@ -87,4 +91,84 @@ export async function refusal(promise: Promise<unknown>): Promise<{ code: number
 /** A raw JSON client for the sandbox (objects are sent exactly as written). */
 export function rest(kc: KubeConfig = testKubeConfig()): RestClient {
   return new RestClient(kc);
+}
+
+/** The REST path of an object's resource (discovered once per group/version), for raw requests. */
+export async function resourcePath(client: RestClient, object: KubernetesObject): Promise<string> {
+  const apiVersion = object.apiVersion ?? '';
+  const base = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
+  let resources = discovered.get(base);
+  if (!resources) {
+    resources = (await client.request<{ resources: DiscoveredResource[] }>(base)).resources;
+    discovered.set(base, resources);
+  }
+  const resource = resources.find((r) => r.kind === object.kind && !r.name.includes('/'));
+  if (!resource) throw new Error(`${apiVersion} has no resource of kind ${String(object.kind)}`);
+  const namespace = resource.namespaced ? `/namespaces/${object.metadata?.namespace ?? 'default'}` : '';
+  return `${base}${namespace}/${resource.name}`;
+}
+
+interface DiscoveredResource {
+  name: string;
+  kind: string;
+  namespaced: boolean;
+}
+const discovered = new Map<string, DiscoveredResource[]>();
+
+/**
+ * Server-side applies objects in order, sent exactly as written (create or update,
+ * idempotent, safe from several test processes at once: conflicts are forced to this
+ * field manager).
+ */
+export async function serverSideApply(
+  kc: KubeConfig,
+  objects: readonly KubernetesObject[],
+  fieldManager = 'gatehouse-tests',
+): Promise<KubernetesObject[]> {
+  const client = rest(kc);
+  const applied: KubernetesObject[] = [];
+  for (const object of objects) {
+    const path = `${await resourcePath(client, object)}/${object.metadata?.name ?? ''}`;
+    applied.push(await client.apply<KubernetesObject>(path, object, fieldManager));
+  }
+  return applied;
+}
+
+/** Waits until every named CustomResourceDefinition is Established (its kind is served). */
+export async function waitForEstablished(kc: KubeConfig, names: readonly string[]): Promise<void> {
+  const client = rest(kc);
+  type Crd = { status?: { conditions?: { type: string; status: string }[] } };
+  await Promise.all(
+    names.map((name) =>
+      waitFor(`CRD ${name} to be established`, async (observe) => {
+        const crd = await client.request<Crd>(
+          `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
+        );
+        observe(JSON.stringify(crd.status?.conditions ?? []));
+        return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')
+          ? true
+          : undefined;
+      }),
+    ),
+  );
+}
+
+export interface Table {
+  columnDefinitions: { name: string; type: string; priority?: number }[];
+  rows: { cells: unknown[] }[];
+}
+
+/** The API server's own table rendering of a path (what `kubectl get` prints), printer columns included. */
+export async function getTable(kc: KubeConfig, path: string): Promise<Table> {
+  return rest(kc).request<Table>(path, {
+    headers: { Accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' },
+  });
+}
+
+/** The state of the sandbox the tests run against (its ports, for fault injection). */
+export async function testSandboxState(): Promise<SandboxState> {
+  const kubeconfig = process.env.GATEHOUSE_TEST_KUBECONFIG;
+  const state = kubeconfig ? await readState(dirname(kubeconfig)) : undefined;
+  if (!state) throw new Error(`no sandbox state next to GATEHOUSE_TEST_KUBECONFIG=${String(kubeconfig)}`);
+  return state;
 }

@@ -1,0 +1,84 @@
+// Writes deploy/ from the API schemas (src/api) and install objects (src/manifests):
+// one CRD per file under deploy/crds/, rbac.yaml, admission-policy.yaml and
+// controller.yaml. With --check it writes nothing and fails when deploy/ differs from
+// a fresh generation, which is how CI catches a schema change without regenerated files.
+//
+//   node scripts/generate.ts [--check] [--namespace gatehouse-system] [--out deploy]
+//
+// --namespace is where the controller runs; it also names the ServiceAccount that the
+// admission policy exempts (see src/manifests/admission-policy.ts for why).
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DEFAULT_INSTALL, deployFiles, namespaceProblem } from '../src/manifests/install-set.ts';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+async function readIfExists(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/** Files under dir, relative to it; nothing if dir does not exist. */
+async function listFiles(dir: string): Promise<string[]> {
+  try {
+    const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+    return entries.filter((e) => e.isFile()).map((e) => relative(dir, join(e.parentPath, e.name)));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
+  }
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      check: { type: 'boolean', default: false },
+      namespace: { type: 'string', default: DEFAULT_INSTALL.namespace },
+      out: { type: 'string', default: join(root, 'deploy') },
+    },
+  });
+  const problem = namespaceProblem(values.namespace);
+  if (problem) {
+    process.stderr.write(`generate: --namespace ${values.namespace} ${problem}\n`);
+    return 2;
+  }
+  const out = values.out;
+  const files = deployFiles({ ...DEFAULT_INSTALL, namespace: values.namespace });
+  // Generated files are the YAML in crds/ and at the top level; other files (a chart,
+  // a README) are left alone.
+  const generatedPlace = (f: string) =>
+    f.endsWith('.yaml') && (f.startsWith('crds/') ? !f.slice(5).includes('/') : !f.includes('/'));
+  const stale = (await listFiles(out)).filter((f) => generatedPlace(f) && !files.has(f));
+
+  if (values.check) {
+    const drifted: string[] = [];
+    for (const [path, content] of files) {
+      if ((await readIfExists(join(out, path))) !== content) drifted.push(path);
+    }
+    if (drifted.length === 0 && stale.length === 0) return 0;
+    const lines = [
+      ...drifted.map((f) => `  differs from a fresh generation: ${relative(root, join(out, f))}`),
+      ...stale.map((f) => `  not generated any more: ${relative(root, join(out, f))}`),
+    ];
+    process.stderr.write(
+      `generate --check: deploy/ is out of date:\n${lines.join('\n')}\nrun: npm run generate\n`,
+    );
+    return 1;
+  }
+
+  for (const [path, content] of files) {
+    await mkdir(dirname(join(out, path)), { recursive: true });
+    await writeFile(join(out, path), content);
+  }
+  for (const f of stale) await rm(join(out, f));
+  process.stderr.write(`generate: wrote ${String(files.size)} files to ${relative(root, out) || '.'}\n`);
+  return 0;
+}
+
+process.exitCode = await main();

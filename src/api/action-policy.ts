@@ -1,0 +1,202 @@
+// ActionPolicy: who may be disrupted when. An action is approved only if every policy
+// matching its node and action allows it. Without any policy the controller allows one
+// action at a time cluster-wide, and never two control-plane nodes at once.
+import Type, { type Static } from 'typebox';
+import {
+  ACTIONS,
+  AGE_COLUMN,
+  CATEGORY,
+  Conditions,
+  Duration,
+  Int32,
+  Int64,
+  LabelSelector,
+  Resource,
+  StringEnum,
+  Timestamp,
+  rules,
+  type KindDefinition,
+} from './common.ts';
+
+// Five cron fields (minute hour day-of-month month day-of-week), each a list of *,
+// numbers, names (MON, JAN) or ranges, with optional steps; or a macro like @daily.
+// The controller checks the value ranges when it computes the next window.
+const CRON_FIELD =
+  '([*]|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?(,([*]|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?)*';
+const CRON = `^(${CRON_FIELD}( +${CRON_FIELD}){4}|@(yearly|annually|monthly|weekly|daily|midnight|hourly))$`;
+
+export const MaintenanceWindow = Type.Object(
+  {
+    schedule: Type.String({
+      description:
+        'When the window opens, as a 5-field cron expression (minute hour day-of-month month day-of-week), e.g. "0 2 * * *" for 02:00 every day or "0 22 * * FRI" for Fridays at 22:00; macros like @daily work too.',
+      minLength: 1,
+      maxLength: 128,
+      ...rules({
+        rule: `self.matches('${CRON}')`,
+        message:
+          'windows[].schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, e.g. "0 2 * * *") or a macro such as @daily',
+      }),
+    }),
+    duration: Duration('windows[].duration', 'How long the window stays open after each start.', {
+      min: '1m',
+      max: '168h',
+    }),
+    timeZone: Type.Optional(
+      Type.String({
+        description: 'IANA time zone the schedule is read in, e.g. Europe/Berlin. Defaults to UTC.',
+        minLength: 1,
+        maxLength: 64,
+        default: 'UTC',
+        ...rules({
+          rule: "self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$')",
+          message: 'windows[].timeZone must be an IANA time zone name such as UTC or Europe/Berlin',
+        }),
+      }),
+    ),
+  },
+  {
+    description:
+      'A recurring maintenance window. An action must be approved inside a window; once approved it runs to the end even if the window closes.',
+  },
+);
+
+export const AlertmanagerSilence = Type.Object(
+  {
+    url: Type.String({
+      description: 'Base URL of the Alertmanager API, e.g. http://alertmanager-operated.monitoring.svc:9093.',
+      minLength: 1,
+      maxLength: 2048,
+      ...rules({
+        rule: "isURL(self) && url(self).getScheme() in ['http', 'https']",
+        message: 'alertmanagerSilence.url must be an absolute http:// or https:// URL',
+      }),
+    }),
+    nodeLabel: Type.Optional(
+      Type.String({
+        description:
+          "Alert label that carries the node name; the silence matches alerts whose label equals the action's node. Defaults to node.",
+        minLength: 1,
+        maxLength: 128,
+        default: 'node',
+        ...rules({
+          rule: "self.matches('^[a-zA-Z_][a-zA-Z0-9_]*$')",
+          message: 'alertmanagerSilence.nodeLabel must be a Prometheus label name such as node or instance',
+        }),
+      }),
+    ),
+    duration: Type.Optional(
+      Duration(
+        'alertmanagerSilence.duration',
+        'Longest the silence lasts; the controller expires it early when the action finishes.',
+        { min: '1m', max: '24h', default: '1h' },
+      ),
+    ),
+  },
+  {
+    description:
+      "Silence the node's alerts in Alertmanager while an approved action on it runs, so a planned reboot does not page anyone. Created at approval, expired when the action finishes.",
+  },
+);
+
+export const ActionPolicySpec = Type.Object(
+  {
+    nodeSelector: Type.Optional(LabelSelector('Nodes this policy governs. Absent: every node.')),
+    actions: Type.Optional(
+      Type.Array(StringEnum(ACTIONS, { description: 'An action.' }), {
+        description: 'Actions this policy governs. Absent or empty: every action.',
+        maxItems: 5,
+        'x-kubernetes-list-type': 'set',
+      }),
+    ),
+    maxConcurrent: Type.Optional(
+      Type.Union([Type.Integer(), Type.String()], {
+        description:
+          'How many governed nodes may be in an approved, unfinished action at once: a whole number (at least 1) or a percentage of the governed nodes ("25%", rounded down, at least 1). Defaults to 1.',
+        default: 1,
+        maxLength: 4,
+        ...rules({
+          rule: "type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",
+          message:
+            'maxConcurrent must be a whole number of at least 1 or a percentage from 1% to 100%, e.g. 2 or "25%"',
+        }),
+      }),
+    ),
+    windows: Type.Optional(
+      Type.Array(MaintenanceWindow, {
+        description:
+          'Maintenance windows: actions are approved only while one is open. Absent or empty: any time.',
+        maxItems: 16,
+      }),
+    ),
+    alertmanagerSilence: Type.Optional(AlertmanagerSilence),
+  },
+  { description: 'Which nodes and actions the policy governs, how many at once, and when.' },
+);
+
+export const ActionPolicyStatus = Type.Object(
+  {
+    observedGeneration: Type.Optional(Int64('The metadata.generation the status reflects.', { minimum: 0 })),
+    matchingNodes: Type.Optional(Int32('Nodes the policy currently governs.', { minimum: 0 })),
+    allowedConcurrent: Type.Optional(Int32('maxConcurrent resolved against matchingNodes.', { minimum: 0 })),
+    activeActions: Type.Optional(Int32('Approved, unfinished actions on governed nodes.', { minimum: 0 })),
+    windowOpen: Type.Optional(
+      Type.Boolean({ description: 'Whether a maintenance window is open now (true without windows).' }),
+    ),
+    nextWindowStart: Type.Optional(Timestamp('When the next maintenance window opens.')),
+    conditions: Type.Optional(
+      Conditions('Standard conditions; type Valid reports problems such as an unknown time zone.'),
+    ),
+  },
+  { description: 'How the policy currently applies, written by the controller.' },
+);
+
+export const ActionPolicy = Resource(
+  'ActionPolicy',
+  'ActionPolicy limits disruption: how many of the nodes it governs may be in an approved, unfinished action at once, and in which maintenance windows actions may be approved. An action must be allowed by every policy that matches its node and action; without any policy, one action at a time cluster-wide and never two control-plane nodes at once.',
+  ActionPolicySpec,
+  ActionPolicyStatus,
+);
+
+export type ActionPolicy = Static<typeof ActionPolicy>;
+export type ActionPolicySpec = Static<typeof ActionPolicySpec>;
+export type ActionPolicyStatus = Static<typeof ActionPolicyStatus>;
+
+export const actionPolicyKind: KindDefinition = {
+  kind: 'ActionPolicy',
+  plural: 'actionpolicies',
+  singular: 'actionpolicy',
+  shortNames: ['apol'],
+  categories: [CATEGORY],
+  scope: 'Cluster',
+  schema: ActionPolicy,
+  printerColumns: [
+    {
+      name: 'Max Concurrent',
+      type: 'string',
+      jsonPath: '.spec.maxConcurrent',
+      description: 'How many governed nodes may be disrupted at once.',
+    },
+    { name: 'Nodes', type: 'integer', jsonPath: '.status.matchingNodes', description: 'Nodes governed.' },
+    {
+      name: 'Active',
+      type: 'integer',
+      jsonPath: '.status.activeActions',
+      description: 'Approved, unfinished actions.',
+    },
+    {
+      name: 'Window Open',
+      type: 'boolean',
+      jsonPath: '.status.windowOpen',
+      description: 'Whether a window is open now.',
+    },
+    {
+      name: 'Next Window',
+      type: 'date',
+      jsonPath: '.status.nextWindowStart',
+      description: 'When the next window opens.',
+      priority: 1,
+    },
+    AGE_COLUMN,
+  ],
+};

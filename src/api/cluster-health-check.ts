@@ -1,0 +1,497 @@
+// ClusterHealthCheck: something that must hold before an action may proceed. Checks
+// are impact-free and periodic; each object carries exactly one probe.
+import Type, { type Static } from 'typebox';
+import {
+  ACTIONS,
+  AGE_COLUMN,
+  CATEGORY,
+  Conditions,
+  DnsLabel,
+  DnsSubdomain,
+  Duration,
+  Int32,
+  Int64,
+  LabelSelector,
+  Resource,
+  StringEnum,
+  Text,
+  Timestamp,
+  oneOf,
+  rules,
+  type KindDefinition,
+} from './common.ts';
+
+const HTTP_URL_RULE = (field: string) => ({
+  rule: "isURL(self) && url(self).getScheme() in ['http', 'https']",
+  message: `${field} must be an absolute http:// or https:// URL, e.g. http://prometheus.monitoring.svc:9090`,
+});
+
+const Url = (field: string, description: string) =>
+  Type.String({ description, minLength: 1, maxLength: 2048, ...rules(HTTP_URL_RULE(field)) });
+
+const Port = (description: string) => Int32(description, { minimum: 1, maximum: 65535 });
+
+export const ServiceReference = Type.Object(
+  {
+    name: DnsLabel('Name of the Service.'),
+    namespace: DnsLabel('Namespace of the Service.'),
+  },
+  { description: 'A Service, reached through its cluster DNS name <name>.<namespace>.svc.' },
+);
+
+export const HttpGetProbe = Type.Object(
+  {
+    url: Type.Optional(
+      Url(
+        'httpGet.url',
+        'Absolute http:// or https:// URL to GET, e.g. http://rook-ceph-mgr.rook-ceph.svc:9283/. Set either url or service.',
+      ),
+    ),
+    service: Type.Optional(ServiceReference),
+    port: Type.Optional(
+      Port('Port of the Service to connect to; required with service, not allowed with url.'),
+    ),
+    path: Type.Optional(
+      Type.String({
+        description:
+          'Path to GET on the Service, starting with /; only with service (a url carries its path). Defaults to /.',
+        maxLength: 2048,
+        ...rules({ rule: "self.startsWith('/')", message: 'httpGet.path must start with /' }),
+      }),
+    ),
+    scheme: Type.Optional(
+      StringEnum(['HTTP', 'HTTPS'], {
+        description: 'Scheme to use with service: HTTP or HTTPS. Defaults to HTTP.',
+      }),
+    ),
+    httpHeaders: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ description: 'Header name, e.g. Accept.', minLength: 1, maxLength: 256 }),
+            value: Type.String({ description: 'Header value.', maxLength: 4096 }),
+          },
+          { description: 'One request header.' },
+        ),
+        { description: 'Extra request headers.', maxItems: 16 },
+      ),
+    ),
+    expectedStatusCodes: Type.Optional(
+      Type.Array(Int32('An HTTP status code.', { minimum: 100, maximum: 599 }), {
+        description:
+          'Status codes that count as success. Absent: any 2xx or 3xx, as with Kubernetes httpGet probes.',
+        maxItems: 32,
+        'x-kubernetes-list-type': 'set',
+      }),
+    ),
+    bodyExpression: Type.Optional(
+      Type.String({
+        description:
+          "CEL expression over the response body decoded as JSON (bound as `body`) that must be true for success, e.g. body.status == 'ok'. A body that is not JSON fails the probe.",
+        minLength: 1,
+        maxLength: 4096,
+      }),
+    ),
+    insecureSkipTLSVerify: Type.Optional(
+      Type.Boolean({ description: 'Accept any server certificate for https. Defaults to false: verify it.' }),
+    ),
+  },
+  {
+    description:
+      'Probe by HTTP GET: healthy when the response has an expected status code (and body, if asked).',
+    ...rules(
+      oneOf(['url', 'service'], 'httpGet', true),
+      {
+        rule: 'has(self.service) == has(self.port)',
+        message:
+          'httpGet.port is required with httpGet.service and not allowed with httpGet.url (the URL carries its port)',
+        fieldPath: '.port',
+      },
+      {
+        rule: '!has(self.path) || has(self.service)',
+        message: 'httpGet.path is only allowed with httpGet.service (a URL carries its path)',
+        fieldPath: '.path',
+        reason: 'FieldValueForbidden',
+      },
+      {
+        rule: '!has(self.scheme) || has(self.service)',
+        message: 'httpGet.scheme is only allowed with httpGet.service (a URL carries its scheme)',
+        fieldPath: '.scheme',
+        reason: 'FieldValueForbidden',
+      },
+    ),
+  },
+);
+
+export const TcpSocketProbe = Type.Object(
+  {
+    host: Type.Optional(
+      Type.String({
+        description: 'Host name or IP address to connect to. Set either host or service.',
+        minLength: 1,
+        maxLength: 253,
+      }),
+    ),
+    service: Type.Optional(ServiceReference),
+    port: Port('TCP port to connect to.'),
+  },
+  {
+    description: 'Probe by TCP connect: healthy when a connection opens within the timeout.',
+    ...rules(oneOf(['host', 'service'], 'tcpSocket', true)),
+  },
+);
+
+export const ResourceProbe = Type.Object(
+  {
+    apiVersion: Type.String({
+      description: 'API version of the objects, e.g. ceph.rook.io/v1 or v1 for the core group.',
+      minLength: 1,
+      maxLength: 317,
+      ...rules({
+        rule: "self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$')",
+        message:
+          'resource.apiVersion must be <group>/<version> (e.g. ceph.rook.io/v1) or a core version (e.g. v1)',
+      }),
+    }),
+    kind: Type.String({
+      description: 'Kind of the objects, e.g. CephCluster.',
+      minLength: 1,
+      maxLength: 63,
+      ...rules({
+        rule: "self.matches('^[A-Z][A-Za-z0-9]*$')",
+        message: 'resource.kind must be a kind name in CamelCase, e.g. CephCluster',
+      }),
+    }),
+    namespace: Type.Optional(
+      DnsLabel('Namespace of the objects. Absent: every namespace (or none, for a cluster-scoped kind).'),
+    ),
+    name: Type.Optional(
+      DnsSubdomain('Name of the single object to evaluate. Set at most one of name or labelSelector.'),
+    ),
+    labelSelector: Type.Optional(
+      LabelSelector('Select the objects by label. Absent (and no name): every object of the kind in scope.'),
+    ),
+    expression: Type.String({
+      description:
+        "CEL expression evaluated over each selected object (bound as `self`), true when that object is healthy, e.g. self.status.ceph.health == 'HEALTH_OK'. An evaluation error (a missing field, say) counts as unhealthy.",
+      minLength: 1,
+      maxLength: 4096,
+    }),
+    minMatching: Type.Optional(
+      Int32(
+        'Healthy when at least this many selected objects satisfy the expression. Set at most one of minMatching or all.',
+        {
+          minimum: 1,
+        },
+      ),
+    ),
+    all: Type.Optional(
+      Type.Boolean({
+        description:
+          'Healthy when every selected object satisfies the expression; the default when minMatching is absent. Only true is meaningful: to require fewer, set minMatching. Either way, selecting no object at all is unhealthy.',
+      }),
+    ),
+  },
+  {
+    description:
+      'Probe any Kubernetes resource, including custom resources, with a CEL expression over each object. The controller needs read access to the kind: grant it with a ClusterRole labelled talos.dev/aggregate-to-gatehouse-probes: "true".',
+    ...rules(
+      oneOf(['name', 'labelSelector'], 'resource', false),
+      oneOf(['minMatching', 'all'], 'resource', false),
+      {
+        rule: '!has(self.all) || self.all',
+        message:
+          'resource.all may only be true; to require fewer than all objects set resource.minMatching instead',
+        fieldPath: '.all',
+      },
+    ),
+  },
+);
+
+const NamespaceScope = {
+  namespace: Type.Optional(
+    DnsLabel('Only objects in this namespace. Set at most one of namespace or namespaceSelector.'),
+  ),
+  namespaceSelector: Type.Optional(
+    LabelSelector(
+      'Only objects in namespaces with matching labels. Absent (and no namespace): every namespace.',
+    ),
+  ),
+};
+
+export const WorkloadsProbe = Type.Object(
+  {
+    ...NamespaceScope,
+    selector: Type.Optional(
+      LabelSelector('Only workloads with matching labels. Absent: every workload in scope.'),
+    ),
+    kinds: Type.Optional(
+      Type.Array(
+        StringEnum(['Deployment', 'StatefulSet', 'DaemonSet'], { description: 'A workload kind.' }),
+        {
+          description: 'Which workload kinds to consider. Absent: Deployments, StatefulSets and DaemonSets.',
+          maxItems: 3,
+          'x-kubernetes-list-type': 'set',
+        },
+      ),
+    ),
+  },
+  {
+    description:
+      'Healthy when every selected Deployment, StatefulSet and DaemonSet is fully rolled out (its controller observed the latest generation, every replica updated) and all its replicas are available. No workload selected counts as healthy; the status message says how many were checked.',
+    ...rules(oneOf(['namespace', 'namespaceSelector'], 'workloads', false)),
+  },
+);
+
+export const PodDisruptionBudgetsProbe = Type.Object(
+  {
+    ...NamespaceScope,
+    selector: Type.Optional(
+      LabelSelector('Only PodDisruptionBudgets with matching labels. Absent: all in scope.'),
+    ),
+    minDisruptionsAllowed: Type.Optional(
+      Int32(
+        'Each selected PodDisruptionBudget must allow at least this many disruptions (status.disruptionsAllowed). Defaults to 1.',
+        {
+          minimum: 1,
+          default: 1,
+        },
+      ),
+    ),
+  },
+  {
+    description:
+      'Healthy when every selected PodDisruptionBudget allows at least minDisruptionsAllowed disruptions.',
+    ...rules(oneOf(['namespace', 'namespaceSelector'], 'podDisruptionBudgets', false)),
+  },
+);
+
+export const NodesProbe = Type.Object(
+  {
+    selector: Type.Optional(LabelSelector('Only nodes with matching labels. Absent: every node.')),
+    maxNotReady: Type.Optional(
+      Int32('How many selected nodes may be not Ready (or unreachable) while still healthy. Defaults to 0.', {
+        minimum: 0,
+        default: 0,
+      }),
+    ),
+  },
+  { description: 'Healthy when at most maxNotReady of the selected nodes are not Ready.' },
+);
+
+// label, operator, double-quoted value (without escaped quotes, to keep the rule simple).
+const PROMETHEUS_MATCHER = '^[a-zA-Z_][a-zA-Z0-9_]*[ ]*(=|!=|=~|!~)[ ]*"[^"]*"$';
+
+export const PrometheusProbe = Type.Object(
+  {
+    url: Url(
+      'prometheus.url',
+      'Base URL of the Prometheus (or compatible) HTTP API, e.g. http://prometheus.monitoring.svc:9090.',
+    ),
+    query: Type.Optional(
+      Type.String({
+        description:
+          'PromQL instant query. Without valueRange, healthy when it returns no sample (e.g. ALERTS{severity="critical"}); with valueRange, when every sample lies in the range. Set exactly one of query or alerts.',
+        minLength: 1,
+        maxLength: 8192,
+      }),
+    ),
+    valueRange: Type.Optional(
+      Type.Object(
+        {
+          min: Type.Optional(Type.Number({ description: 'Lowest healthy value (inclusive).' })),
+          max: Type.Optional(Type.Number({ description: 'Highest healthy value (inclusive).' })),
+        },
+        {
+          description: 'Range every sample of the query must lie in; only with query.',
+          ...rules(
+            {
+              rule: 'has(self.min) || has(self.max)',
+              message: 'prometheus.valueRange must set min, max or both',
+            },
+            {
+              rule: '!has(self.min) || !has(self.max) || self.min <= self.max',
+              message: 'prometheus.valueRange.min must not exceed prometheus.valueRange.max',
+            },
+          ),
+        },
+      ),
+    ),
+    alerts: Type.Optional(
+      Type.Object(
+        {
+          matchers: Type.Optional(
+            Type.Array(
+              Type.String({
+                maxLength: 1024,
+                ...rules({
+                  rule: `self.matches('${PROMETHEUS_MATCHER}')`,
+                  message:
+                    'prometheus.alerts.matchers[] must each be label, operator (=, !=, =~ or !~) and a double-quoted value, e.g. severity="critical"',
+                }),
+              }),
+              {
+                description:
+                  'Matchers a firing alert must all satisfy to make the check unhealthy, e.g. severity=~"critical|warning" and alertname!="Watchdog". Absent: any firing alert.',
+                maxItems: 32,
+              },
+            ),
+          ),
+        },
+        {
+          description:
+            'Healthy when no firing alert (the ALERTS series) matches every matcher. Set exactly one of query or alerts.',
+        },
+      ),
+    ),
+  },
+  {
+    description:
+      'Probe by Prometheus: a PromQL query must return nothing or values in range, or no matching alert may be firing.',
+    ...rules(oneOf(['query', 'alerts'], 'prometheus', true), {
+      rule: '!has(self.valueRange) || has(self.query)',
+      message: 'prometheus.valueRange is only allowed with prometheus.query',
+      fieldPath: '.valueRange',
+      reason: 'FieldValueForbidden',
+    }),
+  },
+);
+
+export const PROBES = [
+  'httpGet',
+  'tcpSocket',
+  'resource',
+  'workloads',
+  'podDisruptionBudgets',
+  'nodes',
+  'prometheus',
+] as const;
+
+export const ClusterHealthCheckSpec = Type.Object(
+  {
+    actions: Type.Optional(
+      Type.Array(StringEnum(ACTIONS, { description: 'An action.' }), {
+        description:
+          'Actions this check gates: Upgrade, Reboot, Shutdown, Reset, ConfigChange. Absent or empty: every action, including kinds added later.',
+        maxItems: 5,
+        'x-kubernetes-list-type': 'set',
+      }),
+    ),
+    nodeSelector: Type.Optional(
+      LabelSelector('Gate only actions on nodes with matching labels. Absent: actions on every node.'),
+    ),
+    interval: Type.Optional(
+      Duration('interval', 'How often the controller probes, as periodSeconds of a Kubernetes probe.', {
+        min: '1s',
+        max: '24h',
+        default: '30s',
+      }),
+    ),
+    timeout: Type.Optional(
+      Duration('timeout', 'How long one probe may take before it counts as a failure.', {
+        min: '1s',
+        max: '10m',
+        default: '5s',
+      }),
+    ),
+    successThreshold: Type.Optional(
+      Int32('Consecutive successes after which an unhealthy check becomes healthy. Defaults to 1.', {
+        minimum: 1,
+        maximum: 100,
+        default: 1,
+      }),
+    ),
+    failureThreshold: Type.Optional(
+      Int32('Consecutive failures after which a healthy check becomes unhealthy. Defaults to 3.', {
+        minimum: 1,
+        maximum: 100,
+        default: 3,
+      }),
+    ),
+    httpGet: Type.Optional(HttpGetProbe),
+    tcpSocket: Type.Optional(TcpSocketProbe),
+    resource: Type.Optional(ResourceProbe),
+    workloads: Type.Optional(WorkloadsProbe),
+    podDisruptionBudgets: Type.Optional(PodDisruptionBudgetsProbe),
+    nodes: Type.Optional(NodesProbe),
+    prometheus: Type.Optional(PrometheusProbe),
+  },
+  {
+    description:
+      'What must hold, which actions it gates, and how often it is probed. Exactly one probe: httpGet, tcpSocket, resource, workloads, podDisruptionBudgets, nodes or prometheus.',
+    ...rules({
+      rule: `[${PROBES.map((p) => `has(self.${p})`).join(', ')}].filter(x, x).size() == 1`,
+      message: `spec must set exactly one probe: ${PROBES.join(', ')}`,
+    }),
+  },
+);
+
+export const ClusterHealthCheckStatus = Type.Object(
+  {
+    observedGeneration: Type.Optional(Int64('The metadata.generation the status reflects.', { minimum: 0 })),
+    healthy: Type.Optional(
+      Type.Boolean({
+        description:
+          'Whether the check currently holds. Absent (never probed) counts as unhealthy, as does a probe that could not run.',
+      }),
+    ),
+    consecutiveFailures: Type.Optional(Int32('Failed probes in a row, reset by a success.', { minimum: 0 })),
+    consecutiveSuccesses: Type.Optional(
+      Int32('Successful probes in a row, reset by a failure.', { minimum: 0 }),
+    ),
+    lastProbeTime: Type.Optional(Timestamp('When the check was last probed.')),
+    lastTransitionTime: Type.Optional(Timestamp('When healthy last changed.')),
+    message: Type.Optional(Text('What the last probe found, in words: the failure, or what was checked.')),
+    conditions: Type.Optional(Conditions('Standard conditions; type Healthy mirrors healthy with a reason.')),
+  },
+  { description: 'The result of the latest probes, written by the controller.' },
+);
+
+export const ClusterHealthCheck = Resource(
+  'ClusterHealthCheck',
+  'ClusterHealthCheck is a condition that must hold before gatehouse lets an action proceed, e.g. "Ceph is HEALTH_OK". It is probed periodically and freshly again by every gate it applies to; an unknown result counts as unhealthy. Probes never have side effects.',
+  ClusterHealthCheckSpec,
+  ClusterHealthCheckStatus,
+);
+
+export type ClusterHealthCheck = Static<typeof ClusterHealthCheck>;
+export type ClusterHealthCheckSpec = Static<typeof ClusterHealthCheckSpec>;
+export type ClusterHealthCheckStatus = Static<typeof ClusterHealthCheckStatus>;
+
+export const clusterHealthCheckKind: KindDefinition = {
+  kind: 'ClusterHealthCheck',
+  plural: 'clusterhealthchecks',
+  singular: 'clusterhealthcheck',
+  shortNames: ['chc'],
+  categories: [CATEGORY],
+  scope: 'Cluster',
+  schema: ClusterHealthCheck,
+  printerColumns: [
+    {
+      name: 'Healthy',
+      type: 'boolean',
+      jsonPath: '.status.healthy',
+      description: 'Whether the check currently holds.',
+    },
+    {
+      name: 'Failures',
+      type: 'integer',
+      jsonPath: '.status.consecutiveFailures',
+      description: 'Failed probes in a row.',
+    },
+    {
+      name: 'Last Probe',
+      type: 'date',
+      jsonPath: '.status.lastProbeTime',
+      description: 'When it was last probed.',
+    },
+    {
+      name: 'Message',
+      type: 'string',
+      jsonPath: '.status.message',
+      description: 'What the last probe found.',
+      priority: 1,
+    },
+    AGE_COLUMN,
+  ],
+};

@@ -1,0 +1,355 @@
+// The six hook kinds. They share one spec; the kind says when a hook runs. A hook is
+// consequential and blocking: a Job (or a callback) that must finish at its point of
+// an action or a boot, idempotent by contract.
+import type { V1JobTemplateSpec } from '@kubernetes/client-node';
+import Type, { type Static } from 'typebox';
+import {
+  AGE_COLUMN,
+  CATEGORY,
+  Conditions,
+  DnsLabel,
+  DnsSubdomain,
+  Duration,
+  Int32,
+  Int64,
+  LabelSelector,
+  Resource,
+  StringEnum,
+  StringMap,
+  Text,
+  Timestamp,
+  rules,
+  type KindDefinition,
+} from './common.ts';
+
+const TemplateMetadata = (what: string) =>
+  Type.Object(
+    {
+      labels: Type.Optional(StringMap(`Labels to put on the ${what}, next to the ones gatehouse adds.`)),
+      annotations: Type.Optional(StringMap(`Annotations to put on the ${what}.`)),
+    },
+    {
+      description: `Labels and annotations for the ${what}. Other metadata is ignored: gatehouse names the Job after the action, the hook and the attempt, so that it is never created twice.`,
+    },
+  );
+
+/**
+ * A batch/v1 JobTemplateSpec. Only what gatehouse must enforce is declared (a restart
+ * policy that lets the Job finish, at least one container); the rest of the Job and
+ * pod spec is preserved as written and validated by the API server when the Job is
+ * created, so the CRD does not freeze a copy of one Kubernetes version's Job schema.
+ * Not x-kubernetes-embedded-resource: a template has no apiVersion and kind. The
+ * static type is client-node's V1JobTemplateSpec.
+ */
+export const JobTemplate = Type.Unsafe<V1JobTemplateSpec>(
+  Type.Object(
+    {
+      metadata: Type.Optional(TemplateMetadata('Job')),
+      spec: Type.Object(
+        {
+          template: Type.Object(
+            {
+              metadata: Type.Optional(TemplateMetadata('pod')),
+              spec: Type.Object(
+                {
+                  restartPolicy: Type.String({
+                    description:
+                      "The pod's restart policy: Never or OnFailure, so that the Job can finish (Always, the pod default, is refused).",
+                    maxLength: 16,
+                  }),
+                  containers: Type.Array(
+                    Type.Object(
+                      {},
+                      {
+                        description: 'A container (core/v1 Container).',
+                        'x-kubernetes-preserve-unknown-fields': true,
+                      },
+                    ),
+                    {
+                      description: 'The containers of the pod (core/v1 Container); at least one.',
+                      minItems: 1,
+                      maxItems: 64,
+                    },
+                  ),
+                },
+                {
+                  description:
+                    "The pod spec (core/v1 PodSpec). gatehouse adds node affinity for the hook's placement, and environment variables GATEHOUSE_NODE, GATEHOUSE_ACTION, GATEHOUSE_ACTION_NAME, GATEHOUSE_BOOT_ID and GATEHOUSE_TARGET_IMAGE (when upgrading) to every container.",
+                  'x-kubernetes-preserve-unknown-fields': true,
+                  ...rules({
+                    rule: "!has(self.restartPolicy) || self.restartPolicy in ['Never', 'OnFailure']",
+                    message:
+                      'template.spec.template.spec.restartPolicy must be Never or OnFailure: a hook Job has to finish',
+                    fieldPath: '.restartPolicy',
+                  }),
+                },
+              ),
+            },
+            { description: 'The pod template of the Job (core/v1 PodTemplateSpec).' },
+          ),
+        },
+        {
+          description:
+            'The Job spec (batch/v1 JobSpec): template, backoffLimit, activeDeadlineSeconds and so on. The hook timeout bounds the Job as a whole.',
+          'x-kubernetes-preserve-unknown-fields': true,
+        },
+      ),
+    },
+    {
+      description:
+        "A Job template (batch/v1 JobTemplateSpec) run in the hook's namespace; the Job is owned by the NodeAction and labelled with the action and the hook.",
+    },
+  ),
+);
+
+export const Webhook = Type.Object(
+  {
+    service: Type.Object(
+      {
+        name: DnsLabel("Name of a Service in the hook's namespace."),
+        port: Type.Optional(
+          Int32('Port of the Service. Defaults to 443.', { minimum: 1, maximum: 65535, default: 443 }),
+        ),
+      },
+      { description: "The Service to call, in the hook's own namespace." },
+    ),
+    path: Type.Optional(
+      Type.String({
+        description: 'Path to POST the HookRequest to, starting with /. Defaults to /.',
+        maxLength: 2048,
+        default: '/',
+        ...rules({ rule: "self.startsWith('/')", message: 'webhook.path must start with /' }),
+      }),
+    ),
+    scheme: Type.Optional(
+      StringEnum(['HTTPS', 'HTTP'], {
+        description:
+          'HTTPS (the default, as for admission webhooks and Cluster API runtime extensions) or HTTP for a trusted in-namespace callback.',
+        default: 'HTTPS',
+      }),
+    ),
+    caBundle: Type.Optional(
+      Type.String({
+        description:
+          "PEM certificates (base64-encoded) that sign the Service's serving certificate, for HTTPS. Absent: the cluster's CA (the service-account ca.crt) and the system roots.",
+        format: 'byte',
+        maxLength: 65536,
+      }),
+    ),
+    requestTimeout: Type.Optional(
+      Duration(
+        'webhook.requestTimeout',
+        'How long one request may take; a timed-out request is retried until the hook timeout.',
+        {
+          min: '1s',
+          max: '5m',
+          default: '10s',
+        },
+      ),
+    ),
+  },
+  {
+    description:
+      'A callback: gatehouse POSTs a HookRequest (apiVersion, kind: HookRequest, action, hook) and expects {status: Success | Failure, message, retryAfterSeconds}; retryAfterSeconds > 0 means "not yet, ask again". The same shape as Cluster API runtime hooks.',
+  },
+);
+
+export const HookSpec = Type.Object(
+  {
+    nodeSelector: Type.Optional(
+      LabelSelector('Run for actions and boots of nodes with matching labels. Absent: every node.'),
+    ),
+    order: Type.Optional(
+      Int32(
+        'Hooks of the same kind run in ascending order; hooks with equal order run in parallel, and the next order starts when they all finished. Defaults to 0.',
+        { minimum: -1000, maximum: 1000, default: 0 },
+      ),
+    ),
+    timeout: Type.Optional(
+      Duration('timeout', 'How long the hook may take, all attempts included, before it counts as failed.', {
+        min: '1s',
+        max: '24h',
+        default: '15m',
+      }),
+    ),
+    failurePolicy: Type.Optional(
+      StringEnum(['Fail', 'Ignore'], {
+        description:
+          'What a failed (or timed-out) hook means: Fail stops the action (or, for boot hooks, keeps the node from becoming ready); Ignore records the failure and goes on. Defaults to Fail.',
+        default: 'Fail',
+      }),
+    ),
+    placement: Type.Optional(
+      StringEnum(['AwayFromTarget', 'OnTarget', 'Anywhere'], {
+        description:
+          'Where the Job may run: AwayFromTarget (the default) never on the node the action or boot is about, since that node is about to go down or is not ready; OnTarget only there; Anywhere wherever the scheduler likes. Webhooks ignore it.',
+        default: 'AwayFromTarget',
+      }),
+    ),
+    template: Type.Optional(JobTemplate),
+    webhook: Type.Optional(Webhook),
+  },
+  {
+    description:
+      'When and where the hook runs, and what it runs: exactly one of template (a Job) or webhook (a callback).',
+    ...rules({
+      rule: 'has(self.template) != has(self.webhook)',
+      message: 'spec must set exactly one of template (a Job) or webhook (a callback)',
+    }),
+  },
+);
+
+export const HOOK_RUN_PHASES = ['Pending', 'Running', 'Succeeded', 'Failed'] as const;
+
+export const HookRun = Type.Object(
+  {
+    action: Type.Optional(DnsSubdomain('Name of the NodeAction the run was for; absent for a boot hook.')),
+    node: DnsSubdomain('The node the run was about.'),
+    bootID: Type.Optional(
+      Type.String({ description: "The node's boot ID the run was about (boot hooks).", maxLength: 64 }),
+    ),
+    attempt: Int32('Attempt number, from 1.', { minimum: 1 }),
+    jobName: Type.Optional(DnsSubdomain('The Job created for the run; absent for a webhook.')),
+    phase: StringEnum(HOOK_RUN_PHASES, { description: 'Pending, Running, Succeeded or Failed.' }),
+    startTime: Type.Optional(Timestamp('When the run started.')),
+    completionTime: Type.Optional(Timestamp('When the run finished.')),
+    message: Type.Optional(Text('What happened, e.g. the Job failure reason or the webhook message.', 4096)),
+  },
+  { description: 'One run of the hook.' },
+);
+
+export const HookStatus = Type.Object(
+  {
+    observedGeneration: Type.Optional(Int64('The metadata.generation the status reflects.', { minimum: 0 })),
+    active: Type.Optional(Int32('Runs in progress.', { minimum: 0 })),
+    succeeded: Type.Optional(Int32('Runs that succeeded, since the hook was created.', { minimum: 0 })),
+    failed: Type.Optional(
+      Int32('Runs that failed or timed out, since the hook was created.', { minimum: 0 }),
+    ),
+    lastRuns: Type.Optional(
+      Type.Array(HookRun, { description: 'The most recent runs, newest first (at most 10).', maxItems: 10 }),
+    ),
+    conditions: Type.Optional(
+      Conditions(
+        'Standard conditions; type Valid says whether the hook can run (e.g. its webhook Service exists).',
+      ),
+    ),
+  },
+  { description: 'Counts and the latest runs, written by the controller.' },
+);
+
+/** When each hook kind runs, which is also its CRD description. */
+const HOOK_KINDS = [
+  {
+    kind: 'PreUpgradeJob',
+    shortName: 'preupgrade',
+    when: 'before an Upgrade of a matching node, after the health checks passed',
+  },
+  {
+    kind: 'PreRebootJob',
+    shortName: 'prereboot',
+    when: 'before a Reboot of a matching node, after the health checks passed (e.g. ceph osd set-group noout)',
+  },
+  {
+    kind: 'PreShutdownJob',
+    shortName: 'preshutdown',
+    when: 'before a Shutdown of a matching node, after the health checks passed',
+  },
+  {
+    kind: 'PreResetJob',
+    shortName: 'prereset',
+    when: 'before a Reset of a matching node, after the health checks passed: the place to move data off the node for good (e.g. out and purge its Ceph OSDs)',
+  },
+  {
+    kind: 'NodePrereadyJob',
+    shortName: 'preready',
+    when: 'on every boot of a matching node, before it may take workloads: the node keeps the taint talos.dev/preready:NoSchedule until every NodePrereadyJob succeeded for its current boot ID',
+  },
+  {
+    kind: 'NodeReadyJob',
+    shortName: 'nodeready',
+    when: 'on every boot of a matching node, once it is Ready and the preready taint is gone (e.g. ceph osd unset-group noout)',
+  },
+] as const;
+
+export type HookKindName = (typeof HOOK_KINDS)[number]['kind'];
+export const HOOK_KIND_NAMES = HOOK_KINDS.map((h) => h.kind) as unknown as readonly [
+  HookKindName,
+  ...HookKindName[],
+];
+
+function hookResource<const Kind extends HookKindName>(kind: Kind, when: string) {
+  return Resource(
+    kind,
+    `${kind} is a hook that runs ${when}. It runs a Job from its template, or calls its webhook, and must succeed unless its failurePolicy is Ignore. Hooks must be idempotent. Creating one is as powerful as creating a Job in its namespace.`,
+    HookSpec,
+    HookStatus,
+  );
+}
+
+const byKind = Object.fromEntries(HOOK_KINDS.map((h) => [h.kind, h])) as Record<
+  HookKindName,
+  (typeof HOOK_KINDS)[number]
+>;
+
+export const PreUpgradeJob = hookResource('PreUpgradeJob', byKind.PreUpgradeJob.when);
+export const PreRebootJob = hookResource('PreRebootJob', byKind.PreRebootJob.when);
+export const PreShutdownJob = hookResource('PreShutdownJob', byKind.PreShutdownJob.when);
+export const PreResetJob = hookResource('PreResetJob', byKind.PreResetJob.when);
+export const NodePrereadyJob = hookResource('NodePrereadyJob', byKind.NodePrereadyJob.when);
+export const NodeReadyJob = hookResource('NodeReadyJob', byKind.NodeReadyJob.when);
+
+export type HookSpec = Static<typeof HookSpec>;
+export type HookStatus = Static<typeof HookStatus>;
+export type HookRun = Static<typeof HookRun>;
+export type PreUpgradeJob = Static<typeof PreUpgradeJob>;
+export type PreRebootJob = Static<typeof PreRebootJob>;
+export type PreShutdownJob = Static<typeof PreShutdownJob>;
+export type PreResetJob = Static<typeof PreResetJob>;
+export type NodePrereadyJob = Static<typeof NodePrereadyJob>;
+export type NodeReadyJob = Static<typeof NodeReadyJob>;
+/** Any hook object; `kind` says which. */
+export type Hook =
+  PreUpgradeJob | PreRebootJob | PreShutdownJob | PreResetJob | NodePrereadyJob | NodeReadyJob;
+
+const SCHEMAS = { PreUpgradeJob, PreRebootJob, PreShutdownJob, PreResetJob, NodePrereadyJob, NodeReadyJob };
+
+export const hookKinds: readonly KindDefinition[] = HOOK_KINDS.map((h) => ({
+  kind: h.kind,
+  plural: `${h.kind.toLowerCase()}s`,
+  singular: h.kind.toLowerCase(),
+  shortNames: [h.shortName],
+  categories: [CATEGORY, 'gatehouse-hooks'],
+  scope: 'Namespaced',
+  schema: SCHEMAS[h.kind],
+  printerColumns: [
+    {
+      name: 'Order',
+      type: 'integer',
+      jsonPath: '.spec.order',
+      description: 'Run order among hooks of this kind.',
+    },
+    {
+      name: 'Failure Policy',
+      type: 'string',
+      jsonPath: '.spec.failurePolicy',
+      description: 'Fail stops the action; Ignore goes on.',
+    },
+    { name: 'Placement', type: 'string', jsonPath: '.spec.placement', description: 'Where the Job may run.' },
+    {
+      name: 'Active',
+      type: 'integer',
+      jsonPath: '.status.active',
+      description: 'Runs in progress.',
+      priority: 1,
+    },
+    {
+      name: 'Succeeded',
+      type: 'integer',
+      jsonPath: '.status.succeeded',
+      description: 'Runs that succeeded.',
+    },
+    { name: 'Failed', type: 'integer', jsonPath: '.status.failed', description: 'Runs that failed.' },
+    AGE_COLUMN,
+  ],
+}));

@@ -1,0 +1,457 @@
+// NodeAction: the protocol object. One request to perform one action on one node,
+// from the CLI, the HTTP API, kubectl or another controller; its status is the record
+// of how it was judged and carried out.
+import Type, { type Static } from 'typebox';
+import {
+  ACTIONS,
+  AGE_COLUMN,
+  CATEGORY,
+  Conditions,
+  DnsLabel,
+  DnsSubdomain,
+  Duration,
+  Int32,
+  Int64,
+  LabelSelector,
+  Resource,
+  StringEnum,
+  Text,
+  Timestamp,
+  rules,
+  type KindDefinition,
+  type ValidationRule,
+} from './common.ts';
+import { HOOK_KIND_NAMES } from './hooks.ts';
+
+/** The annotation an External requester sets once it has performed the action. */
+export const EXECUTED_ANNOTATION = 'talos.dev/executed';
+
+// An image reference with a tag or a digest: an upgrade never means "whatever latest is".
+const IMAGE_REFERENCE =
+  '^[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$';
+
+export const UpgradeParameters = Type.Object(
+  {
+    image: Type.String({
+      description:
+        'The Talos installer image to upgrade to, with a tag or digest, e.g. factory.talos.dev/installer/<schematic>:v1.11.5.',
+      minLength: 1,
+      maxLength: 512,
+      ...rules({
+        rule: `self.matches('${IMAGE_REFERENCE}') && (self.contains('@sha256:') || self.matches(':[A-Za-z0-9_][A-Za-z0-9_.-]*$'))`,
+        message:
+          'upgrade.image must be an image reference with a tag or digest, e.g. factory.talos.dev/installer/<schematic>:v1.11.5',
+      }),
+    }),
+    stage: Type.Optional(
+      Type.Boolean({
+        description:
+          'Stage the upgrade and perform it on the next reboot, for when files in use would block it. Defaults to false.',
+        default: false,
+      }),
+    ),
+  },
+  { description: 'Parameters of an Upgrade; only with action Upgrade, where it is required.' },
+);
+
+export const RebootParameters = Type.Object(
+  {
+    mode: Type.Optional(
+      StringEnum(['Default', 'PowerCycle'], {
+        description:
+          'How to reboot: Default (through kexec when the node allows it) or PowerCycle (always through the firmware). Defaults to Default.',
+        default: 'Default',
+      }),
+    ),
+  },
+  { description: 'Parameters of a Reboot; only with action Reboot.' },
+);
+
+export const ResetParameters = Type.Object(
+  {
+    graceful: Type.Optional(
+      Type.Boolean({
+        description:
+          'Leave etcd (on control-plane nodes) and the cluster cleanly before wiping. Set false only for a node that cannot leave gracefully. Defaults to true.',
+        default: true,
+      }),
+    ),
+    wipeMode: Type.Optional(
+      StringEnum(['All', 'SystemDisk', 'UserDisks'], {
+        description: 'What to wipe: All disks, only the SystemDisk, or only the UserDisks. Defaults to All.',
+        default: 'All',
+      }),
+    ),
+  },
+  { description: 'Parameters of a Reset; only with action Reset.' },
+);
+
+export const ConfigChangeParameters = Type.Object(
+  {
+    mode: Type.Optional(
+      StringEnum(['Auto', 'NoReboot', 'Reboot', 'Staged', 'Try'], {
+        description:
+          "How the configuration is applied, as talosctl apply-config --mode: Auto lets Talos decide (Managed execution only, where the controller learns from Talos whether the node reboots), NoReboot applies live, Reboot applies and reboots, Staged applies on the next boot, Try applies live and rolls back after Talos's timeout. Defaults to Auto.",
+        default: 'Auto',
+      }),
+    ),
+    configSecretRef: Type.Optional(
+      Type.Object(
+        {
+          name: DnsSubdomain("Name of the Secret, in the controller's namespace."),
+          key: Type.Optional(
+            Type.String({
+              description: 'Key in the Secret holding the configuration. Defaults to config.yaml.',
+              minLength: 1,
+              maxLength: 253,
+              default: 'config.yaml',
+            }),
+          ),
+        },
+        {
+          description:
+            "The node's full machine configuration, in a Secret in the controller's own namespace (so the controller needs no cluster-wide Secret access). Required with Managed execution, not allowed with External.",
+        },
+      ),
+    ),
+  },
+  { description: 'Parameters of a ConfigChange; only with action ConfigChange, where it is required.' },
+);
+
+export const DrainOptions = Type.Object(
+  {
+    enabled: Type.Optional(
+      Type.Boolean({
+        description: 'Cordon and drain the node before a disruptive step. Defaults to true.',
+        default: true,
+      }),
+    ),
+    timeout: Type.Optional(
+      Duration('drain.timeout', 'How long evictions may take before the action fails.', {
+        min: '1s',
+        max: '24h',
+        default: '10m',
+      }),
+    ),
+    gracePeriodSeconds: Type.Optional(
+      Int32("Termination grace period for evicted pods. Absent: each pod's own.", {
+        minimum: 0,
+        maximum: 86400,
+      }),
+    ),
+    podSelector: Type.Optional(
+      LabelSelector('Evict only pods with matching labels. Absent: every pod but DaemonSet and mirror pods.'),
+    ),
+  },
+  {
+    description:
+      'How the controller drains the node (Managed execution only): by eviction, so PodDisruptionBudgets are respected; DaemonSet and mirror pods stay. Absent: drain with the defaults.',
+  },
+);
+
+export const Bypass = Type.Object(
+  {
+    healthChecks: Type.Optional(
+      Type.Boolean({
+        description: 'Approve without waiting for the health checks. Defaults to false.',
+        default: false,
+      }),
+    ),
+    hooks: Type.Optional(
+      Type.Boolean({
+        description: 'Approve without running the pre-action hooks. Defaults to false.',
+        default: false,
+      }),
+    ),
+    reason: Type.Optional(
+      Type.String({
+        description: 'Why, in words: required with any bypass, and recorded in the status and an Event.',
+        maxLength: 1024,
+      }),
+    ),
+  },
+  {
+    description:
+      'Skip the health checks and/or the pre-action hooks. Needs the verb bypass on nodeactions.talos.dev (ClusterRole gatehouse:bypass) and a reason; the shipped ValidatingAdmissionPolicy refuses it otherwise.',
+  },
+);
+
+/** A per-phase deadline: how long the action may stay in that phase before it fails. */
+function deadline(phase: string, what: string, defaultValue: string) {
+  return Type.Optional(
+    Duration(`deadlines.${phase}`, `Longest time ${what}.`, {
+      min: '1s',
+      max: '168h',
+      default: defaultValue,
+    }),
+  );
+}
+
+export const Deadlines = Type.Object(
+  {
+    pending: deadline('pending', 'waiting for its policies to allow it (a free slot, an open window)', '24h'),
+    waitingForHealth: deadline('waitingForHealth', 'waiting for its health checks to pass', '30m'),
+    runningPreHooks: deadline('runningPreHooks', 'running its pre-action hooks', '1h'),
+    approved: deadline(
+      'approved',
+      'approved but not yet executed (External execution: the requester has this long to act and set the talos.dev/executed annotation)',
+      '1h',
+    ),
+    executing: deadline('executing', 'executing, drain included', '30m'),
+    waitingForNode: deadline(
+      'waitingForNode',
+      'waiting for the node to come back with a new boot ID and Ready',
+      '30m',
+    ),
+    runningPostHooks: deadline(
+      'runningPostHooks',
+      'running the boot hooks of the node after the action',
+      '1h',
+    ),
+  },
+  {
+    description:
+      'How long the action may stay in each phase before it fails (phase Failed, with the deadline named in the message). Every deadline has a default, filled in by the API server.',
+    default: {},
+  },
+);
+
+/** Parameters that belong to exactly one action. */
+const PARAMETERS = {
+  upgrade: 'Upgrade',
+  reboot: 'Reboot',
+  reset: 'Reset',
+  configChange: 'ConfigChange',
+} as const;
+const REQUIRED_PARAMETERS = ['upgrade', 'configChange'] as const;
+
+const parameterRules: ValidationRule[] = [
+  ...REQUIRED_PARAMETERS.map((field): ValidationRule => ({
+    rule: `self.action != '${PARAMETERS[field]}' || has(self.${field})`,
+    message:
+      field === 'upgrade'
+        ? 'spec.upgrade (with upgrade.image) is required when spec.action is Upgrade'
+        : 'spec.configChange is required when spec.action is ConfigChange',
+    fieldPath: `.${field}`,
+    reason: 'FieldValueRequired',
+  })),
+  ...Object.entries(PARAMETERS).map(([field, action]): ValidationRule => ({
+    rule: `!has(self.${field}) || self.action == '${action}'`,
+    message: `spec.${field} is only allowed when spec.action is ${action}`,
+    fieldPath: `.${field}`,
+    reason: 'FieldValueForbidden',
+  })),
+  {
+    rule: "!has(self.configChange) || self.execution != 'Managed' || has(self.configChange.configSecretRef)",
+    message:
+      'spec.configChange.configSecretRef is required with Managed execution: the controller applies the machine configuration from that Secret',
+    fieldPath: '.configChange',
+    reason: 'FieldValueRequired',
+  },
+  {
+    rule: "!has(self.configChange) || !has(self.configChange.configSecretRef) || self.execution == 'Managed'",
+    message:
+      'spec.configChange.configSecretRef is only allowed with Managed execution: with External execution the requester applies the configuration itself',
+    fieldPath: '.configChange.configSecretRef',
+    reason: 'FieldValueForbidden',
+  },
+  {
+    rule: "!has(self.configChange) || self.execution != 'External' || self.configChange.mode != 'Auto'",
+    message:
+      'spec.configChange.mode must be NoReboot, Reboot, Staged or Try with External execution (Auto needs Managed execution, where the controller learns from Talos whether the node reboots)',
+    fieldPath: '.configChange.mode',
+  },
+  {
+    rule: "!has(self.drain) || self.execution == 'Managed'",
+    message:
+      'spec.drain is only allowed with Managed execution: with External execution the requester drains, if it wants to',
+    fieldPath: '.drain',
+    reason: 'FieldValueForbidden',
+  },
+  {
+    rule: 'self == oldSelf',
+    message: 'spec is immutable: delete this NodeAction (which cancels it) and create a new one',
+  },
+];
+
+export const NodeActionSpec = Type.Object(
+  {
+    nodeName: DnsSubdomain('Name of the Node to act on.'),
+    action: StringEnum(ACTIONS, {
+      description: 'What to do to the node: Upgrade, Reboot, Shutdown, Reset or ConfigChange.',
+    }),
+    upgrade: Type.Optional(UpgradeParameters),
+    reboot: Type.Optional(RebootParameters),
+    reset: Type.Optional(ResetParameters),
+    configChange: Type.Optional(ConfigChangeParameters),
+    execution: Type.Optional(
+      StringEnum(['Managed', 'External'], {
+        description:
+          'Who performs the action once approved: Managed, the controller through the Talos API (the default); External, the requester (e.g. with talosctl), which then sets the annotation talos.dev/executed: "true" so the controller follows the node to the end.',
+        default: 'Managed',
+      }),
+    ),
+    drain: Type.Optional(DrainOptions),
+    bypass: Type.Optional(Bypass),
+    deadlines: Type.Optional(Deadlines),
+    requestedBy: Type.String({
+      description:
+        "The requesting user's name, exactly as the API server knows it (kubectl auth whoami). The admission policy refuses any other name, so the record can be trusted; the CLI and HTTP API fill it in.",
+      minLength: 1,
+      maxLength: 512,
+    }),
+  },
+  {
+    description:
+      'The request: which node, which action with which parameters, how it is executed, and by whom. Immutable.',
+    ...rules(...parameterRules),
+  },
+);
+
+export const NODE_ACTION_PHASES = [
+  'Pending',
+  'WaitingForHealth',
+  'RunningPreHooks',
+  'Approved',
+  'Executing',
+  'WaitingForNode',
+  'RunningPostHooks',
+  'Succeeded',
+  'Failed',
+  'Denied',
+  'Cancelled',
+] as const;
+export type NodeActionPhase = (typeof NODE_ACTION_PHASES)[number];
+
+export const CheckResult = Type.Object(
+  {
+    name: DnsSubdomain('Name of the ClusterHealthCheck.'),
+    healthy: Type.Boolean({
+      description: 'Whether it held at the fresh evaluation the action was judged on.',
+    }),
+    bypassed: Type.Optional(
+      Type.Boolean({ description: 'True when the check was not waited for because of spec.bypass.' }),
+    ),
+    probeTime: Type.Optional(Timestamp('When that evaluation was made.')),
+    message: Type.Optional(Text('What the probe found.', 4096)),
+  },
+  { description: 'The result of one health check the action was judged on.' },
+);
+
+export const HookRunRecord = Type.Object(
+  {
+    kind: StringEnum(HOOK_KIND_NAMES, { description: 'Kind of the hook.' }),
+    namespace: DnsLabel('Namespace of the hook.'),
+    name: DnsSubdomain('Name of the hook.'),
+    attempt: Int32('Attempt number, from 1.', { minimum: 1 }),
+    failurePolicy: Type.Optional(
+      StringEnum(['Fail', 'Ignore'], {
+        description: "The hook's failurePolicy when it ran: Ignore means a failure did not stop the action.",
+      }),
+    ),
+    jobName: Type.Optional(DnsSubdomain('Name of the Job created for this attempt; absent for a webhook.')),
+    phase: StringEnum(['Pending', 'Running', 'Succeeded', 'Failed', 'Bypassed'], {
+      description: 'Pending, Running, Succeeded, Failed, or Bypassed (not run because of spec.bypass.hooks).',
+    }),
+    startTime: Type.Optional(Timestamp('When the attempt started.')),
+    completionTime: Type.Optional(Timestamp('When the attempt finished.')),
+    message: Type.Optional(Text('What happened: the Job failure reason or the webhook message.', 4096)),
+  },
+  { description: 'One attempt of one hook for this action.' },
+);
+
+export const NodeActionStatus = Type.Object(
+  {
+    observedGeneration: Type.Optional(Int64('The metadata.generation the status reflects.', { minimum: 0 })),
+    phase: Type.Optional(
+      StringEnum(NODE_ACTION_PHASES, {
+        description:
+          'Where the action is: Pending → WaitingForHealth → RunningPreHooks → Approved → Executing → WaitingForNode → RunningPostHooks → Succeeded, or Failed, Denied or Cancelled.',
+      }),
+    ),
+    conditions: Type.Optional(
+      Conditions(
+        'Standard conditions: HealthChecksPassed, PreHooksSucceeded, Approved, Executed, NodeReturned, PostHooksSucceeded, and Bypassed (naming who bypassed what, and why).',
+      ),
+    ),
+    checks: Type.Optional(
+      Type.Array(CheckResult, {
+        description: 'The health checks the action was judged on, with their results.',
+        maxItems: 256,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['name'],
+      }),
+    ),
+    hooks: Type.Optional(
+      Type.Array(HookRunRecord, {
+        description: 'Every hook attempt for this action, pre- and post-action.',
+        maxItems: 512,
+      }),
+    ),
+    bootIDBefore: Type.Optional(
+      Type.String({ description: "The node's boot ID when the action was approved.", maxLength: 64 }),
+    ),
+    bootIDAfter: Type.Optional(
+      Type.String({
+        description: "The node's boot ID once it came back (a new one means it rebooted).",
+        maxLength: 64,
+      }),
+    ),
+    startTime: Type.Optional(Timestamp('When the controller first processed the action.')),
+    approvalTime: Type.Optional(Timestamp('When the action was approved.')),
+    executionTime: Type.Optional(
+      Timestamp('When execution started (Managed) or was marked done (External).'),
+    ),
+    completionTime: Type.Optional(Timestamp('When the action finished, whatever the outcome.')),
+    message: Type.Optional(Text('What is happening now, or why it ended, in words.')),
+  },
+  { description: 'The record of how the action was judged and carried out, written by the controller.' },
+);
+
+export const NodeAction = Resource(
+  'NodeAction',
+  'NodeAction is a request to perform one action (Upgrade, Reboot, Shutdown, Reset or ConfigChange) on one node. gatehouse approves it once its policies allow it, every health check that gates it holds and every pre-action hook succeeded; then the controller (Managed) or the requester (External) performs it, and the controller follows the node back and runs its boot hooks. Its spec is immutable; deleting an unfinished action cancels it.',
+  NodeActionSpec,
+  NodeActionStatus,
+);
+
+export type NodeAction = Static<typeof NodeAction>;
+export type NodeActionSpec = Static<typeof NodeActionSpec>;
+export type NodeActionStatus = Static<typeof NodeActionStatus>;
+
+export const nodeActionKind: KindDefinition = {
+  kind: 'NodeAction',
+  plural: 'nodeactions',
+  singular: 'nodeaction',
+  shortNames: ['nact'],
+  categories: [CATEGORY],
+  scope: 'Cluster',
+  schema: NodeAction,
+  printerColumns: [
+    { name: 'Node', type: 'string', jsonPath: '.spec.nodeName', description: 'The node acted on.' },
+    { name: 'Action', type: 'string', jsonPath: '.spec.action', description: 'What is done to the node.' },
+    { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Where the action is.' },
+    {
+      name: 'Execution',
+      type: 'string',
+      jsonPath: '.spec.execution',
+      description: 'Managed by the controller or External.',
+      priority: 1,
+    },
+    {
+      name: 'Requested By',
+      type: 'string',
+      jsonPath: '.spec.requestedBy',
+      description: 'The user who asked for it.',
+      priority: 1,
+    },
+    {
+      name: 'Message',
+      type: 'string',
+      jsonPath: '.status.message',
+      description: 'What is happening.',
+      priority: 1,
+    },
+    AGE_COLUMN,
+  ],
+};

@@ -1,0 +1,168 @@
+// What the controller may do (least privilege, derived from DESIGN.md's controller),
+// and the roles users are given: view and edit aggregated into Kubernetes' built-in
+// roles, requesting actions, and bypass.
+import { GROUP } from '../api/common.ts';
+import { KINDS } from '../api/kinds.ts';
+import { hookKinds } from '../api/hooks.ts';
+import { LEASE_NAME, SERVICE_ACCOUNT, labels } from './controller.ts';
+
+type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] };
+
+const READ = ['get', 'list', 'watch'];
+const WRITE = ['create', 'update', 'patch', 'delete', 'deletecollection'];
+
+/** Label that adds a ClusterRole's rules to what the controller may read for resource probes. */
+export const PROBE_AGGREGATION_LABEL = 'talos.dev/aggregate-to-gatehouse-probes';
+
+export const CLUSTER_ROLES = {
+  controller: 'gatehouse:controller',
+  probes: 'gatehouse:controller:resource-probes',
+  view: 'gatehouse:view',
+  edit: 'gatehouse:edit',
+  requester: 'gatehouse:requester',
+  bypass: 'gatehouse:bypass',
+} as const;
+
+const plurals = KINDS.map((k) => k.plural);
+const hookPlurals = hookKinds.map((k) => k.plural);
+
+function clusterRole(
+  name: string,
+  rules: Rule[],
+  extraLabels: Record<string, string> = {},
+  description?: string,
+) {
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: {
+      name,
+      labels: { ...labels(), ...extraLabels },
+      ...(description ? { annotations: { 'talos.dev/description': description } } : {}),
+    },
+    rules,
+  };
+}
+
+/** What the controller needs cluster-wide, each rule with the reason it exists. */
+export function controllerRules(): Rule[] {
+  return [
+    // Its own API: read everything, record status; actions are also created (HTTP
+    // API), patched (finalizer, executed mark) and deleted (cancel, retention).
+    { apiGroups: [GROUP], resources: plurals, verbs: READ },
+    { apiGroups: [GROUP], resources: plurals.map((p) => `${p}/status`), verbs: ['get', 'update', 'patch'] },
+    { apiGroups: [GROUP], resources: ['nodeactions'], verbs: ['create', 'update', 'patch', 'delete'] },
+    // Hook Jobs are owned by their NodeAction with blockOwnerDeletion.
+    { apiGroups: [GROUP], resources: ['nodeactions/finalizers'], verbs: ['update'] },
+    // Hook Jobs: created once per (action, hook, attempt), deleted on timeout or cancel.
+    { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
+    // Boots, readiness, the preready taint, cordon.
+    { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },
+    // Drain: find the node's pods, evict them through the eviction API (PDBs respected).
+    { apiGroups: [''], resources: ['pods'], verbs: READ },
+    { apiGroups: [''], resources: ['pods/eviction'], verbs: ['create'] },
+    // Probes: Service references, namespace selectors, workloads, disruption budgets.
+    // (EndpointSlices: a controller running outside the cluster reaches a Service
+    // through a ready endpoint instead of cluster DNS.)
+    { apiGroups: [''], resources: ['services', 'namespaces'], verbs: READ },
+    { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ },
+    { apiGroups: ['apps'], resources: ['deployments', 'statefulsets', 'daemonsets'], verbs: READ },
+    { apiGroups: ['policy'], resources: ['poddisruptionbudgets'], verbs: READ },
+    // Every bypass and every phase change is an Event.
+    { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+    // The HTTP API authenticates bearer tokens and authorises callers (create, bypass).
+    { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+    { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
+  ];
+}
+
+/** What the controller needs in its own namespace only. */
+export function controllerNamespaceRules(): Rule[] {
+  return [
+    // Leader election on one Lease; create cannot be limited by name.
+    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+    {
+      apiGroups: ['coordination.k8s.io'],
+      resources: ['leases'],
+      verbs: ['get', 'update', 'patch'],
+      resourceNames: [LEASE_NAME],
+    },
+    // Managed ConfigChange reads the machine configuration from a Secret here, and a
+    // talosconfig may be provided as a Secret here: no cluster-wide Secret access.
+    { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
+  ];
+}
+
+export function rbacObjects(namespace: string): Record<string, unknown>[] {
+  const subject = { kind: 'ServiceAccount', name: SERVICE_ACCOUNT, namespace };
+  const binding = (
+    kind: 'ClusterRoleBinding' | 'RoleBinding',
+    name: string,
+    roleKind: 'ClusterRole' | 'Role',
+  ) => ({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind,
+    metadata: { name, ...(kind === 'RoleBinding' ? { namespace } : {}), labels: labels() },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: roleKind, name },
+    subjects: [subject],
+  });
+  return [
+    clusterRole(
+      CLUSTER_ROLES.controller,
+      controllerRules(),
+      {},
+      'What the gatehouse controller may do cluster-wide.',
+    ),
+    {
+      ...clusterRole(
+        CLUSTER_ROLES.probes,
+        [],
+        {},
+        `Read access for resource probes (e.g. CephClusters), aggregated from ClusterRoles labelled ${PROBE_AGGREGATION_LABEL}: "true". The controller cannot read a kind nobody granted this way.`,
+      ),
+      aggregationRule: { clusterRoleSelectors: [{ matchLabels: { [PROBE_AGGREGATION_LABEL]: 'true' } }] },
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: CLUSTER_ROLES.controller, namespace, labels: labels() },
+      rules: controllerNamespaceRules(),
+    },
+    binding('ClusterRoleBinding', CLUSTER_ROLES.controller, 'ClusterRole'),
+    binding('ClusterRoleBinding', CLUSTER_ROLES.probes, 'ClusterRole'),
+    binding('RoleBinding', CLUSTER_ROLES.controller, 'Role'),
+    clusterRole(
+      CLUSTER_ROLES.view,
+      [{ apiGroups: [GROUP], resources: plurals, verbs: READ }],
+      { 'rbac.authorization.k8s.io/aggregate-to-view': 'true' },
+      'Read every gatehouse object; aggregated into the built-in view role (and so edit and admin).',
+    ),
+    clusterRole(
+      CLUSTER_ROLES.edit,
+      [{ apiGroups: [GROUP], resources: hookPlurals, verbs: WRITE }],
+      {
+        'rbac.authorization.k8s.io/aggregate-to-edit': 'true',
+        'rbac.authorization.k8s.io/aggregate-to-admin': 'true',
+      },
+      'Create and change hooks in a namespace; aggregated into edit and admin, since a hook is as powerful as a Job there.',
+    ),
+    clusterRole(
+      CLUSTER_ROLES.requester,
+      [
+        {
+          apiGroups: [GROUP],
+          resources: ['nodeactions'],
+          verbs: [...READ, 'create', 'patch', 'update', 'delete'],
+        },
+      ],
+      {},
+      'Request node actions, mark External ones executed, and cancel them. Bind it cluster-wide to the people and automation that reboot and upgrade nodes.',
+    ),
+    clusterRole(
+      CLUSTER_ROLES.bypass,
+      [{ apiGroups: [GROUP], resources: ['nodeactions'], verbs: ['bypass'] }],
+      {},
+      'Bypass health checks and hooks in a NodeAction (spec.bypass); checked by the admission policy and the HTTP API.',
+    ),
+  ];
+}
