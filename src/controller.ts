@@ -7,6 +7,7 @@ import { healthRoutes } from './http/health.ts';
 import { Router, serverUrl, startServer } from './http/server.ts';
 import { EventRecorder } from './kube/events.ts';
 import { Informer, type KubeObject } from './kube/informer.ts';
+import { LeaderElector } from './kube/leader.ts';
 import { RestClient } from './kube/rest.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
@@ -20,6 +21,20 @@ export interface ControllerOptions {
   serviceResolution?: 'dns' | 'endpoints';
   probe?: ProbeFunction;
   metrics?: Metrics;
+  /**
+   * Lease-based leader election (default on): every replica watches, probes and serves,
+   * only the leader writes. `false` for a lone controller in tests and benchmarks.
+   */
+  leaderElection?:
+    | false
+    | {
+        namespace?: string;
+        name?: string;
+        identity?: string;
+        leaseDurationMs?: number;
+        renewDeadlineMs?: number;
+        retryPeriodMs?: number;
+      };
   /** For tests of silent or dropped watches. */
   informerOptions?: { watchTimeoutSeconds?: number; idleTimeoutMs?: number };
 }
@@ -32,6 +47,7 @@ export class Controller {
   readonly checkInformer: Informer<ObservedCheck>;
   readonly nodeInformer: Informer<KubeObject>;
   readonly metrics: Metrics;
+  readonly leader: LeaderElector | undefined;
   private server: Server | undefined;
   private readonly log: Logger;
 
@@ -39,6 +55,22 @@ export class Controller {
     this.log = options.log;
     this.rest = new RestClient(options.kubeConfig);
     this.metrics = options.metrics ?? new Metrics();
+    const election = options.leaderElection ?? {};
+    this.leader =
+      election === false
+        ? undefined
+        : new LeaderElector({
+            rest: this.rest,
+            log: options.log,
+            namespace: election.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
+            name: election.name ?? 'gatehouse-controller',
+            identity:
+              election.identity ??
+              `${process.env.HOSTNAME ?? 'gatehouse'}-${process.pid.toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
+            ...(election.leaseDurationMs !== undefined ? { leaseDurationMs: election.leaseDurationMs } : {}),
+            ...(election.renewDeadlineMs !== undefined ? { renewDeadlineMs: election.renewDeadlineMs } : {}),
+            ...(election.retryPeriodMs !== undefined ? { retryPeriodMs: election.retryPeriodMs } : {}),
+          });
     this.checks = new CheckRunner({
       rest: this.rest,
       probe,
@@ -61,6 +93,7 @@ export class Controller {
     const controller = new Controller(options, probe);
     controller.checkInformer.start();
     controller.nodeInformer.start();
+    controller.leader?.start();
     const router = new Router();
     router.on('GET', '/healthz', () => ({ status: 200, body: { ok: true } }));
     router.on('GET', '/readyz', () => {
@@ -93,6 +126,11 @@ export class Controller {
     return controller;
   }
 
+  /** Whether this replica may write (always, without leader election). */
+  isLeader(): boolean {
+    return this.leader ? this.leader.isLeader() : true;
+  }
+
   get url(): string {
     if (!this.server) throw new Error('controller not started');
     return serverUrl(this.server);
@@ -103,6 +141,7 @@ export class Controller {
   }
 
   async stop(): Promise<void> {
+    await this.leader?.stop();
     this.checks.stop();
     await Promise.all([this.checkInformer.stop(), this.nodeInformer.stop()]);
     await new Promise<void>((resolve) => {

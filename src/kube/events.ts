@@ -5,6 +5,7 @@ import type { Logger } from '../log.ts';
 import { errorMessage } from '../wait.ts';
 import type { KubeObject } from './informer.ts';
 import type { RestClient } from './rest.ts';
+import { rfc3339 } from './time.ts';
 
 export interface EventSpec {
   type: 'Normal' | 'Warning';
@@ -12,10 +13,7 @@ export interface EventSpec {
   message: string;
 }
 
-/** Seconds precision, as metav1.Time serialises. */
-export function rfc3339(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
-}
+export { rfc3339 } from './time.ts';
 
 export class EventRecorder {
   private readonly rest: RestClient;

@@ -1,0 +1,125 @@
+// A work queue as controllers need it (the shape of client-go's): keys, not events, so
+// a burst of changes to one object is one reconcile; a key is never processed by two
+// workers at once (a change during processing queues it once more); failures retry
+// with per-key exponential backoff; a reconcile can ask to be called again later.
+import type { Logger } from '../log.ts';
+import { errorMessage } from '../wait.ts';
+
+export interface ReconcileResult {
+  /** Reconcile this key again after this long, even if nothing changes (a deadline, a poll). */
+  requeueAfterMs?: number;
+}
+
+export interface WorkQueueOptions {
+  name: string;
+  reconcile: (key: string) => Promise<ReconcileResult | undefined>;
+  log: Logger;
+  concurrency?: number;
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+}
+
+export class WorkQueue {
+  private readonly options: Required<WorkQueueOptions>;
+  private readonly queue: string[] = [];
+  private readonly queued = new Set<string>();
+  private readonly processing = new Set<string>();
+  private readonly dirty = new Set<string>();
+  private readonly failures = new Map<string, number>();
+  private readonly timers = new Map<string, { timer: NodeJS.Timeout; dueAt: number }>();
+  private workers = 0;
+  private running = false;
+  private idleWaiters: (() => void)[] = [];
+  readonly stats = { reconciles: 0, failures: 0 };
+
+  constructor(options: WorkQueueOptions) {
+    this.options = { concurrency: 4, baseDelayMs: 50, maxDelayMs: 60_000, ...options };
+  }
+
+  start(): void {
+    this.running = true;
+    this.pump();
+  }
+
+  stop(): void {
+    this.running = false;
+    for (const { timer } of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  add(key: string): void {
+    if (this.processing.has(key)) {
+      this.dirty.add(key);
+      return;
+    }
+    if (this.queued.has(key)) return;
+    this.queued.add(key);
+    this.queue.push(key);
+    this.pump();
+  }
+
+  /** Adds the key after `ms`; an earlier pending delay for the key wins. */
+  addAfter(key: string, ms: number): void {
+    if (ms <= 0) {
+      this.add(key);
+      return;
+    }
+    const dueAt = Date.now() + ms;
+    const pending = this.timers.get(key);
+    if (pending && pending.dueAt <= dueAt) return;
+    clearTimeout(pending?.timer);
+    const timer = setTimeout(() => {
+      this.timers.delete(key);
+      this.add(key);
+    }, ms);
+    timer.unref();
+    this.timers.set(key, { timer, dueAt });
+  }
+
+  get length(): number {
+    return this.queue.length + this.processing.size;
+  }
+
+  /** Resolves when nothing is queued or being processed (delayed keys excluded). */
+  async idle(): Promise<void> {
+    if (this.length === 0) return;
+    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private pump(): void {
+    while (this.running && this.workers < this.options.concurrency && this.queue.length > 0) {
+      const key = this.queue.shift() as string;
+      this.queued.delete(key);
+      this.processing.add(key);
+      this.workers++;
+      void this.work(key);
+    }
+    if (this.length === 0) {
+      for (const resolve of this.idleWaiters.splice(0)) resolve();
+    }
+  }
+
+  private async work(key: string): Promise<void> {
+    try {
+      this.stats.reconciles++;
+      const result = await this.options.reconcile(key);
+      this.failures.delete(key);
+      if (result?.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
+    } catch (error) {
+      this.stats.failures++;
+      const n = (this.failures.get(key) ?? 0) + 1;
+      this.failures.set(key, n);
+      const delay = Math.min(this.options.baseDelayMs * 2 ** (n - 1), this.options.maxDelayMs);
+      this.options.log.warn(
+        { queue: this.options.name, key, err: errorMessage(error), retryInMs: delay },
+        'reconcile failed',
+      );
+      this.addAfter(key, delay);
+    } finally {
+      this.processing.delete(key);
+      this.workers--;
+      if (this.dirty.delete(key)) this.add(key);
+      this.pump();
+    }
+  }
+}

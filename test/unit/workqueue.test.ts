@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { WorkQueue } from '../../src/kube/workqueue.ts';
+import { silentLogger } from '../../src/log.ts';
+import { sleep, waitFor } from '../../src/wait.ts';
+
+describe('WorkQueue', () => {
+  it('collapses repeated adds of a key and never runs one key twice at once', async () => {
+    const active = new Set<string>();
+    let overlaps = 0;
+    const runs: string[] = [];
+    const q = new WorkQueue({
+      name: 't',
+      log: silentLogger(),
+      concurrency: 4,
+      reconcile: async (key) => {
+        if (active.has(key)) overlaps++;
+        active.add(key);
+        runs.push(key);
+        await sleep(20);
+        active.delete(key);
+        return undefined;
+      },
+    });
+    q.start();
+    for (let i = 0; i < 10; i++) q.add('a');
+    q.add('b');
+    await sleep(5);
+    q.add('a'); // arrives while a is being processed: exactly one more run
+    q.add('a');
+    await waitFor('the queue to drain', () => (q.length === 0 ? true : undefined));
+    await q.idle();
+    q.stop();
+    assert.equal(overlaps, 0);
+    assert.deepEqual(runs.filter((k) => k === 'a').length, 2);
+    assert.deepEqual(runs.filter((k) => k === 'b').length, 1);
+  });
+
+  it('retries failures with growing delays, and honours requeueAfter', async () => {
+    const times: number[] = [];
+    const q = new WorkQueue({
+      name: 't',
+      log: silentLogger(),
+      baseDelayMs: 20,
+      reconcile: (key) => {
+        times.push(Date.now());
+        if (key === 'flaky' && times.length < 4) return Promise.reject(new Error('apiserver hiccup'));
+        return Promise.resolve(times.length === 4 ? { requeueAfterMs: 50 } : undefined);
+      },
+    });
+    q.start();
+    q.add('flaky');
+    await waitFor('five runs', () => (times.length >= 5 ? true : undefined), { timeoutMs: 5000 });
+    q.stop();
+    const gaps = times.slice(1).map((t, i) => t - (times[i] as number));
+    assert.ok(
+      (gaps[0] as number) >= 15 && (gaps[1] as number) >= 35 && (gaps[2] as number) >= 75,
+      `backoff gaps ${gaps.join(',')}`,
+    );
+    assert.ok((gaps[3] as number) >= 45, `requeueAfter gap ${String(gaps[3])}`);
+    assert.equal(q.stats.failures, 3);
+  });
+});
