@@ -55,6 +55,7 @@ export async function checksBench(
     log: silentLogger(),
     host: '127.0.0.1',
     port: 0,
+    leaderElection: false,
   });
   try {
     await controller.waitForSync();

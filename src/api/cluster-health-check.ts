@@ -36,7 +36,10 @@ export const ServiceReference = Type.Object(
     name: DnsLabel('Name of the Service.'),
     namespace: DnsLabel('Namespace of the Service.'),
   },
-  { description: 'A Service, reached through its cluster DNS name <name>.<namespace>.svc.' },
+  {
+    description:
+      'A Service: in a cluster reached through its DNS name <name>.<namespace>.svc; a controller running outside the cluster uses its ExternalName or a ready endpoint.',
+  },
 );
 
 export const HttpGetProbe = Type.Object(
@@ -291,7 +294,7 @@ export const PrometheusProbe = Type.Object(
     query: Type.Optional(
       Type.String({
         description:
-          'PromQL instant query. Without valueRange, healthy when it returns no sample (e.g. ALERTS{severity="critical"}); with valueRange, when every sample lies in the range. Set exactly one of query or alerts.',
+          'PromQL instant query. Without valueRange, healthy when it returns no sample (e.g. ALERTS{severity="critical"}); with valueRange, when it returns at least one sample and every sample lies in the range (no sample is unhealthy: a stopped exporter must not pass). Set exactly one of query or alerts.',
         minLength: 1,
         maxLength: 8192,
       }),
@@ -314,6 +317,22 @@ export const PrometheusProbe = Type.Object(
               message: 'prometheus.valueRange.min must not exceed prometheus.valueRange.max',
             },
           ),
+        },
+      ),
+    ),
+    bearerTokenSecretRef: Type.Optional(
+      Type.Object(
+        {
+          name: DnsSubdomain("Name of the Secret, in gatehouse's own namespace."),
+          key: Type.String({
+            description: 'Key of the Secret holding the token.',
+            minLength: 1,
+            maxLength: 253,
+          }),
+        },
+        {
+          description:
+            "Bearer token for the Prometheus API, from a Secret in the controller's namespace (gatehouse reads Secrets only there).",
         },
       ),
     ),
@@ -340,7 +359,7 @@ export const PrometheusProbe = Type.Object(
         },
         {
           description:
-            'Healthy when no firing alert (the ALERTS series) matches every matcher. Set exactly one of query or alerts.',
+            'Healthy when no firing alert reported by the alerts API (/api/v1/alerts) matches every matcher. Set exactly one of query or alerts.',
         },
       ),
     ),

@@ -19,6 +19,8 @@ export interface ProbeContext {
    * sandbox): a ready endpoint from its EndpointSlices, or an ExternalName's host.
    */
   serviceResolution: 'dns' | 'endpoints';
+  /** The controller's own namespace: where Secrets a probe reads (credentials) live. */
+  namespace: string;
 }
 
 /** A probe of one type; S is that probe's part of ClusterHealthCheck.spec. */

@@ -34,6 +34,8 @@ export interface CheckRunnerOptions {
   metrics?: Metrics;
   events?: EventRecorder;
   serviceResolution: ProbeContext['serviceResolution'];
+  /** The controller's namespace (default $POD_NAMESPACE, else gatehouse-system). */
+  namespace?: string;
   /** Only the leader writes status and events; every replica probes and serves. */
   mayWrite?: () => boolean;
   /** Rewrite an unchanged status this often, so readers see the check is alive. */
@@ -88,6 +90,8 @@ export class CheckRunner {
   private readonly entries = new Map<string, Entry>();
   private readonly options: CheckRunnerOptions & { statusRefreshMs: number; jitter: number };
   private stopped = false;
+  /** Names in order, rebuilt only when checks come or go. */
+  private sortedNames: string[] | undefined;
   /** Scheduling lag of periodic probes (ms), kept for the benchmark. */
   readonly lagSamples: number[] = [];
   recordLag = false;
@@ -125,6 +129,7 @@ export class CheckRunner {
       entry.written = existing.written;
       entry.writtenAt = existing.writtenAt ?? 0;
     }
+    if (!existing) this.sortedNames = undefined;
     this.entries.set(name, entry);
     // The first probe comes soon, spread over a fraction of the interval so that a
     // thousand checks appearing at once (a restart) do not probe in the same instant.
@@ -137,6 +142,7 @@ export class CheckRunner {
     entry.removed = true;
     clearTimeout(entry.timer);
     this.entries.delete(name);
+    this.sortedNames = undefined;
     this.options.metrics?.forgetCheck(name);
   }
 
@@ -151,7 +157,8 @@ export class CheckRunner {
   }
 
   views(): CheckView[] {
-    return [...this.entries.keys()].sort().map((name) => this.view(name) as CheckView);
+    this.sortedNames ??= [...this.entries.keys()].sort();
+    return this.sortedNames.map((name) => this.view(name) as CheckView);
   }
 
   /**
@@ -225,6 +232,7 @@ export class CheckRunner {
         rest: this.options.rest,
         signal: controller.signal,
         serviceResolution: this.options.serviceResolution,
+        namespace: this.options.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
       })
       .then(
         (r): Outcome => ({ ...r, reason: r.healthy ? 'ProbeSucceeded' : 'ProbeFailed' }),

@@ -81,13 +81,13 @@ export class Router {
 
 function send(res: ServerResponse, reply: Reply, head: boolean): void {
   if (res.headersSent) return;
-  const json = reply.contentType === undefined;
+  // Bodies are objects (sent as JSON) or strings (sent as they are, with their contentType).
   const payload =
     reply.body === undefined
       ? ''
-      : json || typeof reply.body !== 'string'
-        ? `${JSON.stringify(reply.body, null, 2)}\n`
-        : reply.body;
+      : typeof reply.body === 'string'
+        ? reply.body
+        : `${JSON.stringify(reply.body)}\n`;
   res.writeHead(reply.status, {
     'Content-Type': reply.contentType ?? 'application/json; charset=utf-8',
     'Content-Length': Buffer.byteLength(payload),

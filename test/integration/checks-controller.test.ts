@@ -1,0 +1,178 @@
+// The controller runs ClusterHealthChecks against the real API server: status follows the
+// world (healthy → unhealthy → healthy) with an Event at each transition, the HTTP health
+// endpoints answer 200/503 as plain probes, and metrics and readiness are served.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Controller } from '../../src/controller.ts';
+import { silentLogger } from '../../src/log.ts';
+import { installGatehouseAPI } from '../support/install.ts';
+import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+
+const kc = testKubeConfig();
+const api = rest(kc);
+
+/** A Node that kwok does not manage, so the test alone decides whether it is Ready. */
+async function createOwnNode(name: string, label: string): Promise<void> {
+  await api.request('/api/v1/nodes', {
+    method: 'POST',
+    body: {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name, labels: { 'gatehouse.test/group': label } },
+      // Nothing runs on a node kwok does not simulate: keep other tests' pods away.
+      spec: { taints: [{ key: 'gatehouse.test/unmanaged', effect: 'NoSchedule' }] },
+    },
+  });
+  await setReady(name, true);
+}
+
+async function setReady(name: string, ready: boolean): Promise<void> {
+  const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  await api.request(`/api/v1/nodes/${name}/status`, {
+    method: 'PATCH',
+    contentType: 'application/strategic-merge-patch+json',
+    body: {
+      status: {
+        conditions: [
+          {
+            type: 'Ready',
+            status: ready ? 'True' : 'False',
+            reason: ready ? 'KubeletReady' : 'KubeletNotReady',
+            message: ready ? 'ready' : 'container runtime down',
+            lastHeartbeatTime: now,
+            lastTransitionTime: now,
+          },
+        ],
+      },
+    },
+  });
+}
+
+interface HealthBody {
+  healthy: boolean;
+  message: string;
+  checks: { name: string; state: string; message: string }[];
+}
+
+async function health(controller: Controller, path: string): Promise<{ status: number; body: HealthBody }> {
+  const res = await fetch(`${controller.url}${path}`);
+  return { status: res.status, body: (await res.json()) as HealthBody };
+}
+
+describe('ClusterHealthCheck controller', () => {
+  let controller: Controller;
+  const group = uniqueName('chc');
+  const nodes = [`${group}-a`, `${group}-b`];
+  const checkName = uniqueName('nodes-ready');
+
+  before(async () => {
+    await installGatehouseAPI(kc);
+    for (const n of nodes) await createOwnNode(n, group);
+    controller = await Controller.start({
+      kubeConfig: kc,
+      log: silentLogger(),
+      host: '127.0.0.1',
+      port: 0,
+      leaderElection: false,
+    });
+    await controller.waitForSync();
+  });
+
+  after(async () => {
+    await controller.stop();
+    await api
+      .request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${checkName}`, { method: 'DELETE' })
+      .catch(() => undefined);
+    for (const n of nodes)
+      await api.request(`/api/v1/nodes/${n}`, { method: 'DELETE' }).catch(() => undefined);
+  });
+
+  it('is ready once its caches are synced, and serves metrics', async () => {
+    const ready = await fetch(`${controller.url}/readyz`);
+    assert.equal(ready.status, 200);
+    const metrics = await (await fetch(`${controller.url}/metrics`)).text();
+    assert.match(metrics, /# TYPE gatehouse_check_healthy gauge/);
+  });
+
+  it('follows the world from healthy to unhealthy and back, with status, events and HTTP', async () => {
+    await api.request('/apis/talos.dev/v1alpha1/clusterhealthchecks', {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'ClusterHealthCheck',
+        metadata: { name: checkName },
+        spec: {
+          interval: '1s',
+          timeout: '1s',
+          failureThreshold: 1,
+          actions: ['Reboot'],
+          nodeSelector: { matchLabels: { 'node-role.kubernetes.io/control-plane': '' } },
+          nodes: { selector: { matchLabels: { 'gatehouse.test/group': group } } },
+        },
+      },
+    });
+    const status = (want: boolean) =>
+      waitFor(`status.healthy of ${checkName} to be ${String(want)}`, async (observe) => {
+        const chc = await api.request<{
+          status?: { healthy?: boolean; message?: string; conditions?: { type: string; status: string }[] };
+        }>(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${checkName}`);
+        observe(JSON.stringify(chc.status ?? {}));
+        return chc.status?.healthy === want ? chc.status : undefined;
+      });
+
+    const healthy = await status(true);
+    assert.deepEqual(
+      healthy.conditions?.map((c) => [c.type, c.status]),
+      [['Healthy', 'True']],
+    );
+    let answer = await health(controller, `/v1/health/${checkName}`);
+    assert.equal(answer.status, 200);
+    assert.equal(answer.body.checks[0]?.state, 'Healthy');
+
+    await setReady(nodes[1] as string, false);
+    const unhealthy = await status(false);
+    assert.match(unhealthy.message ?? '', new RegExp(nodes[1] as string));
+    answer = await health(controller, '/v1/health');
+    assert.equal(answer.status, 503);
+    assert.match(answer.body.message, new RegExp(`not healthy: .*${checkName}`));
+    // It gates Reboot on control-plane nodes only.
+    assert.equal((await health(controller, '/v1/health?action=Reboot&node=cp-1')).status, 503);
+    const worker = await health(controller, `/v1/health/${checkName}?action=Reboot&node=worker-1`);
+    assert.equal(worker.status, 200);
+    assert.match(worker.body.message, /does not gate Reboot on worker-1/);
+    assert.equal((await health(controller, `/v1/health/${checkName}?action=Upgrade&node=cp-1`)).status, 200);
+
+    await setReady(nodes[1] as string, true);
+    await status(true);
+    const events = await waitFor('CheckUnhealthy and CheckHealthy events', async () => {
+      const list = await api.request<{ items: { reason: string; message: string }[] }>(
+        '/api/v1/namespaces/default/events',
+        {
+          query: { fieldSelector: `involvedObject.name=${checkName}` },
+        },
+      );
+      const reasons = list.items.map((e) => e.reason);
+      return reasons.includes('CheckUnhealthy') && reasons.filter((r) => r === 'CheckHealthy').length >= 2
+        ? list.items
+        : undefined;
+    });
+    assert.ok(events.some((e) => e.reason === 'CheckUnhealthy' && e.message.includes(nodes[1] as string)));
+  });
+
+  it('answers bad questions with a 4xx that says what to fix', async () => {
+    const cases: [string, number, RegExp][] = [
+      ['/v1/health/no-such-check', 404, /ClusterHealthCheck "no-such-check" does not exist/],
+      ['/v1/health?action=Explode&node=cp-1', 400, /action "Explode" is not one of Upgrade, Reboot/],
+      ['/v1/health?action=Reboot', 400, /both \?action= and \?node=/],
+      ['/v1/health?action=Reboot&node=nowhere', 404, /node "nowhere" does not exist/],
+      ['/v2/nothing', 404, /no such endpoint/],
+    ];
+    for (const [path, code, message] of cases) {
+      const res = await fetch(`${controller.url}${path}`);
+      assert.equal(res.status, code, path);
+      assert.match(((await res.json()) as { error: string }).error, message, path);
+    }
+    const post = await fetch(`${controller.url}/v1/health`, { method: 'POST' });
+    assert.equal(post.status, 405);
+  });
+});
