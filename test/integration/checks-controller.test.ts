@@ -6,7 +6,8 @@ import { after, before, describe, it } from 'node:test';
 import { Controller } from '../../src/controller.ts';
 import { silentLogger } from '../../src/log.ts';
 import { installGatehouseAPI } from '../support/install.ts';
-import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { probeScenarios } from '../support/probe-scenarios.ts';
 
 const kc = testKubeConfig();
 const api = rest(kc);
@@ -157,6 +158,51 @@ describe('ClusterHealthCheck controller', () => {
         : undefined;
     });
     assert.ok(events.some((e) => e.reason === 'CheckUnhealthy' && e.message.includes(nodes[1] as string)));
+  });
+
+  it('runs every probe type through ClusterHealthCheck objects: healthy, unhealthy, healthy', async (t) => {
+    const scenarios = probeScenarios.map((make) => make());
+    t.after(() => Promise.all(scenarios.map((s) => s.cleanup())));
+    await Promise.all(
+      scenarios.map(async (scenario) => {
+        const name = uniqueName(`scenario-${scenario.name}`);
+        const namespace = await freshNamespace(t);
+        const probeSpec = await scenario.setup({ kc, namespace });
+        await api.request('/apis/talos.dev/v1alpha1/clusterhealthchecks', {
+          method: 'POST',
+          body: {
+            apiVersion: 'talos.dev/v1alpha1',
+            kind: 'ClusterHealthCheck',
+            metadata: { name },
+            spec: { interval: '1s', timeout: '3s', failureThreshold: 1, ...probeSpec },
+          },
+        });
+        t.after(() =>
+          api
+            .request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`, { method: 'DELETE' })
+            .catch(() => undefined),
+        );
+        const status = (healthy: boolean, message: RegExp) =>
+          waitFor(
+            `${scenario.name}: ${name} to report healthy=${String(healthy)} with ${String(message)}`,
+            async (observe) => {
+              const chc = await api.request<{ status?: { healthy?: boolean; message?: string } }>(
+                `/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`,
+              );
+              observe(JSON.stringify(chc.status ?? {}));
+              return chc.status?.healthy === healthy && message.test(chc.status.message ?? '')
+                ? true
+                : undefined;
+            },
+            { timeoutMs: 60_000, intervalMs: 250 },
+          );
+        await status(true, scenario.healthyMessage);
+        await scenario.breakIt();
+        await status(false, scenario.unhealthyMessage);
+        await scenario.fixIt();
+        await status(true, scenario.healthyMessage);
+      }),
+    );
   });
 
   it('answers bad questions with a 4xx that says what to fix', async () => {
