@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { errorMessage } from '../wait.ts';
 import { controllerCommand } from './controller.ts';
+import { demoCommand } from './demo.ts';
 import { manifestsCommand } from './manifests.ts';
 import { sandboxCommand } from './sandbox.ts';
 
@@ -11,7 +12,8 @@ export function program(): Command {
     .showHelpAfterError()
     .addCommand(sandboxCommand())
     .addCommand(manifestsCommand())
-    .addCommand(controllerCommand());
+    .addCommand(controllerCommand())
+    .addCommand(demoCommand());
 }
 
 if (import.meta.main) {

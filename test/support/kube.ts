@@ -9,6 +9,10 @@ import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject } fro
 
 import { dirname } from 'node:path';
 import { readState, type SandboxState } from '../../sandbox/cluster.ts';
+import {
+  serverSideApply as applyObjects,
+  waitForEstablished as crdsEstablished,
+} from '../../src/kube/apply.ts';
 import { RestClient } from '../../src/kube/rest.ts';
 
 import { waitFor } from '../../src/wait.ts';
@@ -93,64 +97,20 @@ export function rest(kc: KubeConfig = testKubeConfig()): RestClient {
   return new RestClient(kc);
 }
 
-/** The REST path of an object's resource (discovered once per group/version), for raw requests. */
-export async function resourcePath(client: RestClient, object: KubernetesObject): Promise<string> {
-  const apiVersion = object.apiVersion ?? '';
-  const base = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
-  let resources = discovered.get(base);
-  if (!resources) {
-    resources = (await client.request<{ resources: DiscoveredResource[] }>(base)).resources;
-    discovered.set(base, resources);
-  }
-  const resource = resources.find((r) => r.kind === object.kind && !r.name.includes('/'));
-  if (!resource) throw new Error(`${apiVersion} has no resource of kind ${String(object.kind)}`);
-  const namespace = resource.namespaced ? `/namespaces/${object.metadata?.namespace ?? 'default'}` : '';
-  return `${base}${namespace}/${resource.name}`;
-}
+export { resourcePath } from '../../src/kube/apply.ts';
 
-interface DiscoveredResource {
-  name: string;
-  kind: string;
-  namespaced: boolean;
-}
-const discovered = new Map<string, DiscoveredResource[]>();
-
-/**
- * Server-side applies objects in order, sent exactly as written (create or update,
- * idempotent, safe from several test processes at once: conflicts are forced to this
- * field manager).
- */
+/** Server-side applies objects in order, sent exactly as written (src/kube/apply.ts). */
 export async function serverSideApply(
   kc: KubeConfig,
   objects: readonly KubernetesObject[],
   fieldManager = 'gatehouse-tests',
 ): Promise<KubernetesObject[]> {
-  const client = rest(kc);
-  const applied: KubernetesObject[] = [];
-  for (const object of objects) {
-    const path = `${await resourcePath(client, object)}/${object.metadata?.name ?? ''}`;
-    applied.push(await client.apply<KubernetesObject>(path, object, fieldManager));
-  }
-  return applied;
+  return applyObjects(rest(kc), objects, fieldManager);
 }
 
 /** Waits until every named CustomResourceDefinition is Established (its kind is served). */
 export async function waitForEstablished(kc: KubeConfig, names: readonly string[]): Promise<void> {
-  const client = rest(kc);
-  type Crd = { status?: { conditions?: { type: string; status: string }[] } };
-  await Promise.all(
-    names.map((name) =>
-      waitFor(`CRD ${name} to be established`, async (observe) => {
-        const crd = await client.request<Crd>(
-          `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
-        );
-        observe(JSON.stringify(crd.status?.conditions ?? []));
-        return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')
-          ? true
-          : undefined;
-      }),
-    ),
-  );
+  await crdsEstablished(rest(kc), names);
 }
 
 export interface Table {
