@@ -20,7 +20,7 @@ const discovery = new WeakMap<RestClient, Map<string, DiscoveredResource[]>>();
 
 async function resources(client: RestClient, base: string, refresh: boolean): Promise<DiscoveredResource[]> {
   let cache = discovery.get(client);
-  if (!cache) discovery.set(client, (cache = new Map()));
+  if (!cache) discovery.set(client, (cache = new Map<string, DiscoveredResource[]>()));
   let list = refresh ? undefined : cache.get(base);
   if (!list) {
     list = (await client.request<{ resources: DiscoveredResource[] }>(base)).resources;
