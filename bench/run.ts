@@ -77,7 +77,7 @@ async function watchBench() {
     const kc = sandbox.kubeConfig();
     await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'bench' } } });
     // A short warm-up so connection set-up and the watch cache's first fill are not sampled.
-    await measureWatchRoundTrip(kc, 'bench', 20);
+    await measureWatchRoundTrip(kc, 'bench', 20, 'warm-up');
     const { samples } = await measureWatchRoundTrip(kc, 'bench', RTT_SAMPLES);
     report(
       `watch round trip: create ConfigMap → ADDED event (${String(samples.length)} samples, sequential)`,

@@ -12,6 +12,7 @@ export async function measureWatchRoundTrip(
   kc: KubeConfig,
   namespace: string,
   count: number,
+  prefix = 'rtt',
 ): Promise<RoundTrips> {
   const core = kc.makeApiClient(CoreV1Api);
   const pending = new Map<string, (t: number) => void>();
@@ -33,7 +34,7 @@ export async function measureWatchRoundTrip(
     const samples: number[] = [];
     for (let i = 0; i < count; i++) {
       if (failure) throw new Error('the watch failed', { cause: failure });
-      const name = `rtt-${String(i)}`;
+      const name = `${prefix}-${String(i)}`;
       const seen = new Promise<number>((resolve) => pending.set(name, resolve));
       const start = performance.now();
       await core.createNamespacedConfigMap({ namespace, body: { metadata: { name } } });
