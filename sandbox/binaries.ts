@@ -82,3 +82,14 @@ export async function ensureBinaries(log: (line: string) => void = () => undefin
   if (!built) throw new Error(`sandbox/build.sh finished but left no complete build under ${cacheDir()}`);
   return built;
 }
+
+/** The helm that sandbox/build.sh built (for the chart's tests), or undefined. */
+export async function findHelm(): Promise<string | undefined> {
+  const path = join(cacheDir(), 'tools', 'helm');
+  try {
+    await access(path, constants.X_OK);
+    return path;
+  } catch {
+    return undefined;
+  }
+}

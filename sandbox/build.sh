@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the sandbox's control plane from Go modules: kube-apiserver,
-# kube-controller-manager and kube-scheduler (k8s.io/kubernetes), etcd 3.6 and kwok.
+# kube-controller-manager and kube-scheduler (k8s.io/kubernetes), etcd 3.6 and kwok;
+# and helm, which the chart's tests use.
 #
 # No release binaries can be downloaded here, but the Go module proxy serves the
 # sources, so each program is built in a scratch module under the cache. Binaries
@@ -128,12 +129,29 @@ build_kwok() {
   die "kwok: no version built (tried: $candidates)"
 }
 
+# Helm, for linting and rendering the chart in tests; built like the rest, cached apart
+# from the Kubernetes version.
+HELM_VERSION=${GATEHOUSE_HELM_VERSION:-v4.3.2}
+build_helm() {
+  local dir=$CACHE/tools/helm-$HELM_VERSION
+  # tools/helm always points at the version this script wants (sandbox/binaries.ts reads it).
+  if [ -x "$dir/helm" ]; then ln -sfn "$dir/helm" "$CACHE/tools/helm"; return 0; fi
+  log "helm $HELM_VERSION: building"
+  mkdir -p "$dir"
+  GOBIN=$dir go install -trimpath -ldflags "-s -w" "helm.sh/helm/v4/cmd/helm@$HELM_VERSION" >"$CACHE/helm-build.log" 2>&1 \
+    || { tail -20 "$CACHE/helm-build.log" >&2; die "helm $HELM_VERSION did not build"; }
+  ln -sfn "$dir/helm" "$CACHE/tools/helm"
+  log "helm $HELM_VERSION: done"
+}
+
 complete() {
   local bin=$1/bin f
   for f in kube-apiserver kube-controller-manager kube-scheduler etcd kwok; do
     [ -x "$bin/$f" ] || return 1
   done
 }
+
+build_helm
 
 # Reuse the newest complete build already in the cache.
 if [ -f "$CACHE/current" ] && complete "$CACHE/$(cat "$CACHE/current")"; then

@@ -1,6 +1,6 @@
 // Writes deploy/ from the API schemas (src/api) and install objects (src/manifests):
 // one CRD per file under deploy/crds/, rbac.yaml, admission-policy.yaml and
-// controller.yaml. With --check it writes nothing and fails when deploy/ differs from
+// controller.yaml; and the Helm chart charts/gatehouse from the same objects. With --check it writes nothing and fails when deploy/ differs from
 // a fresh generation, which is how CI catches a schema change without regenerated files.
 //
 //   node scripts/generate.ts [--check] [--namespace gatehouse-system] [--out deploy]
@@ -11,6 +11,7 @@ import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { chartFiles } from '../src/manifests/chart.ts';
 import { DEFAULT_INSTALL, deployFiles, namespaceProblem } from '../src/manifests/install-set.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -48,36 +49,47 @@ async function main(): Promise<number> {
     process.stderr.write(`generate: --namespace ${values.namespace} ${problem}\n`);
     return 2;
   }
-  const out = values.out;
-  const files = deployFiles({ ...DEFAULT_INSTALL, namespace: values.namespace });
-  // Generated files are the YAML in crds/ and at the top level; other files (a chart,
-  // a README) are left alone.
-  const generatedPlace = (f: string) =>
-    f.endsWith('.yaml') && (f.startsWith('crds/') ? !f.slice(5).includes('/') : !f.includes('/'));
-  const stale = (await listFiles(out)).filter((f) => generatedPlace(f) && !files.has(f));
+  // deploy/ holds the plain manifests; charts/gatehouse the Helm chart rendered from the
+  // same objects. In deploy/ the generated files are the YAML in crds/ and at the top
+  // level (anything else there is left alone); the chart is generated whole.
+  const targets = [
+    {
+      dir: values.out,
+      files: deployFiles({ ...DEFAULT_INSTALL, namespace: values.namespace }),
+      generatedPlace: (f: string) =>
+        f.endsWith('.yaml') && (f.startsWith('crds/') ? !f.slice(5).includes('/') : !f.includes('/')),
+    },
+    { dir: join(root, 'charts', 'gatehouse'), files: chartFiles(), generatedPlace: () => true },
+  ];
 
   if (values.check) {
-    const drifted: string[] = [];
-    for (const [path, content] of files) {
-      if ((await readIfExists(join(out, path))) !== content) drifted.push(path);
+    const lines: string[] = [];
+    for (const { dir, files, generatedPlace } of targets) {
+      for (const [path, content] of files) {
+        if ((await readIfExists(join(dir, path))) !== content) {
+          lines.push(`  differs from a fresh generation: ${relative(root, join(dir, path))}`);
+        }
+      }
+      for (const f of await listFiles(dir)) {
+        if (generatedPlace(f) && !files.has(f))
+          lines.push(`  not generated any more: ${relative(root, join(dir, f))}`);
+      }
     }
-    if (drifted.length === 0 && stale.length === 0) return 0;
-    const lines = [
-      ...drifted.map((f) => `  differs from a fresh generation: ${relative(root, join(out, f))}`),
-      ...stale.map((f) => `  not generated any more: ${relative(root, join(out, f))}`),
-    ];
+    if (lines.length === 0) return 0;
     process.stderr.write(
-      `generate --check: deploy/ is out of date:\n${lines.join('\n')}\nrun: npm run generate\n`,
+      `generate --check: generated files are out of date:\n${lines.join('\n')}\nrun: npm run generate\n`,
     );
     return 1;
   }
 
-  for (const [path, content] of files) {
-    await mkdir(dirname(join(out, path)), { recursive: true });
-    await writeFile(join(out, path), content);
+  for (const { dir, files, generatedPlace } of targets) {
+    for (const [path, content] of files) {
+      await mkdir(dirname(join(dir, path)), { recursive: true });
+      await writeFile(join(dir, path), content);
+    }
+    for (const f of await listFiles(dir)) if (generatedPlace(f) && !files.has(f)) await rm(join(dir, f));
+    process.stderr.write(`generate: wrote ${String(files.size)} files to ${relative(root, dir) || '.'}\n`);
   }
-  for (const f of stale) await rm(join(out, f));
-  process.stderr.write(`generate: wrote ${String(files.size)} files to ${relative(root, out) || '.'}\n`);
   return 0;
 }
 
