@@ -1,22 +1,28 @@
 // The sandbox: a real Kubernetes control plane on loopback, built from the Go modules
-// (see build.sh), with kwok simulating Talos nodes and the pods that run on them.
+// (see build.sh), with kwok simulating Talos nodes and the pods that run on them, and a
+// Talos API simulator that reboots, upgrades, shuts down and resets those nodes.
 //
 //   etcd → kube-apiserver → kube-controller-manager + kube-scheduler + kwok → nodes
+//                                                      Talos API simulator ↗
 //
 // All state lives in one directory: PKI, kubeconfigs, etcd data, logs and state.json
 // (the PIDs and ports). `stopSandbox(dir)` works from any process and removes it all.
 import { request } from 'node:https';
 import { request as httpRequest } from 'node:http';
 import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
+import { TalosClient } from '../src/talos/client.ts';
+import { loadTalosConfig } from '../src/talos/config.ts';
 import { errorMessage, formatDuration, WaitAbortedError, waitFor } from '../src/wait.ts';
 import { ensureBinaries, type Binaries } from './binaries.ts';
 import { kwokConfiguration } from './kwok-config.ts';
 import { createNodes, defaultNodeSpecs, type NodeSpec } from './nodes.ts';
 import { base64File, CertificateAuthority, generateKeyPair } from './pki.ts';
 import { freePorts, isAlive, logTail, startProcess, stopProcess, type StartedProcess } from './processes.ts';
+import { createTalosPki, writeTalosConfig } from './talos-pki.ts';
 
 export interface SandboxOptions {
   /** Directory for all of the sandbox's files; created, and removed by stop. */
@@ -28,6 +34,13 @@ export interface SandboxOptions {
    * if the process has died without stopping it (a crashed test run).
    */
   ownerPid?: number;
+  /**
+   * Start the Talos API simulator (a process of its own) and write a talosconfig for
+   * it into the sandbox directory. Default true.
+   */
+  talos?: boolean;
+  /** How long a node the simulator reboots stays down. Default 2s. */
+  talosBootDelay?: string;
   log?: (line: string) => void;
 }
 
@@ -36,6 +49,12 @@ export interface SandboxState {
   dir: string;
   server: string;
   kubeconfig: string;
+  /** The talosconfig that reaches the Talos API simulator, when it runs. */
+  talosconfig?: string;
+  /** The simulator's Talos PKI (CA, apid and admin certificates), when it runs. */
+  talosPki?: string;
+  /** How long a node the simulator reboots stays down (a Go duration). */
+  talosBootDelay?: string;
   kubernetesVersion: string;
   startedAt: string;
   ownerPid?: number;
@@ -47,6 +66,7 @@ export interface SandboxState {
 const STATE_FILE = 'state.json';
 const SERVICE_CIDR = '10.96.0.0/16';
 const SERVICE_IP = '10.96.0.1';
+const TALOS_SIMULATOR = join(dirname(fileURLToPath(import.meta.url)), 'talos-simulator.ts');
 
 export class Sandbox {
   readonly state: SandboxState;
@@ -177,6 +197,7 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     logs: join(dir, 'logs'),
     etcd: join(dir, 'etcd'),
     certs: join(dir, 'certs'),
+    talosPki: join(dir, 'talos-pki'),
   };
   await Promise.all(Object.values(paths).map((p) => mkdir(p, { recursive: true })));
 
@@ -188,8 +209,9 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     'controllerManager',
     'scheduler',
     'kwok',
+    'talos',
   ]);
-  const { etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kwok } = ports;
+  const { etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kwok, talos } = ports;
   const server = `https://127.0.0.1:${String(apiserver)}`;
   const started: StartedProcess[] = [];
   const state: SandboxState = {
@@ -208,13 +230,12 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     state.processes = started.map(({ name, pid, log: l }) => ({ name, pid, log: l }));
     await writeFile(join(dir, STATE_FILE), JSON.stringify(state, null, 2));
   };
-  const launch = async (name: string, args: string[]) => {
-    const p = startProcess(
-      name,
-      binaries.path(name as Parameters<Binaries['path']>[0]),
-      args,
-      join(paths.logs, `${name}.log`),
-    );
+  const launch = async (
+    name: string,
+    args: string[],
+    command = binaries.path(name as Parameters<Binaries['path']>[0]),
+  ) => {
+    const p = startProcess(name, command, args, join(paths.logs, `${name}.log`));
     started.push(p);
     await saveState(); // recorded at once, so a crash from here on still leaves a stoppable sandbox
     return p;
@@ -251,7 +272,7 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   try {
     log(`sandbox in ${dir} (kubernetes ${binaries.kubernetesVersion})`);
     const ca = await CertificateAuthority.create(paths.pki, 'ca', 'gatehouse-sandbox-ca');
-    const [apiserverCert, admin, kcm, sched, kwokUser, serviceAccount] = await Promise.all([
+    const [apiserverCert, admin, kcm, sched, kwokUser, simulatorUser, serviceAccount] = await Promise.all([
       ca.issue({
         name: 'apiserver',
         commonName: 'kube-apiserver',
@@ -275,6 +296,13 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       ca.issue({ name: 'scheduler', commonName: 'system:kube-scheduler', usage: 'client' }),
       // kwok plays every kubelet and the node lease holder, so it gets cluster-admin rights.
       ca.issue({ name: 'kwok', commonName: 'kwok', organizations: ['system:masters'], usage: 'client' }),
+      // The Talos simulator drives nodes as the kubelets and the node lifecycle would.
+      ca.issue({
+        name: 'talos-simulator',
+        commonName: 'talos-simulator',
+        organizations: ['system:masters'],
+        usage: 'client',
+      }),
       generateKeyPair(paths.pki, 'service-account'),
     ]);
     const caData = await base64File(ca.cert);
@@ -286,11 +314,12 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       );
       return path;
     };
-    const [, kcmConfig, schedConfig, kwokConfig] = await Promise.all([
+    const [, kcmConfig, schedConfig, kwokConfig, simulatorConfig] = await Promise.all([
       kubeconfigFor('admin', 'admin', admin),
       kubeconfigFor('controller-manager', 'system:kube-controller-manager', kcm),
       kubeconfigFor('scheduler', 'system:kube-scheduler', sched),
       kubeconfigFor('kwok', 'kwok', kwokUser),
+      kubeconfigFor('talos-simulator', 'talos-simulator', simulatorUser),
     ]);
     const tls: TlsFiles = {
       ca: await readFile(ca.cert),
@@ -422,6 +451,42 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     }
     state.nodes = specs.map((s) => s.name);
     await saveState();
+
+    if (options.talos ?? true) {
+      const pki = await createTalosPki(paths.talosPki);
+      const bootDelay = options.talosBootDelay ?? '2s';
+      const endpoint = `127.0.0.1:${String(talos)}`;
+      const simulator = await launch(
+        'talos-simulator',
+        [
+          TALOS_SIMULATOR,
+          `--kubeconfig=${simulatorConfig}`,
+          `--pki=${paths.talosPki}`,
+          `--port=${String(talos)}`,
+          `--boot-delay=${bootDelay}`,
+        ],
+        process.execPath,
+      );
+      const talosconfig = await writeTalosConfig(join(dir, 'talosconfig'), pki, {
+        name: 'gatehouse-sandbox',
+        endpoints: [endpoint],
+        nodes: specs.slice(0, 1).map((s) => s.internalIP),
+      });
+      const client = new TalosClient(await loadTalosConfig({ path: talosconfig }), { timeoutMs: 2000 });
+      try {
+        // Version without a node is answered by the simulator itself, over mutual TLS.
+        await waitHealthy(simulator, 'Talos API simulator serving', async () => {
+          await client.version();
+          return true;
+        });
+      } finally {
+        client.close();
+      }
+      state.talosconfig = talosconfig;
+      state.talosPki = paths.talosPki;
+      state.talosBootDelay = bootDelay;
+      await saveState();
+    }
     log(`sandbox up in ${formatDuration(Date.now() - began)}: ${server}`);
     return new Sandbox(state);
   } catch (error) {

@@ -14,6 +14,14 @@ export const KWOK_NODE_ANNOTATION_VALUE = 'fake';
 export const POD_OUTCOME_ANNOTATION = 'sandbox.gatehouse.dev/outcome'; // Succeeded (default) | Failed | Hang
 export const POD_RUN_DURATION_ANNOTATION = 'sandbox.gatehouse.dev/run-duration'; // Go duration, default 1s
 
+/**
+ * A simulated node carrying this annotation with the value `off` is powered off: kwok
+ * reports it NotReady and leaves it so (the Talos simulator sets and clears it around
+ * a reboot, shutdown or reset). Without it, kwok turns any node Ready within a second.
+ */
+export const NODE_POWER_ANNOTATION = 'sandbox.gatehouse.dev/power';
+export const NODE_POWER_OFF = 'off';
+
 const notDeleted = { key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' };
 const ownedByJob = { key: '.metadata.ownerReferences.[].kind', operator: 'In', values: ['Job'] };
 const phase = (...values: string[]) => ({ key: '.status.phase', operator: 'In', values });
@@ -21,6 +29,16 @@ const outcome = (operator: 'In' | 'NotIn', values: string[]) => ({
   key: `.metadata.annotations["${POD_OUTCOME_ANNOTATION}"]`,
   operator,
   values,
+});
+const readyStatus = (operator: 'In' | 'NotIn', values: string[]) => ({
+  key: '.status.conditions.[] | select( .type == "Ready" ) | .status',
+  operator,
+  values,
+});
+const power = (operator: 'In' | 'NotIn') => ({
+  key: `.metadata.annotations["${NODE_POWER_ANNOTATION}"]`,
+  operator,
+  values: [NODE_POWER_OFF],
 });
 const runDuration = {
   durationMilliseconds: 1000,
@@ -68,6 +86,20 @@ nodeInfo:
 {{ YAML . 1 }}
 {{ end }}
 phase: Running
+`;
+
+// What the node lifecycle controller reports for a node whose kubelet went silent.
+const nodePoweredOff = `
+{{ $now := Now }}
+conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $now | Quote }}
+  message: "Kubelet stopped posting node status."
+  reason: NodeStatusUnknown
+  status: "Unknown"
+  type: {{ .type | Quote }}
+{{ end }}
 `;
 
 const podRunning = `
@@ -168,32 +200,23 @@ function stage(name: string, kind: 'Node' | 'Pod', spec: Record<string, unknown>
 }
 
 export const stages = [
-  // A node that is not Ready becomes Ready with the conditions a healthy kubelet reports;
-  // its nodeInfo (Talos osImage, bootID) is kept as created.
+  // A node that is not Ready (and not powered off) becomes Ready with the conditions a
+  // healthy kubelet reports; its nodeInfo (Talos osImage, bootID) is kept as it is.
   stage('node-initialize', 'Node', {
-    selector: {
-      matchExpressions: [
-        {
-          key: '.status.conditions.[] | select( .type == "Ready" ) | .status',
-          operator: 'NotIn',
-          values: ['True'],
-        },
-      ],
-    },
+    selector: { matchExpressions: [readyStatus('NotIn', ['True']), power('NotIn')] },
     next: { statusTemplate: nodeReady },
+  }),
+  // A powered-off node goes silent: every condition Unknown, as the node lifecycle
+  // controller would mark it. Selecting only nodes not yet Unknown keeps it from looping.
+  stage('node-power-off', 'Node', {
+    selector: { matchExpressions: [power('In'), readyStatus('NotIn', ['Unknown'])] },
+    next: { statusTemplate: nodePoweredOff },
   }),
   // Liveness comes from node Leases, which kwok renews; this keeps the Ready
   // condition's heartbeat fresh too, as a kubelet does.
   stage('node-heartbeat', 'Node', {
     selector: {
-      matchExpressions: [
-        phase('Running'),
-        {
-          key: '.status.conditions.[] | select( .type == "Ready" ) | .status',
-          operator: 'In',
-          values: ['True'],
-        },
-      ],
+      matchExpressions: [phase('Running'), readyStatus('In', ['True']), power('NotIn')],
     },
     delay: { durationMilliseconds: 20000, jitterDurationMilliseconds: 25000 },
     next: { statusTemplate: nodeConditions },
@@ -249,5 +272,9 @@ export function kwokConfiguration(options: { serverAddress: string }): string {
       podsOnNodeSyncParallelism: 2,
     },
   };
-  return [configuration, ...stages].map((doc) => stringify(doc, { lineWidth: 0 })).join('---\n');
+  // kwok reads YAML 1.1, where a bare off, on, yes or no is a boolean: write 1.1 so that
+  // such strings (the power annotation's value) come out quoted.
+  return [configuration, ...stages]
+    .map((doc) => stringify(doc, { lineWidth: 0, version: '1.1' }))
+    .join('---\n');
 }

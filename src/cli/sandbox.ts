@@ -1,8 +1,16 @@
 // `gatehouse sandbox up|down|env`: a local control plane for trying gatehouse out.
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
+import { parseDuration } from '../duration.ts';
+import { errorMessage } from '../wait.ts';
 import { cacheDir } from '../../sandbox/binaries.ts';
-import { attachSandbox, readState, startSandbox, stopSandbox } from '../../sandbox/cluster.ts';
+import {
+  attachSandbox,
+  readState,
+  startSandbox,
+  stopSandbox,
+  type SandboxState,
+} from '../../sandbox/cluster.ts';
 
 export function defaultSandboxDir(): string {
   return process.env.GATEHOUSE_SANDBOX_DIR ?? join(cacheDir(), 'sandboxes', 'default');
@@ -14,8 +22,20 @@ function positiveInt(value: string): number {
   return n;
 }
 
-function envLines(kubeconfig: string): string {
-  return `export KUBECONFIG=${kubeconfig}\n`;
+function duration(value: string): string {
+  try {
+    parseDuration(value);
+  } catch (error) {
+    throw new InvalidArgumentError(errorMessage(error));
+  }
+  return value;
+}
+
+function envLines(state: SandboxState): string {
+  return [
+    `export KUBECONFIG=${state.kubeconfig}\n`,
+    state.talosconfig ? `export TALOSCONFIG=${state.talosconfig}\n` : '',
+  ].join('');
 }
 
 export function sandboxCommand(): Command {
@@ -30,23 +50,41 @@ export function sandboxCommand(): Command {
     .option(...dirOption)
     .option('--nodes <n>', 'simulated nodes in all', positiveInt, 4)
     .option('--control-planes <n>', 'how many of them are control-plane nodes', positiveInt, 1)
-    .action(async (opts: { dir: string; nodes: number; controlPlanes: number }) => {
-      const running = await attachSandbox(opts.dir);
-      if (running) {
-        process.stderr.write(`sandbox already up at ${running.state.server}\n`);
-        process.stdout.write(envLines(running.kubeconfig));
-        return;
-      }
-      const { defaultNodeSpecs } = await import('../../sandbox/nodes.ts');
-      const sb = await startSandbox({
-        dir: opts.dir,
-        nodes: defaultNodeSpecs(opts.nodes, Math.min(opts.controlPlanes, opts.nodes)),
-        log: (line) => process.stderr.write(`${line}\n`),
-      });
-      process.stderr.write(`\nsandbox up: ${sb.state.server} (kubernetes ${sb.state.kubernetesVersion})\n`);
-      process.stderr.write(`nodes: ${sb.state.nodes.join(', ')}\nto use it:\n`);
-      process.stdout.write(envLines(sb.kubeconfig));
-    });
+    .option('--no-talos', 'do not start the Talos API simulator')
+    .option(
+      '--talos-boot-delay <duration>',
+      'how long a node the Talos simulator reboots stays down',
+      duration,
+      '2s',
+    )
+    .action(
+      async (opts: {
+        dir: string;
+        nodes: number;
+        controlPlanes: number;
+        talos: boolean;
+        talosBootDelay: string;
+      }) => {
+        const running = await attachSandbox(opts.dir);
+        if (running) {
+          process.stderr.write(`sandbox already up at ${running.state.server}\n`);
+          process.stdout.write(envLines(running.state));
+          return;
+        }
+        const { defaultNodeSpecs } = await import('../../sandbox/nodes.ts');
+        const sb = await startSandbox({
+          dir: opts.dir,
+          nodes: defaultNodeSpecs(opts.nodes, Math.min(opts.controlPlanes, opts.nodes)),
+          talos: opts.talos,
+          talosBootDelay: opts.talosBootDelay,
+          log: (line) => process.stderr.write(`${line}\n`),
+        });
+        process.stderr.write(`\nsandbox up: ${sb.state.server} (kubernetes ${sb.state.kubernetesVersion})\n`);
+        process.stderr.write(`nodes: ${sb.state.nodes.join(', ')}\nto use it:\n`);
+        if (sb.state.talosconfig) process.stderr.write(`Talos API simulator: ${sb.state.talosconfig}\n`);
+        process.stdout.write(envLines(sb.state));
+      },
+    );
 
   sandbox
     .command('down')
@@ -73,7 +111,7 @@ export function sandboxCommand(): Command {
         process.exitCode = 1;
         return;
       }
-      process.stdout.write(envLines(running.kubeconfig));
+      process.stdout.write(envLines(running.state));
     });
   return sandbox;
 }

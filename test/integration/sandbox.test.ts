@@ -25,6 +25,7 @@ import {
   refusalOf,
   rest,
   testKubeConfig,
+  testSandboxState,
   uniqueName,
   waitFor,
 } from '../support/kube.ts';
@@ -41,9 +42,11 @@ describe('sandbox', () => {
   });
 
   it('has Ready nodes that look like Talos nodes', async () => {
-    // Other suites add nodes of their own; the sandbox's are the ones kwok simulates.
+    // Other suites add nodes of their own, some simulated by kwok too (and rebooted or
+    // shut down by the Talos simulator); the sandbox's are the ones it started with.
+    const { nodes: own } = await testSandboxState();
     const nodes = (await core.listNode()).items.filter(
-      (n) => n.metadata?.annotations?.[KWOK_NODE_ANNOTATION],
+      (n) => n.metadata?.annotations?.[KWOK_NODE_ANNOTATION] && own.includes(n.metadata.name ?? ''),
     );
     assert.ok(nodes.length >= 2, `expected several nodes, got ${nodes.length}`);
     for (const node of nodes) {

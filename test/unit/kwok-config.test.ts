@@ -3,7 +3,49 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { kwokConfiguration, POD_OUTCOME_ANNOTATION, stages } from '../../sandbox/kwok-config.ts';
+import {
+  kwokConfiguration,
+  NODE_POWER_ANNOTATION,
+  NODE_POWER_OFF,
+  POD_OUTCOME_ANNOTATION,
+  stages,
+} from '../../sandbox/kwok-config.ts';
+
+interface NodeSelector {
+  matchExpressions: { key: string; operator: string; values: string[] }[];
+}
+
+interface SampleNode {
+  ready?: 'True' | 'False' | 'Unknown';
+  powerOff?: boolean;
+  phase?: string;
+}
+
+/**
+ * The node stages whose selector matches a node, evaluating the few selector keys the
+ * configuration uses the way kwok does (NotIn also matches a missing value).
+ */
+function matchingNodeStages(node: SampleNode): string[] {
+  const valueOf = (key: string): string | undefined => {
+    if (key === '.status.conditions.[] | select( .type == "Ready" ) | .status') return node.ready;
+    if (key === `.metadata.annotations["${NODE_POWER_ANNOTATION}"]`)
+      return node.powerOff ? NODE_POWER_OFF : undefined;
+    if (key === '.status.phase') return node.phase;
+    throw new Error(`a node stage selects on ${key}, which this test does not know`);
+  };
+  return stages
+    .filter((s) => s.spec.resourceRef.kind === 'Node')
+    .filter((s) => {
+      const { matchExpressions } = (s.spec as typeof s.spec & { selector: NodeSelector }).selector;
+      return matchExpressions.every(({ key, operator, values }) => {
+        const value = valueOf(key);
+        return operator === 'In'
+          ? value !== undefined && values.includes(value)
+          : value === undefined || !values.includes(value);
+      });
+    })
+    .map((s) => s.metadata.name);
+}
 
 describe('kwok configuration', () => {
   const docs = parseAllDocuments(kwokConfiguration({ serverAddress: '127.0.0.1:1234' })).map(
@@ -40,5 +82,22 @@ describe('kwok configuration', () => {
       new RegExp(`${POD_OUTCOME_ANNOTATION}.*"NotIn".*\\["Failed","Hang"\\]`),
     );
     assert.match(selectorOf('pod-fail'), new RegExp(`${POD_OUTCOME_ANNOTATION}.*"In".*\\["Failed"\\]`));
+  });
+
+  it('turns a new or recovered node Ready, unless it is powered off', () => {
+    assert.deepEqual(matchingNodeStages({}), ['node-initialize']);
+    assert.deepEqual(matchingNodeStages({ ready: 'Unknown', phase: 'Running' }), ['node-initialize']);
+    assert.deepEqual(matchingNodeStages({ ready: 'True', phase: 'Running' }), ['node-heartbeat']);
+  });
+
+  it('keeps a powered-off node NotReady: no stage makes it Ready, and going silent does not loop', () => {
+    assert.deepEqual(matchingNodeStages({ ready: 'True', phase: 'Running', powerOff: true }), [
+      'node-power-off',
+    ]);
+    assert.deepEqual(matchingNodeStages({ powerOff: true }), ['node-power-off']);
+    // What node-power-off leaves behind matches nothing, so the node stays down.
+    assert.deepEqual(matchingNodeStages({ ready: 'Unknown', phase: 'Running', powerOff: true }), []);
+    const template = JSON.stringify(stages.find((s) => s.metadata.name === 'node-power-off')?.spec);
+    assert.match(template, /status: \\"Unknown\\"/);
   });
 });

@@ -1,0 +1,742 @@
+// A Talos API simulator for the sandbox: serves the Talos gRPC API (MachineService
+// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade; ImageService.Pull;
+// LifecycleService.Upgrade) over mutual TLS like apid, routes each call by its `node`
+// metadata to the kwok Node with that InternalIP (or name), and plays the call on that
+// Node through the Kubernetes API:
+//
+//   reboot   → acknowledged; the Node goes NotReady (powered off), gets a new bootID
+//              (and the new osImage after an upgrade), and turns Ready after the boot delay
+//   shutdown → NotReady, and stays down
+//   reset    → NotReady, then the Node is deleted
+//
+// State lives on the Node (annotations), so a restarted simulator carries on where
+// the last one stopped; only pulled images are kept in memory. Faults are injected per
+// node (see talos-faults.ts). Not simulated: Talos' own cordon and drain around a
+// reboot or shutdown (gatehouse drains itself), etcd membership, and power-cycle mode
+// (a reboot like any other). Reset deletes the Node whatever its options.
+import { createHash, randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import {
+  Metadata,
+  Server,
+  ServerCredentials,
+  status as GrpcStatus,
+  type sendUnaryData,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js';
+import { KubeConfig } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { parseDuration } from '../src/duration.ts';
+import { KubeApiError, RestClient } from '../src/kube/rest.ts';
+import * as m from '../src/talos/messages.ts';
+import type { Fields, MessageInit } from '../src/talos/protobuf.ts';
+import { ImageService, LifecycleService, MachineService, serviceDefinition } from '../src/talos/services.ts';
+import {
+  formatTalosVersion,
+  hasLifecycleUpgrade,
+  installerVersion,
+  osImageOf,
+  talosVersionFromOsImage,
+  type TalosVersionNumber,
+} from '../src/talos/version.ts';
+import { errorMessage, sleep } from '../src/wait.ts';
+import { KWOK_NODE_ANNOTATION, NODE_POWER_ANNOTATION, NODE_POWER_OFF } from './kwok-config.ts';
+import { TALOS_VERSION } from './nodes.ts';
+import {
+  BOOT_DELAY_ANNOTATION,
+  faultFor,
+  parseFaults,
+  TALOS_FAULT_ANNOTATION,
+  TALOS_FAULT_MESSAGE_ANNOTATION,
+  type TalosFault,
+} from './talos-faults.ts';
+import { talosPkiPaths } from './talos-pki.ts';
+
+/** When a powered-off node boots (RFC 3339); absent while it stays down. */
+export const BOOT_AT_ANNOTATION = 'sandbox.gatehouse.dev/boot-at';
+/** The osImage the node boots into next (set by an upgrade). */
+export const STAGED_OS_IMAGE_ANNOTATION = 'sandbox.gatehouse.dev/staged-os-image';
+/** sha256 of the machine configuration the node runs, once one was applied. */
+export const MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/machine-config';
+/** sha256 of a configuration staged for the next boot. */
+export const STAGED_MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/staged-machine-config';
+
+/** What Talos calls its system partitions, the only labels Reset may be asked to wipe. */
+const SYSTEM_PARTITIONS = ['EFI', 'BIOS', 'BOOT', 'META', 'STATE', 'EPHEMERAL'];
+
+export interface TalosSimulatorOptions {
+  kubeConfig: KubeConfig;
+  /** PEM files: the Talos CA (which must have signed every client) and apid's serving certificate. */
+  tls: { ca: string; cert: string; key: string };
+  host?: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  /** How long a rebooting node stays down before it is Ready again; default 2s. */
+  bootDelayMs?: number;
+  /** How long after acknowledging a reboot, shutdown or reset the node goes down; default 200ms. */
+  shutdownDelayMs?: number;
+  log?: (line: string) => void;
+}
+
+interface NodeObject {
+  metadata: { name: string; uid: string; resourceVersion?: string; annotations?: Record<string, string> };
+  status?: {
+    addresses?: { type: string; address: string }[];
+    nodeInfo?: { osImage?: string; architecture?: string; bootID?: string };
+  };
+}
+
+/** The simulated machine a call is for. */
+interface Machine {
+  node: NodeObject;
+  name: string;
+  address: string;
+  version: TalosVersionNumber;
+  faults: TalosFault[];
+}
+
+type MethodName =
+  | 'Version'
+  | 'Reboot'
+  | 'Shutdown'
+  | 'Reset'
+  | 'ApplyConfiguration'
+  | 'Upgrade'
+  | 'ImagePull'
+  | 'LifecycleUpgrade';
+
+/** A call's outcome as a gRPC status with Talos' message. */
+class CallError extends Error {
+  readonly code: GrpcStatus;
+  constructor(code: GrpcStatus, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** The call must never be answered (a hang fault). */
+const HANG = Symbol('hang');
+
+const internalIP = (node: NodeObject) =>
+  node.status?.addresses?.find((a) => a.type === 'InternalIP')?.address;
+const sha256 = (data: Uint8Array) => `sha256:${createHash('sha256').update(data).digest('hex')}`;
+
+export class TalosSimulator {
+  readonly host: string;
+  private readonly server = new Server();
+  private readonly rest: RestClient;
+  private readonly bootDelayMs: number;
+  private readonly shutdownDelayMs: number;
+  private readonly log: (line: string) => void;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly injected = new Map<string, TalosFault[]>();
+  /** Images each machine has pulled, by `<Node uid>/<containerd namespace>`. */
+  private readonly pulled = new Map<string, Set<string>>();
+  private boundPort = 0;
+  private stopped = false;
+
+  private constructor(options: TalosSimulatorOptions) {
+    this.host = options.host ?? '127.0.0.1';
+    this.rest = new RestClient(options.kubeConfig);
+    this.bootDelayMs = options.bootDelayMs ?? 2000;
+    this.shutdownDelayMs = options.shutdownDelayMs ?? 200;
+    this.log = options.log ?? (() => undefined);
+  }
+
+  static async start(options: TalosSimulatorOptions): Promise<TalosSimulator> {
+    const simulator = new TalosSimulator(options);
+    const [ca, cert, key] = await Promise.all([
+      readFile(options.tls.ca),
+      readFile(options.tls.cert),
+      readFile(options.tls.key),
+    ]);
+    simulator.server.addService(serviceDefinition(MachineService), simulator.machineService());
+    simulator.server.addService(serviceDefinition(ImageService), simulator.imageService());
+    simulator.server.addService(serviceDefinition(LifecycleService), simulator.lifecycleService());
+    // Clients must present a certificate signed by the Talos CA, as apid demands.
+    const credentials = ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], true);
+    simulator.boundPort = await new Promise<number>((resolve, reject) =>
+      simulator.server.bindAsync(
+        `${simulator.host}:${String(options.port ?? 0)}`,
+        credentials,
+        (error, port) => (error ? reject(error) : resolve(port)),
+      ),
+    );
+    await simulator.resumeBoots();
+    simulator.log(`Talos API simulator serving on ${simulator.endpoint}`);
+    return simulator;
+  }
+
+  get port(): number {
+    return this.boundPort;
+  }
+
+  /** host:port, as a talosconfig lists endpoints. */
+  get endpoint(): string {
+    return `${this.host}:${String(this.boundPort)}`;
+  }
+
+  /** Injects a fault for the node with this address or name, until cleared. */
+  injectFault(node: string, fault: TalosFault): void {
+    this.injected.set(node, [...(this.injected.get(node) ?? []), fault]);
+  }
+
+  /** Clears the faults injected for one node (or all). Annotation faults stay on their Nodes. */
+  clearFaults(node?: string): void {
+    if (node === undefined) this.injected.clear();
+    else this.injected.delete(node);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+    this.server.forceShutdown();
+    await Promise.resolve();
+  }
+
+  // --- services ---------------------------------------------------------------------
+
+  private machineService(): UntypedServiceImplementation {
+    return {
+      Version: this.unary('Version', MachineService.Version.response.fields, (machine) => ({
+        messages: [this.versionOf(machine)],
+      })),
+      Reboot: this.unary('Reboot', MachineService.Reboot.response.fields, (machine) => {
+        this.reboot(machine, 'reboot');
+        return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
+      }),
+      Shutdown: this.unary('Shutdown', MachineService.Shutdown.response.fields, (machine) => {
+        this.later(this.shutdownDelayMs, () => this.powerOff(machine.name, undefined));
+        return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
+      }),
+      Reset: this.unary(
+        'Reset',
+        MachineService.Reset.response.fields,
+        (machine, request: m.Decoded<typeof m.ResetRequest>) => {
+          const unknown = request.systemPartitionsToWipe.filter((p) => !SYSTEM_PARTITIONS.includes(p.label));
+          if (unknown.length > 0)
+            throw new CallError(
+              GrpcStatus.INVALID_ARGUMENT,
+              `failed to reset: unknown system partition label(s) ${unknown.map((p) => `"${p.label}"`).join(', ')} (system partitions: ${SYSTEM_PARTITIONS.join(', ')})`,
+            );
+          // The wipe takes the place of a boot: the machine leaves the cluster for good.
+          this.later(this.shutdownDelayMs, async () => {
+            await this.powerOff(machine.name, undefined);
+            this.later(this.bootDelayFor(machine), () => this.deleteNode(machine));
+          });
+          return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
+        },
+      ),
+      ApplyConfiguration: this.unary(
+        'ApplyConfiguration',
+        MachineService.ApplyConfiguration.response.fields,
+        async (machine, request: m.Decoded<typeof m.ApplyConfigurationRequest>) => ({
+          messages: [await this.applyConfiguration(machine, request)],
+        }),
+      ),
+      Upgrade: this.unary(
+        'Upgrade',
+        MachineService.Upgrade.response.fields,
+        async (machine, request: m.Decoded<typeof m.UpgradeRequest>) => {
+          const target = this.installerTarget(request.image);
+          const fault = faultFor(machine.faults, 'upgrade-error', 'Upgrade');
+          if (fault) throw new CallError(GrpcStatus.UNKNOWN, fault.message);
+          await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
+          this.reboot(machine, `upgrade to ${formatTalosVersion(target)}`);
+          return {
+            messages: [
+              {
+                metadata: { hostname: machine.name },
+                ack: 'Upgrade request received',
+                actorId: randomUUID(),
+              },
+            ],
+          };
+        },
+      ),
+    };
+  }
+
+  private imageService(): UntypedServiceImplementation {
+    return {
+      Pull: this.serverStream(
+        'ImagePull',
+        ImageService.Pull.response.fields,
+        async (machine, request: m.Decoded<typeof m.ImageServicePullRequest>, send) => {
+          const ref = request.imageRef.trim();
+          if (ref === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'image reference is empty');
+          const layers = [0, 1].map((i) =>
+            createHash('sha256')
+              .update(`${ref}#${String(i)}`)
+              .digest('hex'),
+          );
+          const total = 48 * 1024 * 1024;
+          const fault = faultFor(machine.faults, 'pull-error', 'ImagePull');
+          for (const [i, layer] of layers.entries()) {
+            const layerId = `sha256:${layer}`;
+            for (const [status, offset] of [
+              [m.LayerPullStatus.DOWNLOADING, 0],
+              [m.LayerPullStatus.DOWNLOADING, total / 2],
+              [m.LayerPullStatus.DOWNLOAD_COMPLETE, total],
+              [m.LayerPullStatus.EXTRACTING, total],
+              [m.LayerPullStatus.EXTRACT_COMPLETE, total],
+            ] as const) {
+              await send({
+                pullProgress: {
+                  layerId,
+                  progress: { status, offset, total, elapsed: { seconds: i, nanos: 0 } },
+                },
+              });
+              if (fault && offset === total / 2)
+                throw new CallError(GrpcStatus.UNKNOWN, `failed to pull image "${ref}": ${fault.message}`);
+            }
+          }
+          const store = this.imageStore(machine, request.containerd);
+          const images = this.pulled.get(store) ?? new Set<string>();
+          images.add(ref);
+          this.pulled.set(store, images);
+          await send({ name: ref });
+        },
+      ),
+    };
+  }
+
+  private lifecycleService(): UntypedServiceImplementation {
+    return {
+      Upgrade: this.serverStream(
+        'LifecycleUpgrade',
+        LifecycleService.Upgrade.response.fields,
+        async (machine, request: m.Decoded<typeof m.LifecycleServiceUpgradeRequest>, send) => {
+          if (!hasLifecycleUpgrade(machine.version))
+            // What a gRPC server says about a service it does not have.
+            throw new CallError(GrpcStatus.UNIMPLEMENTED, 'unknown service machine.LifecycleService');
+          const image = request.source?.imageName.trim() ?? '';
+          if (image === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'source image name is empty');
+          if (!this.pulled.get(this.imageStore(machine, request.containerd))?.has(image))
+            throw new CallError(
+              GrpcStatus.NOT_FOUND,
+              `image "${image}" not found in containerd namespace ${this.namespaceName(request.containerd)}: pull it first (ImageService.Pull)`,
+            );
+          const target = this.installerTarget(image);
+          const say = (message: string) => send({ progress: { message } });
+          await say(`running installer ${image}`);
+          await say(
+            `validating upgrade from ${formatTalosVersion(machine.version)} to ${formatTalosVersion(target)}`,
+          );
+          await say('installing to the boot disk');
+          const fault = faultFor(machine.faults, 'upgrade-error', 'LifecycleUpgrade');
+          if (fault) {
+            await say(`error: ${fault.message}`);
+            await send({ progress: { exitCode: 1 } });
+            return;
+          }
+          await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
+          await say(`installed Talos ${formatTalosVersion(target)}; it runs after the next reboot`);
+          await send({ progress: { exitCode: 0 } });
+        },
+      ),
+    };
+  }
+
+  private namespaceName(containerd: m.Decoded<typeof m.ContainerdInstance> | undefined): string {
+    const namespace = containerd?.namespace ?? m.ContainerdNamespace.NS_SYSTEM;
+    return namespace === m.ContainerdNamespace.NS_CRI ? 'cri' : 'system';
+  }
+
+  private imageStore(
+    machine: Machine,
+    containerd: m.Decoded<typeof m.ContainerdInstance> | undefined,
+  ): string {
+    return `${machine.node.metadata.uid}/${this.namespaceName(containerd)}`;
+  }
+
+  // --- call plumbing ----------------------------------------------------------------
+
+  /** The machine a call is for (from its `node` metadata), or undefined when it names none. */
+  private async target(metadata: Metadata, method: MethodName): Promise<Machine | undefined> {
+    const node = metadata.get('node')[0];
+    if (node === undefined) {
+      if (metadata.get('nodes').length > 0)
+        throw new CallError(
+          GrpcStatus.INVALID_ARGUMENT,
+          'the simulator proxies to one node at a time: name it with the `node` metadata',
+        );
+      return undefined;
+    }
+    const address = String(node);
+    const list = await this.rest.request<{ items: NodeObject[] }>('/api/v1/nodes');
+    const found = list.items.find(
+      (n) =>
+        n.metadata.annotations?.[KWOK_NODE_ANNOTATION] !== undefined &&
+        (internalIP(n) === address || n.metadata.name === address),
+    );
+    if (!found)
+      throw new CallError(
+        GrpcStatus.UNAVAILABLE,
+        `connection error: dial tcp ${address}:50000: connect: no route to host (no simulated node has that address)`,
+      );
+    const annotations = found.metadata.annotations ?? {};
+    let faults: TalosFault[];
+    try {
+      faults = parseFaults(annotations[TALOS_FAULT_ANNOTATION], annotations[TALOS_FAULT_MESSAGE_ANNOTATION]);
+    } catch (error) {
+      throw new CallError(GrpcStatus.INTERNAL, `node ${found.metadata.name}: ${errorMessage(error)}`);
+    }
+    const ip = internalIP(found) ?? '';
+    faults.push(...(this.injected.get(found.metadata.name) ?? []), ...(this.injected.get(ip) ?? []));
+    const osImage = found.status?.nodeInfo?.osImage;
+    const version = talosVersionFromOsImage(osImage);
+    if (!version)
+      throw new CallError(
+        GrpcStatus.FAILED_PRECONDITION,
+        `node ${found.metadata.name} does not run Talos (osImage "${String(osImage)}")`,
+      );
+    const machine = { node: found, name: found.metadata.name, address: ip, version, faults };
+    if (annotations[NODE_POWER_ANNOTATION] === NODE_POWER_OFF && !faultFor(faults, 'hang', method))
+      throw new CallError(
+        GrpcStatus.UNAVAILABLE,
+        `connection error: dial tcp ${address}:50000: connect: connection refused (the node is ${annotations[BOOT_AT_ANNOTATION] ? 'rebooting' : 'powered off'})`,
+      );
+    return machine;
+  }
+
+  /** Runs a call for its machine, applying the faults that concern it. */
+  private async play<T>(
+    method: MethodName,
+    metadata: Metadata,
+    work: (machine: Machine) => T | Promise<T>,
+  ): Promise<T | typeof HANG> {
+    const machine = await this.target(metadata, method);
+    if (!machine) {
+      if (method !== 'Version')
+        throw new CallError(
+          GrpcStatus.FAILED_PRECONDITION,
+          'the Talos simulator is not a machine itself: choose a node with the `node` metadata',
+        );
+      return work({
+        node: { metadata: { name: 'talos-simulator', uid: '' } },
+        name: 'talos-simulator',
+        address: this.host,
+        version: talosVersionFromOsImage(`Talos (${TALOS_VERSION})`) as TalosVersionNumber,
+        faults: [],
+      });
+    }
+    this.log(`${method} on ${machine.name} (${machine.address})`);
+    if (faultFor(machine.faults, 'hang', method)) {
+      this.log(`${method} on ${machine.name}: hanging (injected fault)`);
+      return HANG;
+    }
+    const error = faultFor(machine.faults, 'error', method);
+    if (error) throw new CallError(GrpcStatus.UNKNOWN, error.message);
+    return work(machine);
+  }
+
+  private unary<Req, Res extends Fields>(
+    method: MethodName,
+    _response: Res,
+    handler: (machine: Machine, request: Req) => MessageInit<Res> | Promise<MessageInit<Res>>,
+  ) {
+    return (call: ServerUnaryCall<Req, MessageInit<Res>>, callback: sendUnaryData<MessageInit<Res>>) => {
+      this.play(method, call.metadata, (machine) => handler(machine, call.request)).then(
+        (reply) => {
+          if (reply !== HANG) callback(null, reply);
+        },
+        (error: unknown) => callback(this.toStatus(method, error)),
+      );
+    };
+  }
+
+  private serverStream<Req, Res extends Fields>(
+    method: MethodName,
+    _response: Res,
+    handler: (
+      machine: Machine,
+      request: Req,
+      send: (reply: MessageInit<Res>) => Promise<void>,
+    ) => Promise<void>,
+  ) {
+    return (call: ServerWritableStream<Req, MessageInit<Res>>) => {
+      let cancelled = false;
+      call.on('cancelled', () => (cancelled = true));
+      const send = async (reply: MessageInit<Res>) => {
+        if (cancelled) throw new CallError(GrpcStatus.CANCELLED, 'cancelled by the client');
+        call.write(reply);
+        await sleep(20); // a stream worth the name: replies arrive over time
+      };
+      this.play(method, call.metadata, (machine) => handler(machine, call.request, send)).then(
+        (result) => {
+          if (result !== HANG && !cancelled) call.end();
+        },
+        (error: unknown) => {
+          // grpc-js ends a server stream with the status of an 'error' it is given.
+          if (!cancelled) call.emit('error', Object.assign(new Error(), this.toStatus(method, error)));
+        },
+      );
+    };
+  }
+
+  private toStatus(method: MethodName, error: unknown): { code: GrpcStatus; details: string } {
+    if (error instanceof CallError) return { code: error.code, details: error.message };
+    this.log(`${method} failed inside the simulator: ${errorMessage(error)}`);
+    return { code: GrpcStatus.INTERNAL, details: `simulator error: ${errorMessage(error)}` };
+  }
+
+  // --- machine behaviour ------------------------------------------------------------
+
+  private versionOf(machine: Machine): MessageInit<typeof m.Version.fields> {
+    const tag = formatTalosVersion(machine.version);
+    return {
+      metadata: { hostname: machine.name },
+      version: {
+        tag,
+        sha: createHash('sha1').update(tag).digest('hex').slice(0, 8),
+        built: '',
+        goVersion: 'go1.25',
+        os: 'linux',
+        arch: machine.node.status?.nodeInfo?.architecture ?? 'amd64',
+      },
+      platform: { name: 'metal', mode: 'metal' },
+      features: { rbac: true },
+    };
+  }
+
+  private installerTarget(image: string): TalosVersionNumber {
+    const version = installerVersion(image);
+    if (!version)
+      throw new CallError(
+        GrpcStatus.INVALID_ARGUMENT,
+        `installer image "${image}" is not tagged with a Talos version (like ghcr.io/siderolabs/installer:v1.13.1)`,
+      );
+    return version;
+  }
+
+  private bootDelayFor(machine: Machine): number {
+    const text = machine.node.metadata.annotations?.[BOOT_DELAY_ANNOTATION];
+    if (text === undefined) return this.bootDelayMs;
+    try {
+      return parseDuration(text);
+    } catch {
+      this.log(`node ${machine.name}: ignoring ${BOOT_DELAY_ANNOTATION}="${text}" (not a duration)`);
+      return this.bootDelayMs;
+    }
+  }
+
+  /** Goes down shortly after the acknowledgement, and boots after the boot delay (unless it never returns). */
+  private reboot(machine: Machine, why: string): void {
+    const neverReturns = faultFor(machine.faults, 'never-return', 'Reboot') !== undefined;
+    const bootDelay = this.bootDelayFor(machine);
+    this.log(`${machine.name}: ${why}${neverReturns ? ' (it will never come back: injected fault)' : ''}`);
+    this.later(this.shutdownDelayMs, async () => {
+      const bootAt = neverReturns ? undefined : new Date(Date.now() + bootDelay);
+      await this.powerOff(machine.name, bootAt);
+      if (bootAt) this.later(bootDelay, () => this.boot(machine.name));
+    });
+  }
+
+  private async applyConfiguration(
+    machine: Machine,
+    request: m.Decoded<typeof m.ApplyConfigurationRequest>,
+  ): Promise<MessageInit<typeof m.ApplyConfiguration.fields>> {
+    const text = new TextDecoder().decode(request.data);
+    const docs = parseAllDocuments(text);
+    const broken = docs.flatMap((d) => d.errors);
+    if (text.trim() === '' || broken.length > 0)
+      throw new CallError(
+        GrpcStatus.INVALID_ARGUMENT,
+        `failed to parse config: ${broken[0]?.message ?? 'the configuration is empty'}`,
+      );
+    const machineConfig = docs
+      .map((d) => d.toJS() as unknown)
+      .find(
+        (d): d is Record<string, unknown> =>
+          typeof d === 'object' && d !== null && (d as Record<string, unknown>).version === 'v1alpha1',
+      );
+    if (!machineConfig || typeof machineConfig.machine !== 'object' || machineConfig.machine === null)
+      throw new CallError(
+        GrpcStatus.INVALID_ARGUMENT,
+        'configuration validation failed: no v1alpha1 document with a "machine" section',
+      );
+    const digest = sha256(request.data);
+    const mode = request.mode === m.ApplyMode.AUTO ? m.ApplyMode.NO_REBOOT : request.mode;
+    const reply = (modeDetails: string, chosen: number) => ({
+      metadata: { hostname: machine.name },
+      warnings: [],
+      mode: chosen,
+      modeDetails,
+    });
+    if (request.dryRun)
+      return reply(
+        `Dry run: the configuration (${digest}) is valid and would be applied in mode ${String(mode)}`,
+        mode,
+      );
+    switch (mode) {
+      case m.ApplyMode.REBOOT:
+        await this.setAnnotations(machine.name, { [STAGED_MACHINE_CONFIG_ANNOTATION]: digest });
+        this.reboot(machine, 'apply configuration with a reboot');
+        return reply('Applied configuration with a reboot', mode);
+      case m.ApplyMode.STAGED:
+        await this.setAnnotations(machine.name, { [STAGED_MACHINE_CONFIG_ANNOTATION]: digest });
+        return reply('Staged configuration to be applied after a reboot', mode);
+      case m.ApplyMode.TRY: {
+        const previous = machine.node.metadata.annotations?.[MACHINE_CONFIG_ANNOTATION] ?? null;
+        const t = request.tryModeTimeout;
+        const timeoutMs = t ? t.seconds * 1000 + t.nanos / 1e6 : 60_000;
+        await this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: digest });
+        this.later(timeoutMs, () =>
+          this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: previous }),
+        );
+        return reply(
+          `Applied configuration in try mode: it is rolled back in ${String(timeoutMs / 1000)}s`,
+          mode,
+        );
+      }
+      case m.ApplyMode.NO_REBOOT:
+        await this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: digest });
+        return reply('Applied configuration without a reboot', mode);
+      default:
+        throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown apply mode ${String(request.mode)}`);
+    }
+  }
+
+  private later(ms: number, work: () => Promise<unknown>): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (this.stopped) return;
+      work().catch((error: unknown) => this.log(`background step failed: ${errorMessage(error)}`));
+    }, ms);
+    this.timers.add(timer);
+  }
+
+  private nodePath(name: string): string {
+    return `/api/v1/nodes/${encodeURIComponent(name)}`;
+  }
+
+  private async setAnnotations(
+    name: string,
+    annotations: Record<string, string | null>,
+  ): Promise<NodeObject> {
+    return this.rest.request<NodeObject>(this.nodePath(name), {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations } },
+    });
+  }
+
+  /** Powers the machine off: kwok then reports the Node NotReady (see kwok-config.ts). */
+  private async powerOff(name: string, bootAt: Date | undefined): Promise<void> {
+    this.log(`${name}: powered off${bootAt ? `, boots at ${bootAt.toISOString()}` : ''}`);
+    await this.setAnnotations(name, {
+      [NODE_POWER_ANNOTATION]: NODE_POWER_OFF,
+      [BOOT_AT_ANNOTATION]: bootAt ? bootAt.toISOString() : null,
+    });
+  }
+
+  /**
+   * Boots a powered-off machine whose boot is due: a new bootID, the staged osImage and
+   * configuration, then power on (kwok turns it Ready). Guarded by resourceVersion so
+   * that two simulators resuming the same boot do it once.
+   */
+  private async boot(name: string): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      let node: NodeObject;
+      try {
+        node = await this.rest.request<NodeObject>(this.nodePath(name));
+      } catch (error) {
+        if (error instanceof KubeApiError && error.code === 404) return; // deleted meanwhile
+        throw error;
+      }
+      const annotations = node.metadata.annotations ?? {};
+      if (annotations[NODE_POWER_ANNOTATION] !== NODE_POWER_OFF || !annotations[BOOT_AT_ANNOTATION]) return;
+      const osImage = annotations[STAGED_OS_IMAGE_ANNOTATION] ?? node.status?.nodeInfo?.osImage;
+      const bootID = randomUUID();
+      try {
+        const booted = await this.rest.request<NodeObject>(`${this.nodePath(name)}/status`, {
+          method: 'PATCH',
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: { resourceVersion: node.metadata.resourceVersion },
+            status: { nodeInfo: { bootID, ...(osImage ? { osImage } : {}) } },
+          },
+        });
+        const staged = annotations[STAGED_MACHINE_CONFIG_ANNOTATION];
+        await this.rest.request(this.nodePath(name), {
+          method: 'PATCH',
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: {
+              resourceVersion: booted.metadata.resourceVersion,
+              annotations: {
+                [NODE_POWER_ANNOTATION]: null,
+                [BOOT_AT_ANNOTATION]: null,
+                [STAGED_OS_IMAGE_ANNOTATION]: null,
+                [STAGED_MACHINE_CONFIG_ANNOTATION]: null,
+                ...(staged ? { [MACHINE_CONFIG_ANNOTATION]: staged } : {}),
+              },
+            },
+          },
+        });
+        this.log(`${name}: booted ${String(osImage)} (boot ${bootID})`);
+        return;
+      } catch (error) {
+        if (error instanceof KubeApiError && error.code === 409) continue;
+        throw error;
+      }
+    }
+    throw new Error(`node ${name}: could not boot it, its Node kept changing`);
+  }
+
+  private async deleteNode(machine: Machine): Promise<void> {
+    this.log(`${machine.name}: reset done, deleting its Node`);
+    await this.rest.request(this.nodePath(machine.name), { method: 'DELETE' }).catch((error: unknown) => {
+      if (!(error instanceof KubeApiError && error.code === 404)) throw error;
+    });
+  }
+
+  /** Picks up boots that a previous simulator scheduled but did not live to do. */
+  private async resumeBoots(): Promise<void> {
+    const list = await this.rest.request<{ items: NodeObject[] }>('/api/v1/nodes');
+    for (const node of list.items) {
+      const bootAt = node.metadata.annotations?.[BOOT_AT_ANNOTATION];
+      if (node.metadata.annotations?.[NODE_POWER_ANNOTATION] !== NODE_POWER_OFF || !bootAt) continue;
+      this.later(Math.max(0, Date.parse(bootAt) - Date.now()), () => this.boot(node.metadata.name));
+    }
+  }
+}
+
+// `node sandbox/talos-simulator.ts --kubeconfig K --pki DIR --port P`: the sandbox runs
+// the simulator as a process of its own, stopped by PID like the others.
+if (import.meta.main) {
+  const { values } = parseArgs({
+    options: {
+      kubeconfig: { type: 'string' },
+      pki: { type: 'string' },
+      port: { type: 'string', default: '0' },
+      'boot-delay': { type: 'string', default: '2s' },
+    },
+  });
+  if (!values.kubeconfig || !values.pki) {
+    process.stderr.write(
+      'usage: talos-simulator.ts --kubeconfig FILE --pki DIR [--port N] [--boot-delay 2s]\n',
+    );
+    process.exit(2);
+  }
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(values.kubeconfig);
+  const pki = talosPkiPaths(values.pki);
+  const simulator = await TalosSimulator.start({
+    kubeConfig,
+    tls: { ca: pki.ca, cert: pki.server.cert, key: pki.server.key },
+    port: Number(values.port),
+    bootDelayMs: parseDuration(values['boot-delay']),
+    log: (line) => process.stdout.write(`${new Date().toISOString()} ${line}\n`),
+  });
+  const shutdown = () => {
+    void simulator.stop().then(() => process.exit(0));
+  };
+  process.once('SIGTERM', shutdown);
+  process.once('SIGINT', shutdown);
+}

@@ -1,0 +1,567 @@
+// A Talos API client: gRPC over mutual TLS with a talosconfig's credentials, through
+// one of its endpoints (apid), to the node named by the `node` metadata — apid
+// proxies the call there, as it does for talosctl.
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
+import { isIP } from 'node:net';
+import {
+  Client,
+  credentials,
+  Metadata,
+  status as GrpcStatus,
+  type ClientOptions,
+  type ServiceError,
+  type StatusObject,
+} from '@grpc/grpc-js';
+import type { TalosContext } from './config.ts';
+import {
+  diagnoseConnection,
+  statusError,
+  TalosApiError,
+  TalosUpgradeFailedError,
+  type TalosErrorDetails,
+} from './errors.ts';
+import * as m from './messages.ts';
+import type { Fields, Message, MessageInit } from './protobuf.ts';
+import {
+  deserializer,
+  ImageService,
+  LifecycleService,
+  MachineService,
+  serializer,
+  type Method,
+} from './services.ts';
+
+export interface TalosClientOptions {
+  /** Deadline of a unary call unless the call says otherwise; default 60s. */
+  timeoutMs?: number;
+  /** Deadline of a streaming call (image pull, install); default 30 minutes. */
+  streamTimeoutMs?: number;
+  /** Endpoints to use instead of the context's (host or host:port). */
+  endpoints?: string[];
+}
+
+export interface CallOptions {
+  /** The node to act on (its address, as in `talosctl -n`); without it the endpoint answers for itself. */
+  node?: string;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export type RebootMode = 'default' | 'powercycle';
+export type WipeMode = 'all' | 'system-disk' | 'user-disks';
+export type ApplyMode = 'reboot' | 'auto' | 'no-reboot' | 'staged' | 'try';
+
+export interface TalosVersion {
+  /** The replying machine's hostname, as apid reports it. */
+  hostname: string;
+  tag: string;
+  sha: string;
+  built: string;
+  goVersion: string;
+  os: string;
+  arch: string;
+  platform: { name: string; mode: string };
+}
+
+export interface ImagePullProgress {
+  layerId: string;
+  status: 'downloading' | 'download-complete' | 'extracting' | 'extract-complete' | 'already-exists';
+  offset: number;
+  total: number;
+}
+
+const REBOOT_MODES: Record<RebootMode, number> = {
+  default: m.RebootMode.DEFAULT,
+  powercycle: m.RebootMode.POWERCYCLE,
+};
+const WIPE_MODES: Record<WipeMode, number> = {
+  all: m.ResetWipeMode.ALL,
+  'system-disk': m.ResetWipeMode.SYSTEM_DISK,
+  'user-disks': m.ResetWipeMode.USER_DISKS,
+};
+const APPLY_MODES: Record<ApplyMode, number> = {
+  reboot: m.ApplyMode.REBOOT,
+  auto: m.ApplyMode.AUTO,
+  'no-reboot': m.ApplyMode.NO_REBOOT,
+  staged: m.ApplyMode.STAGED,
+  try: m.ApplyMode.TRY,
+};
+const LAYER_STATUS: ImagePullProgress['status'][] = [
+  'downloading',
+  'download-complete',
+  'extracting',
+  'extract-complete',
+  'already-exists',
+];
+
+/** The containerd instance Talos installs from: system namespace, CRI driver (talosctl's default). */
+const SYSTEM_CONTAINERD = { driver: m.ContainerDriver.CRI, namespace: m.ContainerdNamespace.NS_SYSTEM };
+
+// TLS forbids an IP address as server name (RFC 6066) and Node warns when asked to
+// send one. apid does not choose its certificate by server name, so any name will do;
+// the certificate is still checked against the IP (see `channel`).
+const SERVER_NAME_FOR_IP = 'talos-api';
+
+interface Endpoint {
+  address: string;
+  host: string;
+  port: number;
+  client: Client;
+  servername: string | undefined;
+}
+
+function splitAddress(address: string): { host: string; port: number } {
+  const match = /^\[?([^\]]+?)\]?:(\d+)$/.exec(address);
+  if (!match?.[1] || !match[2]) throw new Error(`endpoint "${address}" is not host:port`);
+  return { host: match[1], port: Number(match[2]) };
+}
+
+function isServiceError(error: unknown): error is ServiceError {
+  return error instanceof Error && typeof (error as Partial<ServiceError>).code === 'number';
+}
+
+/** gRPC's word for "the request never left": no transport could be set up. */
+function neverConnected(error: ServiceError): boolean {
+  return (
+    error.code === GrpcStatus.UNAVAILABLE &&
+    /No connection established|Failed to connect/i.test(error.details)
+  );
+}
+
+export class TalosClient {
+  readonly context: TalosContext;
+  private readonly timeoutMs: number;
+  private readonly streamTimeoutMs: number;
+  private readonly addresses: string[];
+  private readonly endpoints = new Map<string, Endpoint>();
+  /** The endpoint that last worked; tried first. */
+  private preferred = 0;
+
+  constructor(context: TalosContext, options: TalosClientOptions = {}) {
+    this.context = context;
+    this.timeoutMs = options.timeoutMs ?? 60_000;
+    this.streamTimeoutMs = options.streamTimeoutMs ?? 30 * 60_000;
+    this.addresses = options.endpoints ?? context.endpoints;
+    if (this.addresses.length === 0) throw new Error(`talosconfig ${context.source} gives no endpoint`);
+  }
+
+  /** MachineService.Version: the Talos version of the node (or of the endpoint itself). */
+  async version(options: CallOptions = {}): Promise<TalosVersion> {
+    const reply = await this.unary(MachineService.Version, {}, options);
+    const v = this.only(MachineService.Version, reply.messages, options);
+    return {
+      hostname: v.metadata?.hostname ?? '',
+      tag: v.version?.tag ?? '',
+      sha: v.version?.sha ?? '',
+      built: v.version?.built ?? '',
+      goVersion: v.version?.goVersion ?? '',
+      os: v.version?.os ?? '',
+      arch: v.version?.arch ?? '',
+      platform: { name: v.platform?.name ?? '', mode: v.platform?.mode ?? '' },
+    };
+  }
+
+  /** MachineService.Reboot. Talos acknowledges, then reboots. */
+  async reboot(options: CallOptions & { mode?: RebootMode } = {}): Promise<{ actorId: string }> {
+    const reply = await this.unary(
+      MachineService.Reboot,
+      { mode: REBOOT_MODES[options.mode ?? 'default'] },
+      options,
+    );
+    return { actorId: this.only(MachineService.Reboot, reply.messages, options).actorId };
+  }
+
+  /** MachineService.Shutdown; `force` skips Talos' own cordon and drain. */
+  async shutdown(options: CallOptions & { force?: boolean } = {}): Promise<{ actorId: string }> {
+    const reply = await this.unary(MachineService.Shutdown, { force: options.force ?? false }, options);
+    return { actorId: this.only(MachineService.Shutdown, reply.messages, options).actorId };
+  }
+
+  /** MachineService.Reset: wipe the node (leaving etcd first when graceful), then reboot or halt. */
+  async reset(
+    options: CallOptions & {
+      graceful?: boolean;
+      reboot?: boolean;
+      wipeMode?: WipeMode;
+      /** System partitions (by label, e.g. STATE, EPHEMERAL) to wipe; all when empty. */
+      systemPartitionsToWipe?: { label: string; wipe: boolean }[];
+      userDisksToWipe?: string[];
+    } = {},
+  ): Promise<{ actorId: string }> {
+    const reply = await this.unary(
+      MachineService.Reset,
+      {
+        graceful: options.graceful ?? true,
+        reboot: options.reboot ?? false,
+        mode: WIPE_MODES[options.wipeMode ?? 'all'],
+        systemPartitionsToWipe: options.systemPartitionsToWipe ?? [],
+        userDisksToWipe: options.userDisksToWipe ?? [],
+      },
+      options,
+    );
+    return { actorId: this.only(MachineService.Reset, reply.messages, options).actorId };
+  }
+
+  /** MachineService.ApplyConfiguration: the node's full machine configuration. */
+  async applyConfiguration(
+    options: CallOptions & {
+      data: string | Uint8Array;
+      mode: ApplyMode;
+      dryRun?: boolean;
+      /** How long a `try` lasts before the node rolls back. */
+      tryModeTimeoutMs?: number;
+    },
+  ): Promise<{ mode: ApplyMode; modeDetails: string; warnings: string[] }> {
+    const data = typeof options.data === 'string' ? new TextEncoder().encode(options.data) : options.data;
+    const timeout = options.tryModeTimeoutMs;
+    const reply = await this.unary(
+      MachineService.ApplyConfiguration,
+      {
+        data,
+        mode: APPLY_MODES[options.mode],
+        dryRun: options.dryRun ?? false,
+        ...(timeout !== undefined
+          ? { tryModeTimeout: { seconds: Math.floor(timeout / 1000), nanos: (timeout % 1000) * 1e6 } }
+          : {}),
+      },
+      options,
+    );
+    const applied = this.only(MachineService.ApplyConfiguration, reply.messages, options);
+    const mode = (Object.entries(APPLY_MODES).find(([, n]) => n === applied.mode)?.[0] ??
+      options.mode) as ApplyMode;
+    return { mode, modeDetails: applied.modeDetails, warnings: applied.warnings };
+  }
+
+  /**
+   * MachineService.Upgrade, the legacy upgrade (Talos < 1.13, deprecated after): the
+   * node pulls the installer, installs and reboots by itself.
+   */
+  async upgrade(
+    options: CallOptions & {
+      image: string;
+      preserve?: boolean;
+      stage?: boolean;
+      force?: boolean;
+      rebootMode?: RebootMode;
+    },
+  ): Promise<{ ack: string; actorId: string }> {
+    const reply = await this.unary(
+      MachineService.Upgrade,
+      {
+        image: options.image,
+        preserve: options.preserve ?? false,
+        stage: options.stage ?? false,
+        force: options.force ?? false,
+        rebootMode: REBOOT_MODES[options.rebootMode ?? 'default'],
+      },
+      options,
+    );
+    const upgrade = this.only(MachineService.Upgrade, reply.messages, options);
+    return { ack: upgrade.ack, actorId: upgrade.actorId };
+  }
+
+  /** ImageService.Pull into the system containerd (Talos >= 1.13 upgrades install from there). */
+  async pullImage(
+    options: CallOptions & { image: string; onProgress?: (progress: ImagePullProgress) => void },
+  ): Promise<{ name: string }> {
+    let name: string | undefined;
+    await this.stream(
+      ImageService.Pull,
+      { containerd: SYSTEM_CONTAINERD, imageRef: options.image },
+      options,
+      (reply) => {
+        if (reply.name !== undefined) name = reply.name;
+        const p = reply.pullProgress;
+        if (p && options.onProgress)
+          options.onProgress({
+            layerId: p.layerId,
+            status: LAYER_STATUS[p.progress?.status ?? 0] ?? 'downloading',
+            offset: p.progress?.offset ?? 0,
+            total: p.progress?.total ?? 0,
+          });
+      },
+    );
+    if (name === undefined)
+      throw new TalosApiError(
+        this.details(ImageService.Pull, options, 'the stream ended without naming the pulled image'),
+        'the stream ended without naming the pulled image',
+      );
+    return { name };
+  }
+
+  /**
+   * LifecycleService.Upgrade (Talos >= 1.13): installs the pulled installer image to
+   * the boot disk; the node runs it on its next reboot. Streams the installer's output
+   * and throws a TalosUpgradeFailedError when it exits non-zero.
+   */
+  async installUpgrade(
+    options: CallOptions & {
+      image: string;
+      extraKernelArgs?: string[];
+      onProgress?: (line: string) => void;
+    },
+  ): Promise<{ output: string[] }> {
+    const output: string[] = [];
+    let exitCode: number | undefined;
+    await this.stream(
+      LifecycleService.Upgrade,
+      {
+        containerd: SYSTEM_CONTAINERD,
+        source: { imageName: options.image },
+        ...(options.extraKernelArgs ? { options: { extraKernelArgs: options.extraKernelArgs } } : {}),
+      },
+      options,
+      (reply) => {
+        const progress = reply.progress;
+        if (progress?.message !== undefined) {
+          output.push(progress.message);
+          options.onProgress?.(progress.message);
+        }
+        if (progress?.exitCode !== undefined) exitCode = progress.exitCode;
+      },
+    );
+    const call = this.callName(LifecycleService.Upgrade);
+    const endpoint = this.currentEndpoint();
+    if (exitCode === undefined)
+      throw new TalosApiError(
+        { call, node: options.node, endpoint, failure: 'status', talosMessage: 'no exit code' },
+        'the installer stream ended without an exit code',
+      );
+    if (exitCode !== 0)
+      throw new TalosUpgradeFailedError({ call, node: options.node, endpoint }, exitCode, output);
+    return { output };
+  }
+
+  close(): void {
+    for (const endpoint of this.endpoints.values()) endpoint.client.close();
+    this.endpoints.clear();
+  }
+
+  // --- plumbing ---------------------------------------------------------------------
+
+  private callName(def: Method): string {
+    return `${def.service.replace(/^machine\./, '')}.${def.name}`;
+  }
+
+  private currentEndpoint(): string {
+    return this.addresses[this.preferred] ?? this.addresses[0] ?? '';
+  }
+
+  private details(def: Method, options: CallOptions, talosMessage: string): TalosErrorDetails {
+    return {
+      call: this.callName(def),
+      node: options.node,
+      endpoint: this.currentEndpoint(),
+      failure: 'status',
+      talosMessage,
+    };
+  }
+
+  /**
+   * The one reply of a call to one node. apid reports a failure of the proxied call
+   * in the reply's metadata rather than as a status when it multiplexes; honour both.
+   */
+  private only<T extends { metadata?: Message<typeof m.Metadata.fields> | undefined }>(
+    def: Method,
+    messages: T[],
+    options: CallOptions,
+  ): T {
+    const failed = messages.find((msg) => msg.metadata?.error);
+    if (failed?.metadata) {
+      const code = failed.metadata.status?.code;
+      return this.throwStatus(def, options, code ?? GrpcStatus.UNKNOWN, failed.metadata.error);
+    }
+    const first = messages[0];
+    if (!first) return this.throwStatus(def, options, GrpcStatus.INTERNAL, 'Talos sent an empty reply');
+    return first;
+  }
+
+  private throwStatus(def: Method, options: CallOptions, code: number, message: string): never {
+    throw statusError(
+      { ...this.details(def, options, message), code },
+      options.timeoutMs ?? this.timeoutMs,
+      false,
+    );
+  }
+
+  private channel(address: string): Endpoint {
+    let endpoint = this.endpoints.get(address);
+    if (endpoint) return endpoint;
+    const { host, port } = splitAddress(address);
+    const ip = isIP(host) !== 0;
+    const creds = credentials.createSsl(
+      Buffer.from(this.context.ca),
+      Buffer.from(this.context.key),
+      Buffer.from(this.context.crt),
+      { checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert) },
+    );
+    const options: ClientOptions = ip ? { 'grpc.ssl_target_name_override': SERVER_NAME_FOR_IP } : {};
+    endpoint = {
+      address,
+      host,
+      port,
+      client: new Client(ip && host.includes(':') ? `ipv6:${address}` : address, creds, options),
+      servername: ip ? SERVER_NAME_FOR_IP : host,
+    };
+    this.endpoints.set(address, endpoint);
+    return endpoint;
+  }
+
+  private metadata(options: CallOptions): Metadata {
+    const md = new Metadata();
+    if (options.node) md.set('node', options.node);
+    return md;
+  }
+
+  /**
+   * Runs `attempt` through the endpoints, starting with the one that last worked,
+   * moving on only when a connection could not be made (the request never left, so
+   * trying elsewhere cannot repeat an action).
+   */
+  private async through<T>(
+    def: Method,
+    options: CallOptions,
+    timeoutMs: number,
+    attempt: (endpoint: Endpoint, deadline: Date) => Promise<T>,
+  ): Promise<T> {
+    const deadline = new Date(Date.now() + timeoutMs);
+    const order = this.addresses.map((_, i) => (this.preferred + i) % this.addresses.length);
+    let lastError: unknown;
+    let lastEndpoint: Endpoint | undefined;
+    for (const index of order) {
+      const endpoint = this.channel(this.addresses[index] as string);
+      try {
+        const result = await attempt(endpoint, deadline);
+        this.preferred = index;
+        return result;
+      } catch (error) {
+        lastError = error;
+        lastEndpoint = endpoint;
+        if (isServiceError(error) && neverConnected(error) && Date.now() < deadline.getTime()) continue;
+        break;
+      }
+    }
+    throw await this.explain(def, options, timeoutMs, lastEndpoint, lastError);
+  }
+
+  private async explain(
+    def: Method,
+    options: CallOptions,
+    timeoutMs: number,
+    endpoint: Endpoint | undefined,
+    error: unknown,
+  ): Promise<Error> {
+    if (error instanceof TalosApiError || !isServiceError(error) || !endpoint) return error as Error;
+    const base = { call: this.callName(def), node: options.node, endpoint: endpoint.address };
+    if (neverConnected(error)) {
+      const diagnosis = await diagnoseConnection(endpoint.host, endpoint.port, {
+        ca: this.context.ca,
+        cert: this.context.crt,
+        key: this.context.key,
+        ...(endpoint.servername ? { servername: endpoint.servername } : {}),
+        checkServerIdentity: (_name, cert) => checkServerIdentity(endpoint.host, cert),
+      });
+      switch (diagnosis.failure) {
+        case 'tls-server-certificate':
+          return new TalosApiError(
+            { ...base, failure: diagnosis.failure, code: error.code, talosMessage: diagnosis.detail },
+            `TLS handshake failed: the endpoint's certificate is not trusted by the talosconfig's CA (${diagnosis.detail}); is ${this.context.source} for this cluster?`,
+            { cause: error },
+          );
+        case 'tls-client-certificate':
+          return new TalosApiError(
+            { ...base, failure: diagnosis.failure, code: error.code, talosMessage: diagnosis.detail },
+            `TLS handshake failed: the endpoint refused our client certificate (${diagnosis.detail}); the crt in ${this.context.source} must be signed by this cluster's Talos CA`,
+            { cause: error },
+          );
+        case 'unreachable':
+          return new TalosApiError(
+            { ...base, failure: 'unreachable', code: error.code, talosMessage: diagnosis.detail },
+            `cannot connect to the endpoint: ${diagnosis.detail}`,
+            { cause: error },
+          );
+        case 'none':
+          break;
+      }
+    }
+    return statusError(
+      { ...base, code: error.code, talosMessage: error.details || error.message },
+      timeoutMs,
+      options.signal?.aborted ?? false,
+      error,
+    );
+  }
+
+  private unary<Req extends Fields, Res extends Fields>(
+    def: Method<Req, Res>,
+    request: MessageInit<Req>,
+    options: CallOptions,
+  ): Promise<Message<Res>> {
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    return this.through(def, options, timeoutMs, (endpoint, deadline) => {
+      options.signal?.throwIfAborted();
+      return new Promise<Message<Res>>((resolve, reject) => {
+        const call = endpoint.client.makeUnaryRequest(
+          def.path,
+          serializer(def.request),
+          deserializer(def.response),
+          request,
+          this.metadata(options),
+          { deadline },
+          (error, value) => {
+            options.signal?.removeEventListener('abort', cancel);
+            if (error) reject(error);
+            else if (value === undefined) reject(new Error(`${def.path}: no reply`));
+            else resolve(value);
+          },
+        );
+        const cancel = () => call.cancel();
+        options.signal?.addEventListener('abort', cancel, { once: true });
+      });
+    });
+  }
+
+  private stream<Req extends Fields, Res extends Fields>(
+    def: Method<Req, Res>,
+    request: MessageInit<Req>,
+    options: CallOptions,
+    onReply: (reply: Message<Res>) => void,
+  ): Promise<void> {
+    const timeoutMs = options.timeoutMs ?? this.streamTimeoutMs;
+    return this.through(def, options, timeoutMs, (endpoint, deadline) => {
+      options.signal?.throwIfAborted();
+      return new Promise<void>((resolve, reject) => {
+        const call = endpoint.client.makeServerStreamRequest(
+          def.path,
+          serializer(def.request),
+          deserializer(def.response),
+          request,
+          this.metadata(options),
+          { deadline },
+        );
+        const cancel = () => call.cancel();
+        options.signal?.addEventListener('abort', cancel, { once: true });
+        let failed = false;
+        call.on('data', (reply: Message<Res>) => {
+          if (failed) return;
+          try {
+            onReply(reply);
+          } catch (error) {
+            failed = true;
+            call.cancel();
+            reject(error instanceof Error ? error : new Error(String(error)));
+          }
+        });
+        call.on('error', (error: ServiceError) => {
+          options.signal?.removeEventListener('abort', cancel);
+          if (!failed) reject(error);
+          failed = true;
+        });
+        call.on('status', (status: StatusObject) => {
+          options.signal?.removeEventListener('abort', cancel);
+          if (status.code === GrpcStatus.OK && !failed) resolve();
+        });
+      });
+    });
+  }
+}
