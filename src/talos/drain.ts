@@ -1,0 +1,146 @@
+// Draining a node before a disruptive step, as `kubectl drain` does, but never going on
+// when a PodDisruptionBudget says no (Talos' own server-side drain logged PDB refusals
+// and carried on; Rook's OSD budgets exist precisely to stop that).
+//
+//   cordon → evict every pod that must go (eviction API: PDBs are honoured by the API
+//   server) → retry refusals with backoff → wait for the pods to be gone
+//
+// Left in place: DaemonSet pods (their controller would recreate them at once), mirror
+// pods (the kubelet owns them), finished pods, and gatehouse's own hook pods (a hook that
+// protects the node must not be evicted by the drain it precedes). On a single-node
+// cluster there is nowhere for pods to go: the drain is skipped (tuppr's drain Jobs
+// evicted themselves there).
+import { LABELS } from '../hooks/job.ts';
+import { KubeApiError, type RestClient } from '../kube/rest.ts';
+import { errorMessage, formatDuration, sleep } from '../wait.ts';
+
+export interface DrainOptions {
+  rest: RestClient;
+  node: string;
+  timeoutMs: number;
+  /** Between refused evictions of a pod (429: a PDB allows no disruption now). */
+  retryMs?: number;
+  signal?: AbortSignal;
+  progress?: (message: string) => void;
+}
+
+export interface DrainResult {
+  skipped?: string;
+  evicted: string[];
+  leftInPlace: string[];
+}
+
+interface Pod {
+  metadata: {
+    name: string;
+    namespace: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: { kind: string; name: string }[];
+    deletionTimestamp?: string;
+  };
+  status?: { phase?: string };
+}
+
+export class DrainError extends Error {
+  override readonly name = 'DrainError';
+}
+
+function whyLeft(pod: Pod): string | undefined {
+  if (pod.metadata.annotations?.['kubernetes.io/config.mirror']) return 'mirror pod';
+  if (pod.metadata.ownerReferences?.some((o) => o.kind === 'DaemonSet')) return 'DaemonSet pod';
+  if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return 'finished';
+  if (pod.metadata.labels?.[LABELS.hookUID]) return 'gatehouse hook pod';
+  return undefined;
+}
+
+/** The refusal in words, with the causes the API server lists (which name the budget). */
+function refusalText(error: KubeApiError): string {
+  const details = error.status.details as { causes?: { message?: string }[] } | undefined;
+  const causes = (details?.causes ?? []).map((c) => c.message).filter((m): m is string => Boolean(m));
+  return [error.serverMessage || error.message, ...causes].join(' ');
+}
+
+const podName = (p: Pod) => `${p.metadata.namespace}/${p.metadata.name}`;
+
+export async function cordon(rest: RestClient, node: string, unschedulable: boolean): Promise<void> {
+  await rest.request(`/api/v1/nodes/${node}`, {
+    method: 'PATCH',
+    contentType: 'application/merge-patch+json',
+    body: { spec: { unschedulable } },
+  });
+}
+
+async function podsOn(rest: RestClient, node: string, signal?: AbortSignal): Promise<Pod[]> {
+  const list = await rest.request<{ items: Pod[] }>('/api/v1/pods', {
+    query: { fieldSelector: `spec.nodeName=${node}` },
+    ...(signal ? { signal } : {}),
+  });
+  return list.items;
+}
+
+export async function drainNode(options: DrainOptions): Promise<DrainResult> {
+  const { rest, node, signal } = options;
+  const progress = options.progress ?? (() => undefined);
+  const retryMs = options.retryMs ?? 5000;
+  const nodes = await rest.request<{ items: unknown[] }>('/api/v1/nodes', { query: { limit: 2 } });
+  if (nodes.items.length < 2) {
+    progress(`not draining ${node}: it is the only node, there is nowhere for its pods to go`);
+    return { skipped: 'single-node cluster', evicted: [], leftInPlace: [] };
+  }
+  await cordon(rest, node, true);
+  progress(`cordoned ${node}`);
+
+  const deadline = Date.now() + options.timeoutMs;
+  const evicted = new Set<string>();
+  const refusals = new Map<string, string>();
+  let leftInPlace: string[];
+  for (;;) {
+    signal?.throwIfAborted();
+    const pods = await podsOn(rest, node, signal);
+    leftInPlace = pods
+      .filter((p) => whyLeft(p) !== undefined)
+      .map((p) => `${podName(p)} (${whyLeft(p) ?? ''})`);
+    const remaining = pods.filter((p) => whyLeft(p) === undefined);
+    if (remaining.length === 0) break;
+    if (Date.now() >= deadline) {
+      const blocked = [...refusals.entries()].map(([pod, why]) => `${pod}: ${why}`);
+      throw new DrainError(
+        `drain of ${node} timed out after ${formatDuration(options.timeoutMs)} with ${String(remaining.length)} pod(s) left` +
+          (blocked.length
+            ? `; evictions refused: ${blocked.join('; ')}`
+            : `: ${remaining.map(podName).join(', ')}`),
+      );
+    }
+    for (const pod of remaining.filter((p) => !p.metadata.deletionTimestamp)) {
+      const name = podName(pod);
+      try {
+        await rest.request(
+          `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}/eviction`,
+          {
+            method: 'POST',
+            body: {
+              apiVersion: 'policy/v1',
+              kind: 'Eviction',
+              metadata: { name: pod.metadata.name, namespace: pod.metadata.namespace },
+            },
+            ...(signal ? { signal } : {}),
+          },
+        );
+        evicted.add(name);
+        refusals.delete(name);
+        progress(`evicted ${name}`);
+      } catch (error) {
+        if (error instanceof KubeApiError && error.code === 404) continue; // already gone
+        // 429: a PodDisruptionBudget allows no disruption now; the causes the API server
+        // lists name it. Anything else is retried too, and reported if it persists.
+        const why = error instanceof KubeApiError ? refusalText(error) : errorMessage(error);
+        if (refusals.get(name) !== why) progress(`eviction of ${name} refused, will retry: ${why}`);
+        refusals.set(name, why);
+      }
+    }
+    await sleep(Math.min(refusals.size > 0 ? retryMs : 250, Math.max(0, deadline - Date.now())), signal);
+  }
+  progress(`drained ${node}: ${String(evicted.size)} pod(s) evicted`);
+  return { evicted: [...evicted], leftInPlace };
+}
