@@ -2,7 +2,21 @@
 // checks, and serves the HTTP API.
 import type { Server } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
+import {
+  ACTION_POLICIES_PATH,
+  ActionReconciler,
+  NODE_ACTIONS_PATH,
+  instanceSelector,
+  type ActionObject,
+} from './actions/reconciler.ts';
+import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
+import type { ActionPolicy } from './api/action-policy.ts';
+import { hookKinds, type HookKindName, type HookSpec } from './api/hooks.ts';
 import { CheckRunner, type ObservedCheck, type ProbeFunction } from './checks/runner.ts';
+import { HOOK_JOB_SELECTOR } from './hooks/job.ts';
+import { HookRunner } from './hooks/runner.ts';
+import { loadClusterCA } from './hooks/webhook.ts';
+import { actionRoutes, type ActionsApiOptions } from './http/actions.ts';
 import { healthRoutes } from './http/health.ts';
 import { Router, serverUrl, startServer } from './http/server.ts';
 import { EventRecorder } from './kube/events.ts';
@@ -37,6 +51,27 @@ export interface ControllerOptions {
       };
   /** For tests of silent or dropped watches. */
   informerOptions?: { watchTimeoutSeconds?: number; idleTimeoutMs?: number };
+  /**
+   * Reconcile NodeActions (default true): the gate itself. `false` leaves them alone,
+   * for a controller that only runs checks (a test of checks next to other controllers).
+   */
+  actions?: boolean;
+  /**
+   * Reconcile only NodeActions labelled talos.dev/controller-instance=<instance>; without
+   * it, only NodeActions without that label. Lets several controllers share a cluster
+   * (tests, a canary) without ever acting on the same action.
+   */
+  instance?: string;
+  /**
+   * Run only the ClusterHealthChecks matching this label selector (default: all). Two
+   * controllers that run one check write its status in turns; tests that share a
+   * cluster give each controller checks of its own.
+   */
+  checkSelector?: string;
+  /** How long finished actions are kept, and how many per node always (default 7 days, 3). */
+  retention?: Partial<RetentionPolicy>;
+  /** Limits and auth caching of the /v1/actions HTTP API (see src/http/access.ts for the defaults). */
+  api?: Pick<ActionsApiOptions, 'limits' | 'auth' | 'pollIntervalMs' | 'heartbeatMs'>;
 }
 
 export const CHECKS_PATH = '/apis/talos.dev/v1alpha1/clusterhealthchecks';
@@ -48,12 +83,22 @@ export class Controller {
   readonly nodeInformer: Informer<KubeObject>;
   readonly metrics: Metrics;
   readonly leader: LeaderElector | undefined;
+  readonly actionInformer: Informer<ActionObject>;
+  readonly policyInformer: Informer<ActionPolicy & KubeObject>;
+  readonly hookInformers: ReadonlyMap<HookKindName, Informer<KubeObject & { spec: HookSpec }>>;
+  readonly jobInformer: Informer<KubeObject>;
+  readonly hooks: HookRunner;
+  /** Undefined when the controller was started with `actions: false`. */
+  readonly actions: ActionReconciler | undefined;
   private server: Server | undefined;
+  private stopping: AbortController | undefined;
   private readonly log: Logger;
 
-  private constructor(options: ControllerOptions, probe: ProbeFunction) {
+  private constructor(options: ControllerOptions, probe: ProbeFunction, clusterCA: string | undefined) {
     this.log = options.log;
     this.rest = new RestClient(options.kubeConfig);
+    const serviceResolution =
+      options.serviceResolution ?? (process.env.KUBERNETES_SERVICE_HOST ? 'dns' : 'endpoints');
     this.metrics = options.metrics ?? new Metrics();
     const election = options.leaderElection ?? {};
     this.leader =
@@ -77,30 +122,117 @@ export class Controller {
       log: options.log,
       metrics: this.metrics,
       events: new EventRecorder(this.rest, options.log),
-      serviceResolution:
-        options.serviceResolution ?? (process.env.KUBERNETES_SERVICE_HOST ? 'dns' : 'endpoints'),
+      serviceResolution,
+      mayWrite: () => this.isLeader(),
     });
     const common = { rest: this.rest, log: options.log, ...options.informerOptions };
-    this.checkInformer = new Informer<ObservedCheck>({ ...common, path: CHECKS_PATH });
+    this.checkInformer = new Informer<ObservedCheck>({
+      ...common,
+      path: CHECKS_PATH,
+      ...(options.checkSelector ? { labelSelector: options.checkSelector } : {}),
+    });
     this.nodeInformer = new Informer<KubeObject>({ ...common, path: '/api/v1/nodes' });
     this.checkInformer.on('add', (c) => this.checks.upsert(c));
     this.checkInformer.on('update', (_, c) => this.checks.upsert(c));
     this.checkInformer.on('delete', (c) => this.checks.remove(c.metadata.name));
+
+    this.actionInformer = new Informer<ActionObject>({
+      ...common,
+      path: NODE_ACTIONS_PATH,
+      labelSelector: instanceSelector(options.instance),
+    });
+    this.policyInformer = new Informer({ ...common, path: ACTION_POLICIES_PATH });
+    this.hookInformers = new Map(
+      hookKinds.map((k) => [
+        k.kind as HookKindName,
+        new Informer<KubeObject & { spec: HookSpec }>({
+          ...common,
+          path: `/apis/talos.dev/v1alpha1/${k.plural}`,
+        }),
+      ]),
+    );
+    this.jobInformer = new Informer({
+      ...common,
+      path: '/apis/batch/v1/jobs',
+      labelSelector: HOOK_JOB_SELECTOR,
+    });
+    this.hooks = new HookRunner({
+      rest: this.rest,
+      log: options.log,
+      jobs: this.jobInformer,
+      metrics: this.metrics,
+      mayWrite: () => this.isLeader(),
+      webhook: {
+        rest: this.rest,
+        serviceResolution,
+        namespace: process.env.POD_NAMESPACE ?? 'gatehouse-system',
+        ...(clusterCA ? { clusterCA } : {}),
+      },
+    });
+    this.actions =
+      options.actions === false
+        ? undefined
+        : new ActionReconciler({
+            rest: this.rest,
+            log: options.log,
+            events: new EventRecorder(this.rest, options.log),
+            metrics: this.metrics,
+            checks: this.checks,
+            actions: this.actionInformer,
+            policies: this.policyInformer,
+            nodes: this.nodeInformer,
+            hooks: this.hookInformers,
+            jobs: this.jobInformer,
+            checkInformer: this.checkInformer,
+            runner: this.hooks,
+            isLeader: () => this.isLeader(),
+            ...(options.instance ? { instance: options.instance } : {}),
+            retention: { ...DEFAULT_RETENTION, ...options.retention },
+          });
+    this.leader?.on('started', () => this.actions?.enqueueAll());
+  }
+
+  /**
+   * The informers the controller runs, by what they watch: checks, nodes and actions
+   * always (the HTTP API serves them), the gate's own when it reconciles actions.
+   */
+  private namedInformers(): [string, Informer<KubeObject>][] {
+    return [
+      ['clusterhealthchecks', this.checkInformer],
+      ['nodes', this.nodeInformer],
+      ['nodeactions', this.actionInformer],
+      ...(this.actions
+        ? [
+            ['actionpolicies', this.policyInformer],
+            ['jobs', this.jobInformer],
+            ...[...this.hookInformers].map(([kind, i]) => [`${kind.toLowerCase()}s`, i]),
+          ]
+        : []),
+    ] as [string, Informer<KubeObject>][];
+  }
+
+  private informers(): Informer<KubeObject>[] {
+    return this.namedInformers().map(([, i]) => i);
   }
 
   static async start(options: ControllerOptions): Promise<Controller> {
     const probe: ProbeFunction = options.probe ?? (await import('./checks/probes/index.ts')).runProbe;
-    const controller = new Controller(options, probe);
-    controller.checkInformer.start();
-    controller.nodeInformer.start();
+    const controller = new Controller(options, probe, await loadClusterCA());
+    for (const informer of controller.informers()) informer.start();
     controller.leader?.start();
+    const stopping = new AbortController();
+    controller.stopping = stopping;
+    void controller.actions?.start(stopping.signal).catch((error: unknown) => {
+      if (!stopping.signal.aborted)
+        options.log.error({ err: String(error) }, 'the action reconciler could not start');
+    });
     const router = new Router();
     router.on('GET', '/healthz', () => ({ status: 200, body: { ok: true } }));
     router.on('GET', '/readyz', () => {
-      const waiting = [
-        ...(controller.checkInformer.synced ? [] : ['clusterhealthchecks']),
-        ...(controller.nodeInformer.synced ? [] : ['nodes']),
-      ];
+      const waiting = controller
+        .namedInformers()
+        .filter(([, i]) => !i.synced)
+        .map(([name]) => name);
       return waiting.length
         ? { status: 503, body: { ready: false, message: `caches not synced yet: ${waiting.join(', ')}` } }
         : { status: 200, body: { ready: true } };
@@ -116,6 +248,16 @@ export class Controller {
         const node = controller.nodeInformer.get(name);
         return node ? (node.metadata.labels ?? {}) : undefined;
       },
+    });
+    actionRoutes(router, {
+      rest: controller.rest,
+      log: options.log,
+      metrics: controller.metrics,
+      actions: controller.actionInformer,
+      nodes: controller.nodeInformer,
+      checks: controller.checks,
+      ...(options.instance ? { instance: options.instance } : {}),
+      ...options.api,
     });
     controller.server = await startServer(router, {
       host: options.host ?? '0.0.0.0',
@@ -137,13 +279,15 @@ export class Controller {
   }
 
   async waitForSync(signal?: AbortSignal): Promise<void> {
-    await Promise.all([this.checkInformer.waitForSync(signal), this.nodeInformer.waitForSync(signal)]);
+    await Promise.all(this.informers().map((i) => i.waitForSync(signal)));
   }
 
   async stop(): Promise<void> {
+    this.stopping?.abort(new Error('controller stopping'));
+    this.actions?.stop();
     await this.leader?.stop();
     this.checks.stop();
-    await Promise.all([this.checkInformer.stop(), this.nodeInformer.stop()]);
+    await Promise.all(this.informers().map((i) => i.stop()));
     await new Promise<void>((resolve) => {
       if (!this.server) {
         resolve();

@@ -36,6 +36,19 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly actionTransitions = new Counter({
+    name: 'gatehouse_action_transitions_total',
+    help: 'NodeAction phase transitions, by the phase entered.',
+    labelNames: ['phase'],
+    registers: [this.registry],
+  });
+  readonly hookJobsCreated = new Counter({
+    name: 'gatehouse_hook_jobs_created_total',
+    help: 'Hook Jobs created, by hook kind.',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true)
       collectDefaultMetrics({ register: this.registry, prefix: 'gatehouse_' });

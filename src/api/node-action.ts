@@ -343,6 +343,13 @@ export const HookRunRecord = Type.Object(
     kind: StringEnum(HOOK_KIND_NAMES, { description: 'Kind of the hook.' }),
     namespace: DnsLabel('Namespace of the hook.'),
     name: DnsSubdomain('Name of the hook.'),
+    uid: Type.Optional(
+      Type.String({
+        description:
+          'UID of the hook object: a hook deleted and created again under the same name is a different hook, with runs of its own.',
+        maxLength: 64,
+      }),
+    ),
     attempt: Int32('Attempt number, from 1.', { minimum: 1 }),
     failurePolicy: Type.Optional(
       StringEnum(['Fail', 'Ignore'], {
@@ -398,6 +405,9 @@ export const NodeActionStatus = Type.Object(
       }),
     ),
     startTime: Type.Optional(Timestamp('When the controller first processed the action.')),
+    phaseTime: Type.Optional(
+      Timestamp("When the action entered its current phase; that phase's deadline counts from here."),
+    ),
     approvalTime: Type.Optional(Timestamp('When the action was approved.')),
     executionTime: Type.Optional(
       Timestamp('When execution started (Managed) or was marked done (External).'),

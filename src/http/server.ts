@@ -53,7 +53,12 @@ export class Router {
   }
 
   async handle(raw: IncomingMessage, res: ServerResponse): Promise<Reply | undefined> {
-    const url = new URL(raw.url ?? '/', 'http://gatehouse.invalid');
+    let url: URL;
+    try {
+      url = new URL(raw.url ?? '/', 'http://gatehouse.invalid');
+    } catch {
+      return { status: 400, body: { error: 'the request target is not a valid URL path' } };
+    }
     const method = raw.method ?? 'GET';
     let pathMatched = false;
     for (const route of this.routes) {
@@ -62,9 +67,14 @@ export class Router {
       pathMatched = true;
       if (route.method !== method && !(route.method === 'GET' && method === 'HEAD')) continue;
       const params: Record<string, string> = {};
-      route.keys.forEach((key, i) => {
-        params[key] = decodeURIComponent(match[i + 1] ?? '');
-      });
+      try {
+        route.keys.forEach((key, i) => {
+          params[key] = decodeURIComponent(match[i + 1] ?? '');
+        });
+      } catch {
+        // A malformed escape (e.g. %zz) is the client's mistake, not a server error.
+        return { status: 400, body: { error: `the path ${url.pathname} has a malformed %-escape` } };
+      }
       return route.handler({ method, url, params, raw }, res);
     }
     if (pathMatched) {

@@ -68,8 +68,8 @@ export function controllerRules(): Rule[] {
     { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ },
     { apiGroups: ['apps'], resources: ['deployments', 'statefulsets', 'daemonsets'], verbs: READ },
     { apiGroups: ['policy'], resources: ['poddisruptionbudgets'], verbs: READ },
-    // Every bypass and every phase change is an Event.
-    { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+    // Every bypass and every phase change is an Event (the recorder writes core/v1 Events).
+    { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
     // The HTTP API authenticates bearer tokens and authorises callers (create, bypass).
     { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
     { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },

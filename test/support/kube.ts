@@ -132,3 +132,145 @@ export async function testSandboxState(): Promise<SandboxState> {
   if (!state) throw new Error(`no sandbox state next to GATEHOUSE_TEST_KUBECONFIG=${String(kubeconfig)}`);
   return state;
 }
+
+/** Creates a ServiceAccount (if missing) and returns a real token for it (TokenRequest API). */
+export async function serviceAccountToken(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  expirationSeconds = 3600,
+): Promise<string> {
+  const client = rest(kc);
+  await client
+    .request(`/api/v1/namespaces/${namespace}/serviceaccounts`, {
+      method: 'POST',
+      body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } },
+    })
+    .catch((error: unknown) => {
+      if ((error as { code?: number }).code !== 409) throw error;
+    });
+  const review = await client.request<{ status: { token: string } }>(
+    `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+    {
+      method: 'POST',
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds } },
+    },
+  );
+  return review.status.token;
+}
+
+/** Binds a ClusterRole cluster-wide to a ServiceAccount; the binding is removed when the test ends. */
+export async function bindClusterRole(
+  t: TestContext | undefined,
+  kc: KubeConfig,
+  role: string,
+  subject: { namespace: string; name: string },
+): Promise<string> {
+  const client = rest(kc);
+  const name = uniqueName(`${role.replace(/[^a-z0-9]+/g, '-')}-${subject.name}`);
+  await client.request('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+    method: 'POST',
+    body: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name, labels: { 'gatehouse.dev/test': 'true' } },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+      subjects: [{ kind: 'ServiceAccount', ...subject }],
+    },
+  });
+  t?.after(async () => {
+    await client
+      .request(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`, { method: 'DELETE' })
+      .catch(() => undefined);
+  });
+  return name;
+}
+
+/** The same cluster, authenticated by a bearer token instead of the admin's credentials. */
+export function kubeConfigWithToken(kc: KubeConfig, token: string): KubeConfig {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error('kubeconfig has no current cluster');
+  const copy = new KubeConfig();
+  copy.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: 'token', token }],
+    contexts: [{ name: 'token', cluster: cluster.name, user: 'token' }],
+    currentContext: 'token',
+  });
+  return copy;
+}
+
+/** The gatehouse controller's own identity (its ServiceAccount token), as the Deployment runs it. */
+export async function controllerKubeConfig(kc: KubeConfig): Promise<KubeConfig> {
+  return kubeConfigWithToken(kc, await serviceAccountToken(kc, 'gatehouse-system', 'gatehouse'));
+}
+
+/**
+ * A ClusterHealthCheck gating Reboot on nodes labelled gatehouse.test/group=<group>, whose
+ * health the test switches: a `nodes` probe over a Node kwok does not manage, made Ready
+ * or NotReady at will. Both are deleted when the test ends.
+ */
+export async function switchableCheck(
+  t: TestContext,
+  kc: KubeConfig,
+  group: string,
+  healthy: boolean,
+): Promise<{ name: string; set: (healthy: boolean) => Promise<void> }> {
+  const client = rest(kc);
+  const name = uniqueName(`switch-${group}`);
+  const set = async (ready: boolean) => {
+    const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    await client.request(`/api/v1/nodes/${name}/status`, {
+      method: 'PATCH',
+      contentType: 'application/strategic-merge-patch+json',
+      body: {
+        status: {
+          conditions: [
+            {
+              type: 'Ready',
+              status: ready ? 'True' : 'False',
+              reason: ready ? 'KubeletReady' : 'KubeletNotReady',
+              message: ready ? 'switched healthy' : 'switched unhealthy by the test',
+              lastHeartbeatTime: now,
+              lastTransitionTime: now,
+            },
+          ],
+        },
+      },
+    });
+  };
+  t.after(async () => {
+    await client
+      .request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`, { method: 'DELETE' })
+      .catch(() => undefined);
+    await client.request(`/api/v1/nodes/${name}`, { method: 'DELETE' }).catch(() => undefined);
+  });
+  await client.request('/api/v1/nodes', {
+    method: 'POST',
+    body: {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name, labels: { 'gatehouse.test/switch': name } },
+      // Nothing runs on a node kwok does not simulate: keep other tests' pods away.
+      spec: { taints: [{ key: 'gatehouse.test/unmanaged', effect: 'NoSchedule' }] },
+    },
+  });
+  await set(healthy);
+  await client.request('/apis/talos.dev/v1alpha1/clusterhealthchecks', {
+    method: 'POST',
+    body: {
+      apiVersion: 'talos.dev/v1alpha1',
+      kind: 'ClusterHealthCheck',
+      metadata: { name },
+      spec: {
+        interval: '1s',
+        timeout: '2s',
+        failureThreshold: 1,
+        actions: ['Reboot'],
+        nodeSelector: { matchLabels: { 'gatehouse.test/group': group } },
+        nodes: { selector: { matchLabels: { 'gatehouse.test/switch': name } } },
+      },
+    },
+  });
+  return { name, set };
+}

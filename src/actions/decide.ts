@@ -1,0 +1,643 @@
+// The NodeAction state machine, as a pure function of what the controller observes:
+// the action, its node, the checks, the hooks, the hook Jobs and webhook calls, and the
+// time. It returns the next status and the effects that carry it out; the reconciler
+// (reconciler.ts) only gathers the observations and applies the decision.
+//
+//   Pending ─(admission: policies allow it; admission.ts)→ WaitingForHealth ─(fresh
+//   checks all healthy)→ RunningPreHooks ─(every matching pre-hook succeeded)→ Approved
+//   ─(executed mark, or the node changes)→ WaitingForNode ─(new boot, Ready)→
+//   RunningPostHooks ─(the node's boot hooks)→ Succeeded
+//   and Failed (a deadline, a failed hook, a vanished node), Denied (no such node),
+//   Cancelled (deleted before it finished).
+//
+// Leaving Pending is the one transition this function never makes: it takes a slot of
+// the policies' budgets, and budgets are judged across actions, one admission at a
+// time (admission.ts). Everything else about one action is decided here.
+import type { ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
+import {
+  EXECUTED_ANNOTATION,
+  type NodeActionPhase,
+  type NodeActionSpec,
+  type NodeActionStatus,
+} from '../api/node-action.ts';
+import { checkGates } from '../checks/selection.ts';
+import type { CheckState } from '../checks/state.ts';
+import { parseDuration } from '../duration.ts';
+import type { HookSubject, JobFacts } from '../hooks/job.ts';
+import {
+  bypassedRecords,
+  clip,
+  isFinished,
+  jobKey,
+  planHookStage,
+  stopRuns,
+  type HookEffect,
+  type HookRunRecord,
+  type WebhookFacts,
+} from '../hooks/plan.ts';
+import { selectHooks, type HookObject } from '../hooks/select.ts';
+import { formatDuration } from '../wait.ts';
+import { setCondition } from './conditions.ts';
+import { PHASE_DEADLINES, PRE_HOOK_KIND, completionOf, holdsSlot, isTerminal } from './phases.ts';
+
+/** Held by every unfinished action, so that deleting one cancels it and stops its hook Jobs first. */
+export const FINALIZER = 'talos.dev/node-action';
+
+/** How often a held health gate asks for a fresh evaluation again (check status changes also wake it). */
+export const HEALTH_RETRY_MS = 5000;
+
+export interface ObservedNodeAction {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    uid: string;
+    generation?: number;
+    resourceVersion?: string;
+    creationTimestamp?: string;
+    deletionTimestamp?: string;
+    finalizers?: string[];
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+  spec: NodeActionSpec;
+  status?: NodeActionStatus;
+}
+
+/** What the action needs to know about its node. */
+export interface NodeFacts {
+  name: string;
+  labels: Record<string, string>;
+  bootID: string | undefined;
+  ready: boolean;
+}
+
+export interface CheckFacts {
+  name: string;
+  spec: ClusterHealthCheckSpec;
+  /** The latest state the controller has (not fresh). */
+  state: CheckState;
+}
+
+/** A fresh evaluation of checks, made for this decision (CheckRunner.evaluateNow). */
+export interface FreshChecks {
+  at: Date;
+  states: ReadonlyMap<string, CheckState | undefined>;
+}
+
+export interface ActionInput {
+  now: Date;
+  action: ObservedNodeAction;
+  /** Undefined: the Node does not exist. */
+  node: NodeFacts | undefined;
+  checks: readonly CheckFacts[];
+  fresh?: FreshChecks;
+  hooks: readonly HookObject[];
+  jobs: ReadonlyMap<string, JobFacts>;
+  webhooks: ReadonlyMap<string, WebhookFacts>;
+}
+
+export type ActionEffect =
+  | HookEffect
+  | { type: 'event'; eventType: 'Normal' | 'Warning'; reason: string; message: string }
+  /** Run the admission pass: an action waits for a slot, or gave one back. */
+  | { type: 'admission' };
+
+export interface ActionDecision {
+  status: NodeActionStatus;
+  addFinalizer: boolean;
+  removeFinalizer: boolean;
+  /** Evaluate these checks afresh and decide again with the results (`fresh`). */
+  evaluateChecks?: string[];
+  effects: ActionEffect[];
+  requeueAfterMs?: number;
+}
+
+type CheckResult = NonNullable<NodeActionStatus['checks']>[number];
+
+export function isExecutedMarked(action: ObservedNodeAction): boolean {
+  return action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true';
+}
+
+export function actionParameters(spec: NodeActionSpec): Record<string, unknown> {
+  const { upgrade, reboot, reset, configChange } = spec;
+  return {
+    ...(upgrade ? { upgrade } : {}),
+    ...(reboot ? { reboot } : {}),
+    ...(reset ? { reset } : {}),
+    ...(configChange ? { configChange } : {}),
+  };
+}
+
+/** Who the action's hook runs are for, about the given boot of its node. */
+export function hookSubject(action: ObservedNodeAction, bootID: string | undefined): HookSubject {
+  return {
+    node: action.spec.nodeName,
+    ...(bootID ? { bootID } : {}),
+    action: {
+      name: action.metadata.name,
+      uid: action.metadata.uid,
+      action: action.spec.action,
+      parameters: actionParameters(action.spec),
+      ...(action.spec.upgrade ? { targetImage: action.spec.upgrade.image } : {}),
+    },
+    owner: {
+      apiVersion: action.apiVersion ?? 'talos.dev/v1alpha1',
+      kind: 'NodeAction',
+      name: action.metadata.name,
+      uid: action.metadata.uid,
+      controller: true,
+      blockOwnerDeletion: true,
+    },
+  };
+}
+
+export function phaseDeadlineMs(spec: NodeActionSpec, phase: NodeActionPhase): number | undefined {
+  const deadline = PHASE_DEADLINES[phase];
+  if (!deadline) return undefined;
+  const value = (spec.deadlines as Record<string, string | undefined> | undefined)?.[deadline.field];
+  return parseDuration(value ?? deadline.default);
+}
+
+/** Hook Jobs of the action's records that still run (not finished, not being deleted). */
+function liveJobs(records: readonly HookRunRecord[], jobs: ReadonlyMap<string, JobFacts>): HookRunRecord[] {
+  return records.filter((r) => {
+    if (r.jobName === undefined) return false;
+    const facts = jobs.get(jobKey(r.namespace, r.jobName));
+    return facts !== undefined && !facts.deleting && facts.phase !== 'Succeeded' && facts.phase !== 'Failed';
+  });
+}
+
+function checkResult(name: string, state: CheckState | undefined, at: Date, bypassed: boolean): CheckResult {
+  const healthy = state?.healthy === true;
+  const message =
+    state === undefined
+      ? 'unknown: the check no longer exists'
+      : state.healthy === undefined
+        ? `unknown: ${state.message}`
+        : state.message;
+  return {
+    name,
+    healthy,
+    ...(bypassed ? { bypassed: true } : {}),
+    probeTime: (state?.lastProbeTime ?? at).toISOString(),
+    message: message.slice(0, 4096),
+  };
+}
+
+function describeChecks(results: readonly CheckResult[]): string {
+  const failing = results.filter((r) => !r.healthy);
+  const shown = failing.slice(0, 5).map((r) => `${r.name} (${r.message})`);
+  return `${shown.join('; ')}${failing.length > 5 ? `; and ${failing.length - 5} more` : ''}`;
+}
+
+export function decide(input: ActionInput): ActionDecision {
+  const { action, now, node } = input;
+  const spec = action.spec;
+  const nodeName = spec.nodeName;
+  const generation = action.metadata.generation;
+  const status: NodeActionStatus = structuredClone(action.status ?? {});
+  const effects: ActionEffect[] = [];
+  let requeueAfterMs: number | undefined;
+  let evaluateChecks: string[] | undefined;
+  const wakeIn = (ms: number | undefined) => {
+    if (ms === undefined) return;
+    const m = Math.max(0, Math.ceil(ms));
+    requeueAfterMs = requeueAfterMs === undefined ? m : Math.min(requeueAfterMs, m);
+  };
+  const hasFinalizer = (action.metadata.finalizers ?? []).includes(FINALIZER);
+  const decision = (extra: Partial<ActionDecision> = {}): ActionDecision => ({
+    status,
+    addFinalizer: false,
+    removeFinalizer: false,
+    effects,
+    ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
+    ...(evaluateChecks ? { evaluateChecks } : {}),
+    ...extra,
+  });
+  const condition = (type: string, value: 'True' | 'False' | 'Unknown', reason: string, message: string) => {
+    status.conditions = setCondition(
+      status.conditions,
+      {
+        type,
+        status: value,
+        reason,
+        message,
+        ...(generation !== undefined ? { observedGeneration: generation } : {}),
+      },
+      now,
+    );
+  };
+  const event = (eventType: 'Normal' | 'Warning', reason: string, message: string) =>
+    effects.push({ type: 'event', eventType, reason, message });
+
+  const transition = (next: NodeActionPhase, message: string) => {
+    const previous = status.phase;
+    status.phase = next;
+    status.phaseTime = now.toISOString();
+    status.message = message;
+    if (isTerminal(next)) status.completionTime = now.toISOString();
+    event(
+      next === 'Failed' || next === 'Denied' || next === 'Cancelled' ? 'Warning' : 'Normal',
+      next,
+      `${spec.action} of node ${nodeName}: ${message}`,
+    );
+    // A slot given back, or an action that now waits for one: the admission pass runs.
+    if (holdsSlot(previous) !== holdsSlot(next) || next === 'Pending') effects.push({ type: 'admission' });
+  };
+  const records = () => status.hooks ?? [];
+  const subjectFor = (bootID: string | undefined) => hookSubject(action, bootID);
+  /** Ends the action unsuccessfully, stopping every unfinished hook run. */
+  const end = (phase: 'Failed' | 'Denied' | 'Cancelled', message: string) => {
+    const stopped = stopRuns(
+      records(),
+      subjectFor(node?.bootID ?? status.bootIDBefore),
+      now,
+      `stopped: the action ${phase === 'Cancelled' ? 'was cancelled' : 'failed'}`,
+    );
+    if (stopped.records.length) status.hooks = stopped.records;
+    effects.push(...stopped.effects);
+    transition(phase, message);
+  };
+  /** Jobs to stop once the action is over (a delete lost to a crash is issued again). */
+  const cleanUp = () => {
+    const live = liveJobs(records(), input.jobs);
+    const deleting = new Set(
+      effects.flatMap((e) => (e.type === 'deleteJob' ? [jobKey(e.namespace, e.name)] : [])),
+    );
+    for (const r of live) {
+      if (isFinished(r) && r.jobName && !deleting.has(jobKey(r.namespace, r.jobName))) {
+        effects.push({
+          type: 'deleteJob',
+          namespace: r.namespace,
+          name: r.jobName,
+          reason: 'the action is over',
+        });
+      }
+    }
+    if (live.length) wakeIn(2000);
+    return live.length === 0;
+  };
+
+  // Deleted: cancel what is unfinished, stop its Jobs, then let it go.
+  if (action.metadata.deletionTimestamp) {
+    if (!isTerminal(status.phase))
+      end('Cancelled', `deleted before it finished (it was ${status.phase ?? 'new'})`);
+    const clean = cleanUp();
+    return decision({ removeFinalizer: hasFinalizer && clean });
+  }
+  if (isTerminal(status.phase)) {
+    const clean = cleanUp();
+    return decision({ removeFinalizer: hasFinalizer && clean });
+  }
+  if (!hasFinalizer) return decision({ addFinalizer: true });
+
+  if (status.phase === undefined) {
+    status.startTime = now.toISOString();
+    const bypass = spec.bypass;
+    const execution = spec.execution ?? 'Managed';
+    event(
+      'Normal',
+      'Requested',
+      `${spec.requestedBy} requested ${spec.action} of node ${nodeName} (execution ${execution})`,
+    );
+    if (bypass?.healthChecks || bypass?.hooks) {
+      const what = [bypass.healthChecks ? 'health checks' : '', bypass.hooks ? 'pre-action hooks' : '']
+        .filter(Boolean)
+        .join(' and ');
+      const message = `${spec.requestedBy} bypasses the ${what} of ${spec.action} on node ${nodeName}: ${bypass.reason ?? '(no reason given)'}`;
+      condition('Bypassed', 'True', 'BypassRequested', message);
+      event('Warning', 'Bypassed', message);
+    }
+    transition('Pending', 'waiting for its policies to allow it');
+  }
+  status.observedGeneration = generation;
+
+  for (let steps = 0; steps < 12; steps++) {
+    const phase = status.phase as NodeActionPhase;
+    if (isTerminal(phase)) break;
+    const deadlineMs = phaseDeadlineMs(spec, phase);
+    const since = Date.parse(status.phaseTime ?? status.startTime ?? now.toISOString());
+    if (deadlineMs !== undefined && now.getTime() - since >= deadlineMs) {
+      const d = PHASE_DEADLINES[phase];
+      end(
+        'Failed',
+        `${d?.what ?? phase} for longer than deadlines.${d?.field ?? phase} (${formatDuration(deadlineMs)}): ${status.message ?? ''}`,
+      );
+      break;
+    }
+    if (deadlineMs !== undefined) wakeIn(since + deadlineMs - now.getTime());
+    step(phase);
+    // Approved is always written as it is: a requester waits to see it before acting.
+    if (status.phase === phase || status.phase === 'Approved' || evaluateChecks) break;
+  }
+  // The CRD bounds messages; a long one (a Job the API server refused, with every field
+  // error) must not make the status unwritable.
+  if (status.message !== undefined) status.message = clip(status.message, 32768);
+  if (isTerminal(status.phase)) return decision({ removeFinalizer: cleanUp() });
+  return decision();
+
+  function step(phase: NodeActionPhase): void {
+    switch (phase) {
+      case 'Pending':
+        // Waiting for the admission pass, which runs when an action enters Pending, when a
+        // slot is given back, when policies or node labels change, and every minute.
+        if (!node) end('Denied', `node ${nodeName} does not exist`);
+        return;
+
+      case 'WaitingForHealth': {
+        if (!node) {
+          end('Failed', `node ${nodeName} no longer exists`);
+          return;
+        }
+        const gating = input.checks
+          .filter((c) => checkGates(c.spec, spec.action, node.labels))
+          .sort((a, b) => a.name.localeCompare(b.name));
+        if (spec.bypass?.healthChecks) {
+          status.checks = gating.map((c) => checkResult(c.name, c.state, now, true));
+          condition(
+            'HealthChecksPassed',
+            'True',
+            'Bypassed',
+            `health checks bypassed by ${spec.requestedBy}: ${spec.bypass.reason ?? ''}`,
+          );
+          transition('RunningPreHooks', 'health checks bypassed; running pre-action hooks');
+          return;
+        }
+        if (gating.length === 0) {
+          status.checks = [];
+          condition(
+            'HealthChecksPassed',
+            'True',
+            'NoChecks',
+            `no health check gates ${spec.action} on ${nodeName}`,
+          );
+          transition(
+            'RunningPreHooks',
+            `no health check gates ${spec.action} on ${nodeName}; running pre-action hooks`,
+          );
+          return;
+        }
+        const fresh = input.fresh;
+        if (!fresh) {
+          // Held on a recent evaluation: probe again after HEALTH_RETRY_MS, or at once when
+          // a check's latest state differs from what the action was judged on. (Without
+          // this, each write of the held status would bring a new evaluation at once.)
+          const recorded = new Map((status.checks ?? []).map((c) => [c.name, c]));
+          const judgedAt = Math.max(...[...recorded.values()].map((c) => Date.parse(c.probeTime ?? '') || 0));
+          const unchanged =
+            recorded.size === gating.length &&
+            gating.every((c) => recorded.get(c.name)?.healthy === (c.state.healthy === true));
+          const age = now.getTime() - judgedAt;
+          if (recorded.size > 0 && unchanged && age < HEALTH_RETRY_MS) {
+            wakeIn(HEALTH_RETRY_MS - age);
+            return;
+          }
+          evaluateChecks = gating.map((c) => c.name);
+          return;
+        }
+        // Fail closed: a check the fresh evaluation did not cover counts as unknown.
+        const results = gating.map((c) => checkResult(c.name, fresh.states.get(c.name), fresh.at, false));
+        status.checks = results;
+        if (results.every((r) => r.healthy)) {
+          const message = `${results.length} health check${results.length === 1 ? '' : 's'} healthy`;
+          condition('HealthChecksPassed', 'True', 'Healthy', message);
+          transition('RunningPreHooks', `${message}; running pre-action hooks`);
+          return;
+        }
+        const failing = describeChecks(results);
+        condition('HealthChecksPassed', 'False', 'Waiting', `waiting for ${failing}`);
+        status.message = `waiting for health checks: ${failing}`;
+        wakeIn(HEALTH_RETRY_MS);
+        return;
+      }
+
+      case 'RunningPreHooks': {
+        if (!node) {
+          end('Failed', `node ${nodeName} no longer exists`);
+          return;
+        }
+        const hooks = selectHooks(input.hooks, PRE_HOOK_KIND[spec.action], node.labels);
+        if (spec.bypass?.hooks) {
+          const reason = `bypassed by ${spec.requestedBy}: ${spec.bypass.reason ?? ''}`;
+          const recorded = new Set(records().map((r) => r.uid));
+          status.hooks = [
+            ...records(),
+            ...bypassedRecords(
+              hooks.filter((h) => !recorded.has(h.metadata.uid)),
+              now,
+              reason,
+            ),
+          ];
+          condition('PreHooksSucceeded', 'True', 'Bypassed', `pre-action hooks ${reason}`);
+          approve(node);
+          return;
+        }
+        const plan = planHookStage({
+          now,
+          subject: subjectFor(node.bootID),
+          hooks,
+          records: records(),
+          jobs: input.jobs,
+          webhooks: input.webhooks,
+        });
+        status.hooks = plan.records;
+        effects.push(...plan.effects);
+        wakeIn(plan.requeueAfterMs);
+        if (plan.outcome === 'Succeeded') {
+          condition('PreHooksSucceeded', 'True', 'Succeeded', plan.message);
+          approve(node);
+        } else if (plan.outcome === 'Failed') {
+          condition('PreHooksSucceeded', 'False', 'HookFailed', plan.message);
+          end('Failed', `pre-action hook failed: ${plan.message}`);
+        } else {
+          condition('PreHooksSucceeded', 'Unknown', 'Running', plan.message);
+          status.message = `pre-action hooks: ${plan.message}`;
+        }
+        return;
+      }
+
+      case 'Approved':
+      case 'Executing': {
+        // Executing belongs to Managed execution, which this controller does not perform
+        // yet (see approve()): an action found there is followed like an External one.
+        const completion = completionOf(spec);
+        const marked = isExecutedMarked(action);
+        const rebooted =
+          node !== undefined && status.bootIDBefore !== undefined && node.bootID !== status.bootIDBefore;
+        // What shows that the action happened even without the mark. NotReady alone does
+        // not for a reboot (a node can blip); it does for a shutdown.
+        const seen = !node
+          ? `node ${nodeName} is gone`
+          : rebooted
+            ? `node ${nodeName} has a new boot ID`
+            : completion === 'down' && !node.ready
+              ? `node ${nodeName} is NotReady`
+              : undefined;
+        const started =
+          marked ||
+          ((completion === 'reboot' || completion === 'down') && seen !== undefined) ||
+          (completion === 'removed' && !node);
+        if (!started) return;
+        status.executionTime = now.toISOString();
+        const how = marked
+          ? `marked executed (${EXECUTED_ANNOTATION})`
+          : `${seen ?? ''} before the executed mark`;
+        condition('Executed', 'True', marked ? 'MarkedExecuted' : 'NodeChanged', how);
+        transition('WaitingForNode', `${how}; ${waitingMessage(completion)}`);
+        return;
+      }
+
+      case 'WaitingForNode': {
+        const completion = completionOf(spec);
+        const rebooted = node !== undefined && node.bootID !== status.bootIDBefore;
+        switch (completion) {
+          case 'reboot':
+            if (node && rebooted && node.ready) {
+              status.bootIDAfter = node.bootID;
+              const message = `node ${nodeName} is back and Ready with boot ID ${node.bootID ?? '?'}`;
+              condition('NodeReturned', 'True', 'Rebooted', message);
+              transition('RunningPostHooks', `${message}; running its boot hooks`);
+            } else {
+              status.message = !node
+                ? `node ${nodeName} is gone; waiting for it to register again`
+                : rebooted
+                  ? `node ${nodeName} rebooted (boot ID ${node.bootID ?? '?'}); waiting for it to be Ready`
+                  : `waiting for node ${nodeName} to reboot (boot ID still ${status.bootIDBefore ?? '?'})`;
+            }
+            return;
+          case 'down':
+            if (!node || !node.ready || rebooted) {
+              if (node?.bootID) status.bootIDAfter = node.bootID;
+              transition(
+                'Succeeded',
+                !node
+                  ? `node ${nodeName} is gone`
+                  : rebooted && node.ready
+                    ? `node ${nodeName} was shut down and is back`
+                    : `node ${nodeName} is down`,
+              );
+            } else {
+              status.message = `waiting for node ${nodeName} to go down`;
+            }
+            return;
+          case 'removed':
+            if (!node) transition('Succeeded', `node ${nodeName} was removed from the cluster`);
+            else status.message = `waiting for node ${nodeName} to be removed from the cluster`;
+            return;
+          case 'mark':
+            if (node?.ready) {
+              status.bootIDAfter = node.bootID;
+              condition('NodeReturned', 'True', 'Ready', `node ${nodeName} is Ready`);
+              transition('Succeeded', `configuration change done; node ${nodeName} is Ready`);
+            } else {
+              status.message = `waiting for node ${nodeName} to be Ready`;
+            }
+            return;
+        }
+        return;
+      }
+
+      case 'RunningPostHooks': {
+        if (!node) {
+          end('Failed', `node ${nodeName} disappeared while its boot hooks ran`);
+          return;
+        }
+        const subject = subjectFor(status.bootIDAfter);
+        const prereadyHooks = selectHooks(input.hooks, 'NodePrereadyJob', node.labels);
+        const readyHooks = selectHooks(input.hooks, 'NodeReadyJob', node.labels);
+        const stage = (hooks: HookObject[], existing: readonly HookRunRecord[]) =>
+          planHookStage({
+            now,
+            subject,
+            hooks,
+            records: existing,
+            jobs: input.jobs,
+            webhooks: input.webhooks,
+          });
+        const prepare = stage(prereadyHooks, records());
+        status.hooks = prepare.records;
+        effects.push(...prepare.effects);
+        wakeIn(prepare.requeueAfterMs);
+        if (prepare.outcome === 'Failed') {
+          condition('PostHooksSucceeded', 'False', 'HookFailed', prepare.message);
+          end('Failed', `boot hook failed: ${prepare.message}`);
+          return;
+        }
+        if (prepare.outcome === 'Running') {
+          condition('PostHooksSucceeded', 'Unknown', 'Running', `NodePrereadyJobs: ${prepare.message}`);
+          status.message = `boot hooks (NodePrereadyJobs): ${prepare.message}`;
+          return;
+        }
+        const started = records().some((r) => r.kind === 'NodeReadyJob');
+        if (!node.ready && !started) {
+          status.message = `waiting for node ${nodeName} to be Ready before its NodeReadyJobs`;
+          return;
+        }
+        const ready = stage(readyHooks, records());
+        status.hooks = ready.records;
+        effects.push(...ready.effects);
+        wakeIn(ready.requeueAfterMs);
+        if (ready.outcome === 'Failed') {
+          condition('PostHooksSucceeded', 'False', 'HookFailed', ready.message);
+          end('Failed', `boot hook failed: ${ready.message}`);
+        } else if (ready.outcome === 'Running') {
+          condition('PostHooksSucceeded', 'Unknown', 'Running', `NodeReadyJobs: ${ready.message}`);
+          status.message = `boot hooks (NodeReadyJobs): ${ready.message}`;
+        } else {
+          const count = prereadyHooks.length + readyHooks.length;
+          const message =
+            count === 0
+              ? 'no boot hooks select the node'
+              : `${count} boot hook${count === 1 ? '' : 's'} done`;
+          condition('PostHooksSucceeded', 'True', 'Succeeded', message);
+          transition(
+            'Succeeded',
+            `node ${nodeName} is back with boot ID ${status.bootIDAfter ?? '?'}; ${message}`,
+          );
+        }
+        return;
+      }
+
+      default:
+        return;
+    }
+  }
+
+  function approve(n: NodeFacts): void {
+    status.approvalTime = now.toISOString();
+    status.bootIDBefore = n.bootID;
+    const execution = spec.execution ?? 'Managed';
+    const verb =
+      spec.action === 'ConfigChange' ? 'apply the configuration change to' : `perform the ${spec.action} of`;
+    const instruction = `${verb} node ${nodeName}, then set the annotation ${EXECUTED_ANNOTATION}: "true"`;
+    if (execution === 'Managed') {
+      condition(
+        'Executed',
+        'False',
+        'ExecutorNotInstalled',
+        `Managed execution needs the Talos executor, which this controller does not have yet: ${instruction}, or delete this action to cancel it`,
+      );
+    }
+    condition('Approved', 'True', 'Approved', `approved at boot ID ${n.bootID ?? '?'}`);
+    transition(
+      'Approved',
+      execution === 'Managed'
+        ? `approved; the Talos executor is not installed, so ${instruction}`
+        : `approved: ${instruction}`,
+    );
+  }
+}
+
+function waitingMessage(completion: ReturnType<typeof completionOf>): string {
+  switch (completion) {
+    case 'reboot':
+      return 'waiting for the node to come back with a new boot ID';
+    case 'down':
+      return 'waiting for the node to go down';
+    case 'removed':
+      return 'waiting for the node to be removed';
+    case 'mark':
+      return 'waiting for the node to be Ready';
+  }
+}

@@ -1,0 +1,186 @@
+// Whether ActionPolicies allow one more action to start now: a pure function of the
+// policies, the nodes' labels, the actions already holding a slot, and the time.
+//
+// An action is allowed only if every policy matching its node and action allows it:
+// a free slot under the policy's maxConcurrent, and an open maintenance window. Three
+// rules hold whatever the policies say (see docs/decisions.md):
+//   - an action that no policy matches falls under the default: one action at a time
+//     cluster-wide (what DESIGN.md prescribes for a cluster without policies);
+//   - never two control-plane nodes at once (two lost etcd members of three lose quorum);
+//   - never two actions on one node at once.
+import type { ActionPolicySpec } from '../api/action-policy.ts';
+import type { Action } from '../api/common.ts';
+import { matchesSelector } from '../kube/labels.ts';
+import { windowState, type WindowState } from './window.ts';
+
+export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
+
+export interface PolicyFacts {
+  name: string;
+  spec: ActionPolicySpec;
+}
+
+/** An action as policies see it. */
+export interface ActionRef {
+  name: string;
+  node: string;
+  action: Action;
+}
+
+/** Labels of every node the controller knows; a node not in the map does not exist (any more). */
+export type NodeLabels = ReadonlyMap<string, Record<string, string>>;
+
+export interface PolicyInput {
+  candidate: ActionRef;
+  /** Actions holding a slot now (admitted and unfinished), not including the candidate. */
+  holders: readonly ActionRef[];
+  policies: readonly PolicyFacts[];
+  nodes: NodeLabels;
+  now: Date;
+}
+
+export interface PolicyVerdict {
+  allowed: boolean;
+  /** Why not, one sentence per refusing rule; empty when allowed. */
+  reasons: string[];
+  /** Names of the policies that govern the candidate (empty: the default applies). */
+  governedBy: string[];
+  /** When a closed window that blocks the candidate opens next, for requeueing. */
+  nextWindowStart?: Date;
+}
+
+export function policyMatches(
+  spec: ActionPolicySpec,
+  ref: ActionRef,
+  labels: Record<string, string>,
+): boolean {
+  const actions = spec.actions ?? [];
+  return (actions.length === 0 || actions.includes(ref.action)) && matchesSelector(spec.nodeSelector, labels);
+}
+
+/**
+ * Whether a slot holder counts against a policy. A holder whose node is gone (its
+ * labels unknown) counts against every policy: the safe side, until it finishes.
+ */
+function countsAgainst(spec: ActionPolicySpec, holder: ActionRef, nodes: NodeLabels): boolean {
+  const labels = nodes.get(holder.node);
+  return labels === undefined || policyMatches(spec, holder, labels);
+}
+
+/** The nodes a policy governs, by its node selector. */
+export function governedNodes(spec: ActionPolicySpec, nodes: NodeLabels): number {
+  let n = 0;
+  for (const labels of nodes.values()) if (matchesSelector(spec.nodeSelector, labels)) n++;
+  return n;
+}
+
+/**
+ * maxConcurrent resolved against the governed nodes: a whole number as it is, a
+ * percentage rounded down but at least 1. Absent: 1. Anything else (which the CRD's
+ * validation refuses) also means 1: the safe side.
+ */
+export function allowedConcurrent(maxConcurrent: number | string | undefined, governed: number): number {
+  if (maxConcurrent === undefined) return 1;
+  if (typeof maxConcurrent === 'number')
+    return Number.isInteger(maxConcurrent) && maxConcurrent >= 1 ? maxConcurrent : 1;
+  const match = /^(\d{1,3})%$/.exec(maxConcurrent);
+  if (!match) return 1;
+  const percent = Math.min(Number(match[1]), 100);
+  return Math.max(1, Math.floor((governed * percent) / 100));
+}
+
+function names(refs: readonly ActionRef[]): string {
+  const shown = refs.slice(0, 5).map((r) => `${r.name} on ${r.node}`);
+  return refs.length > 5 ? `${shown.join(', ')} and ${refs.length - 5} more` : shown.join(', ');
+}
+
+export function isControlPlane(labels: Record<string, string> | undefined): boolean {
+  return labels !== undefined && Object.hasOwn(labels, CONTROL_PLANE_LABEL);
+}
+
+export function evaluatePolicies(input: PolicyInput): PolicyVerdict {
+  const { candidate, holders, policies, nodes, now } = input;
+  const labels = nodes.get(candidate.node);
+  const reasons: string[] = [];
+  if (labels === undefined) {
+    return { allowed: false, reasons: [`node ${candidate.node} does not exist`], governedBy: [] };
+  }
+
+  const sameNode = holders.filter((h) => h.node === candidate.node);
+  if (sameNode.length > 0)
+    reasons.push(`another action on ${candidate.node} is in progress: ${names(sameNode)}`);
+
+  if (isControlPlane(labels)) {
+    const otherControlPlanes = holders.filter(
+      (h) =>
+        h.node !== candidate.node && (nodes.get(h.node) === undefined || isControlPlane(nodes.get(h.node))),
+    );
+    if (otherControlPlanes.length > 0) {
+      reasons.push(`never two control-plane nodes at once: ${names(otherControlPlanes)} in progress`);
+    }
+  }
+
+  const matching = policies.filter((p) => policyMatches(p.spec, candidate, labels));
+  let nextWindowStart: Date | undefined;
+  if (matching.length === 0) {
+    if (holders.length > 0) {
+      reasons.push(
+        `no ActionPolicy governs ${candidate.action} on ${candidate.node}, so the default applies: one action at a time cluster-wide (in progress: ${names(holders)})`,
+      );
+    }
+  }
+  for (const policy of matching) {
+    const governed = governedNodes(policy.spec, nodes);
+    const allowed = allowedConcurrent(policy.spec.maxConcurrent, governed);
+    const using = holders.filter((h) => countsAgainst(policy.spec, h, nodes));
+    if (using.length >= allowed) {
+      reasons.push(
+        `ActionPolicy ${policy.name} allows ${allowed} at once and ${using.length} ${using.length === 1 ? 'is' : 'are'} in progress (${names(using)})`,
+      );
+    }
+    const window: WindowState = windowState(policy.spec.windows, now);
+    if (!window.open) {
+      const problems = window.problems.length ? `; ${window.problems.join('; ')}` : '';
+      reasons.push(
+        `ActionPolicy ${policy.name}: no maintenance window is open${window.nextStart ? ` (the next opens at ${window.nextStart.toISOString()})` : ''}${problems}`,
+      );
+      if (window.nextStart && (!nextWindowStart || window.nextStart < nextWindowStart)) {
+        nextWindowStart = window.nextStart;
+      }
+    }
+  }
+  return {
+    allowed: reasons.length === 0,
+    reasons,
+    governedBy: matching.map((p) => p.name),
+    ...(nextWindowStart ? { nextWindowStart } : {}),
+  };
+}
+
+/** What an ActionPolicy's status says about it now. */
+export interface PolicyReport {
+  matchingNodes: number;
+  allowedConcurrent: number;
+  activeActions: number;
+  windowOpen: boolean;
+  nextWindowStart?: Date;
+  problems: string[];
+}
+
+export function reportPolicy(
+  spec: ActionPolicySpec,
+  holders: readonly ActionRef[],
+  nodes: NodeLabels,
+  now: Date,
+): PolicyReport {
+  const matchingNodes = governedNodes(spec, nodes);
+  const window = windowState(spec.windows, now);
+  return {
+    matchingNodes,
+    allowedConcurrent: allowedConcurrent(spec.maxConcurrent, matchingNodes),
+    activeActions: holders.filter((h) => countsAgainst(spec, h, nodes)).length,
+    windowOpen: window.open,
+    ...(window.nextStart ? { nextWindowStart: window.nextStart } : {}),
+    problems: window.problems,
+  };
+}

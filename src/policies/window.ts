@@ -1,0 +1,84 @@
+// Maintenance windows: a cron expression says when a window opens (read in an IANA time
+// zone), a duration how long it stays open. Cron matching and time-zone arithmetic
+// (daylight saving included) are croner's; this file only asks it "when did the last
+// window open" and "when does the next one open".
+import { Cron } from 'croner';
+import { parseDuration } from '../duration.ts';
+
+export interface MaintenanceWindowSpec {
+  schedule: string;
+  duration: string;
+  timeZone?: string;
+}
+
+export interface WindowState {
+  /** Whether some window is open at `now` (true when there are no windows). */
+  open: boolean;
+  /** When the open window closes (the latest closing among open windows). */
+  closesAt?: Date;
+  /** When the next window opens, if none is open now (or the next after the open one). */
+  nextStart?: Date;
+  /** Windows that cannot be understood, each with what is wrong. They never open. */
+  problems: string[];
+}
+
+interface CompiledWindow {
+  cron: Cron;
+  durationMs: number;
+}
+
+/** Compiles a window, or explains what is wrong with it (an unknown time zone, a value out of range). */
+export function compileWindow(window: MaintenanceWindowSpec): CompiledWindow | string {
+  const timeZone = window.timeZone ?? 'UTC';
+  let durationMs: number;
+  try {
+    durationMs = parseDuration(window.duration);
+  } catch (error) {
+    return `duration ${JSON.stringify(window.duration)}: ${(error as Error).message}`;
+  }
+  try {
+    // Validates the time zone the way croner will use it.
+    new Intl.DateTimeFormat('en-US', { timeZone }).format(0);
+  } catch {
+    return `timeZone ${JSON.stringify(timeZone)} is not an IANA time zone this controller knows (e.g. Europe/Berlin)`;
+  }
+  try {
+    const cron = new Cron(window.schedule, { timezone: timeZone, mode: '5-part', paused: true });
+    return { cron, durationMs };
+  } catch (error) {
+    return `schedule ${JSON.stringify(window.schedule)}: ${(error as Error).message.replace(/^CronPattern: /, '')}`;
+  }
+}
+
+/**
+ * Whether any of the windows is open at `now`. A window is open from each time its
+ * schedule matches until its duration has passed. No windows: always open. A window
+ * that cannot be understood never opens (fail closed) and is reported in `problems`.
+ */
+export function windowState(windows: readonly MaintenanceWindowSpec[] | undefined, now: Date): WindowState {
+  if (!windows || windows.length === 0) return { open: true, problems: [] };
+  const problems: string[] = [];
+  let closesAt: Date | undefined;
+  let nextStart: Date | undefined;
+  windows.forEach((window, i) => {
+    const compiled = compileWindow(window);
+    if (typeof compiled === 'string') {
+      problems.push(`windows[${i}]: ${compiled}`);
+      return;
+    }
+    // croner's previousRuns excludes its reference; a window opening at exactly `now` is open.
+    const [lastStart] = compiled.cron.previousRuns(1, new Date(now.getTime() + 1000));
+    if (lastStart && lastStart.getTime() <= now.getTime()) {
+      const end = new Date(lastStart.getTime() + compiled.durationMs);
+      if (end.getTime() > now.getTime() && (!closesAt || end > closesAt)) closesAt = end;
+    }
+    const next = compiled.cron.nextRun(now);
+    if (next && (!nextStart || next < nextStart)) nextStart = next;
+  });
+  return {
+    open: closesAt !== undefined,
+    ...(closesAt ? { closesAt } : {}),
+    ...(nextStart ? { nextStart } : {}),
+    problems,
+  };
+}

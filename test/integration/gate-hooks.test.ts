@@ -1,0 +1,254 @@
+// Hooks against the sandbox: a failing Fail hook fails the action (never approved), an
+// Ignore hook lets it go on, webhook hooks follow the callback protocol, and deleting an
+// unfinished action cancels it and stops its hook Jobs.
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import type { Controller } from '../../src/controller.ts';
+import type { HookRequest } from '../../src/hooks/webhook.ts';
+import { installGatehouseAPI } from '../support/install.ts';
+import {
+  API,
+  createAction,
+  createTestNodes,
+  deleteActionsAfter,
+  events,
+  getAction,
+  hookTemplate,
+  startGateController,
+  waitForPhase,
+  watchActions,
+  whoami,
+} from '../support/gate.ts';
+import { KubeApiError, freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+
+const kc = testKubeConfig();
+const client = rest(kc);
+const instance = uniqueName('gate-hooks');
+let controller: Controller;
+let me = '';
+
+interface Place {
+  namespace: string;
+  node: string;
+  group: string;
+}
+
+async function place(t: TestContext): Promise<Place> {
+  const group = uniqueName('hooks');
+  const [node] = await createTestNodes(t, client, group, 1, { 'gatehouse.test/group': group });
+  return { namespace: await freshNamespace(t, kc), node: node as string, group };
+}
+
+async function createHook(
+  p: Place,
+  kind: string,
+  name: string,
+  spec: Record<string, unknown>,
+): Promise<{ uid: string }> {
+  const hook = await client.request<{ metadata: { uid: string } }>(
+    `${API}/namespaces/${p.namespace}/${kind.toLowerCase()}s`,
+    {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind,
+        metadata: { name, namespace: p.namespace },
+        spec: { nodeSelector: { matchLabels: { 'gatehouse.test/group': p.group } }, ...spec },
+      },
+    },
+  );
+  return hook.metadata;
+}
+
+async function jobsOf(
+  namespace: string,
+  actionUid: string,
+): Promise<{ metadata: { name: string; deletionTimestamp?: string } }[]> {
+  const list = await client.request<{ items: { metadata: { name: string; deletionTimestamp?: string } }[] }>(
+    `/apis/batch/v1/namespaces/${namespace}/jobs`,
+    { query: { labelSelector: `talos.dev/action-uid=${actionUid}` } },
+  );
+  return list.items;
+}
+
+before(async () => {
+  await installGatehouseAPI(kc);
+  me = await whoami(client);
+  controller = await startGateController(instance);
+});
+
+after(async () => {
+  await controller.stop();
+});
+
+describe('hooks', () => {
+  it('a failing Fail hook fails the action, which is never approved', async (t) => {
+    const p = await place(t);
+    await createHook(p, 'PreRebootJob', 'breaks', {
+      template: hookTemplate('Failed', '1s'),
+      failurePolicy: 'Fail',
+    });
+    await createHook(p, 'PreRebootJob', 'later', { template: hookTemplate('Succeeded'), order: 5 });
+    const created = await createAction(client, instance, me, { nodeName: p.node });
+    deleteActionsAfter(t, client, created.metadata.name);
+    const log = watchActions(client, `${INSTANCE_LABEL}=${instance}`, created.metadata.resourceVersion);
+    t.after(() => log.stop());
+    const failed = await waitForPhase(client, created.metadata.name, ['Failed', 'Approved', 'Succeeded']);
+    assert.equal(failed.status?.phase, 'Failed');
+    assert.match(
+      failed.status.message ?? '',
+      /pre-action hook failed: PreRebootJob .*\/breaks failed: .*Job .* failed: BackoffLimitExceeded/,
+    );
+    assert.equal(failed.status.approvalTime, undefined);
+    assert.deepEqual(
+      failed.status.hooks?.map((h) => [h.name, h.phase]),
+      [['breaks', 'Failed']],
+      'the hook of the next order never started',
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(log.errors, []);
+    const seen = log.phases.get(created.metadata.name) ?? [];
+    assert.ok(!seen.includes('Approved'), `phases seen: ${seen.join(' → ')}`);
+    assert.deepEqual(seen.slice(-3), ['WaitingForHealth', 'RunningPreHooks', 'Failed']);
+    const reasons = (await events(client, created.metadata.name)).map((e) => e.reason);
+    assert.ok(reasons.includes('Failed'));
+    assert.ok(!reasons.includes('Approved'));
+  });
+
+  it('an Ignore hook that fails is recorded and the action goes on', async (t) => {
+    const p = await place(t);
+    await createHook(p, 'PreRebootJob', 'flaky', {
+      template: hookTemplate('Failed', '1s'),
+      failurePolicy: 'Ignore',
+    });
+    await createHook(p, 'PreRebootJob', 'solid', { template: hookTemplate('Succeeded', '1s') });
+    const created = await createAction(client, instance, me, { nodeName: p.node });
+    deleteActionsAfter(t, client, created.metadata.name);
+    const approved = await waitForPhase(client, created.metadata.name, ['Approved', 'Failed']);
+    assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
+    const byName = new Map(approved.status.hooks?.map((h) => [h.name, h]));
+    assert.equal(byName.get('flaky')?.phase, 'Failed');
+    assert.equal(byName.get('flaky')?.failurePolicy, 'Ignore');
+    assert.equal(byName.get('solid')?.phase, 'Succeeded');
+    assert.match(
+      approved.status.conditions?.find((c) => c.type === 'PreHooksSucceeded')?.message ?? '',
+      /failures ignored: PreRebootJob .*\/flaky/,
+    );
+    // One Job per hook: each created exactly once.
+    const jobs = await jobsOf(p.namespace, created.metadata.uid);
+    assert.equal(jobs.length, 2);
+  });
+
+  it('calls webhook hooks with the HookRequest, honours retryAfterSeconds, and fails on Failure', async (t) => {
+    const p = await place(t);
+    const requests: HookRequest[] = [];
+    const answers = new Map<string, { status: string; message: string; retryAfterSeconds?: number }[]>([
+      [
+        '/ready',
+        [
+          { status: 'Success', message: 'draining', retryAfterSeconds: 1 },
+          { status: 'Success', message: 'drained' },
+        ],
+      ],
+      ['/refuse', [{ status: 'Failure', message: 'placement groups are not clean' }]],
+    ]);
+    const server: Server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        requests.push(JSON.parse(body) as HookRequest);
+        const queue = answers.get(req.url ?? '') ?? [];
+        const answer = queue.length > 1 ? queue.shift() : queue[0];
+        res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(answer ?? {}));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const port = (server.address() as AddressInfo).port;
+    await client.request(`/api/v1/namespaces/${p.namespace}/services`, {
+      method: 'POST',
+      body: {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: 'ceph-hooks' },
+        spec: { type: 'ExternalName', externalName: 'localhost', ports: [{ port, protocol: 'TCP' }] },
+      },
+    });
+    const webhook = (path: string) => ({ service: { name: 'ceph-hooks', port }, path, scheme: 'HTTP' });
+    await createHook(p, 'PreRebootJob', 'osd-ok-to-stop', { webhook: webhook('/ready') });
+
+    const created = await createAction(client, instance, me, { nodeName: p.node });
+    deleteActionsAfter(t, client, created.metadata.name);
+    const approved = await waitForPhase(client, created.metadata.name, ['Approved', 'Failed']);
+    assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
+    const record = approved.status.hooks?.[0];
+    assert.equal(record?.phase, 'Succeeded');
+    assert.equal(record.message, 'drained');
+    assert.equal(record.jobName, undefined);
+    const calls = requests.filter((r) => r.hook.name === 'osd-ok-to-stop');
+    assert.equal(calls.length, 2, 'asked once, told to wait, asked again');
+    assert.deepEqual(calls[0], {
+      apiVersion: 'talos.dev/v1alpha1',
+      kind: 'HookRequest',
+      action: {
+        name: created.metadata.name,
+        uid: created.metadata.uid,
+        action: 'Reboot',
+        node: p.node,
+        bootID: approved.status.bootIDBefore,
+        parameters: {},
+      },
+      hook: { kind: 'PreRebootJob', namespace: p.namespace, name: 'osd-ok-to-stop' },
+    });
+    const waited = Date.parse(record.completionTime ?? '') - Date.parse(record.startTime ?? '');
+    assert.ok(
+      waited >= 900,
+      `retryAfterSeconds: 1 was honoured (${waited}ms between first call and success)`,
+    );
+
+    // A second action on the same node, with a hook that refuses.
+    await createHook(p, 'PreRebootJob', 'refuses', { webhook: webhook('/refuse'), order: 10 });
+    await client.request(`${API}/nodeactions/${created.metadata.name}`, { method: 'DELETE' });
+    const second = await createAction(client, instance, me, { nodeName: p.node });
+    deleteActionsAfter(t, client, second.metadata.name);
+    const failed = await waitForPhase(client, second.metadata.name, ['Approved', 'Failed']);
+    assert.equal(failed.status?.phase, 'Failed');
+    assert.match(failed.status.message ?? '', /refuses failed: placement groups are not clean/);
+  });
+
+  it('deleting an unfinished action cancels it and deletes its running hook Jobs', async (t) => {
+    const p = await place(t);
+    await createHook(p, 'PreRebootJob', 'hangs', { template: hookTemplate('Hang') });
+    const created = await createAction(client, instance, me, { nodeName: p.node });
+    deleteActionsAfter(t, client, created.metadata.name);
+    await waitFor('the hook Job to run', async () => {
+      const a = await getAction(client, created.metadata.name);
+      return a.status?.hooks?.[0]?.phase === 'Running' ? a : undefined;
+    });
+    assert.equal((await jobsOf(p.namespace, created.metadata.uid)).length, 1);
+    await client.request(`${API}/nodeactions/${created.metadata.name}`, { method: 'DELETE' });
+    await waitFor(
+      'the action to be gone',
+      async () => {
+        try {
+          await getAction(client, created.metadata.name);
+          return undefined;
+        } catch (error) {
+          if (error instanceof KubeApiError && error.code === 404) return true;
+          throw error;
+        }
+      },
+      { timeoutMs: 30_000 },
+    );
+    await waitFor('its Job to be deleted', async () => {
+      const jobs = await jobsOf(p.namespace, created.metadata.uid);
+      return jobs.every((j) => j.metadata.deletionTimestamp) ? true : undefined;
+    });
+    const cancelled = (await events(client, created.metadata.name)).find((e) => e.reason === 'Cancelled');
+    assert.ok(cancelled, 'a Cancelled event');
+    assert.match(cancelled.message, /deleted before it finished \(it was RunningPreHooks\)/);
+  });
+});

@@ -1,0 +1,249 @@
+// ActionPolicies against the sandbox: 20 actions over 10 nodes under maxConcurrent 3
+// never have more than 3 approved and unfinished (sampled from a watch of every
+// version); maintenance windows hold actions; two control-plane nodes never go at once.
+import assert from 'node:assert/strict';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { APPROVED_PHASES, SLOT_PHASES } from '../../src/actions/phases.ts';
+import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import type { NodeActionPhase } from '../../src/api/node-action.ts';
+import type { Controller } from '../../src/controller.ts';
+import { installGatehouseAPI } from '../support/install.ts';
+import {
+  API,
+  createAction,
+  createTestNodes,
+  deleteActionsAfter,
+  deleteAfter,
+  getAction,
+  hookTemplate,
+  markExecuted,
+  rebootNode,
+  startGateController,
+  waitForPhase,
+  watchActions,
+  whoami,
+  type ActionObject,
+} from '../support/gate.ts';
+import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+
+const kc = testKubeConfig();
+const client = rest(kc);
+const instance = uniqueName('gate-policy');
+const selector = `${INSTANCE_LABEL}=${instance}`;
+let controller: Controller;
+let me = '';
+
+async function createPolicy(t: TestContext, spec: Record<string, unknown>): Promise<string> {
+  const name = uniqueName('policy');
+  await client.request(`${API}/actionpolicies`, {
+    method: 'POST',
+    body: {
+      apiVersion: 'talos.dev/v1alpha1',
+      kind: 'ActionPolicy',
+      // Labelled with the instance: this file's controller reports its status.
+      metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
+      spec,
+    },
+  });
+  deleteAfter(t, client, `${API}/actionpolicies/${name}`);
+  return name;
+}
+
+async function currentResourceVersion(): Promise<string> {
+  const list = await client.request<{ metadata: { resourceVersion: string } }>(`${API}/nodeactions`, {
+    query: { labelSelector: selector, limit: 1 },
+  });
+  return list.metadata.resourceVersion;
+}
+
+before(async () => {
+  await installGatehouseAPI(kc);
+  me = await whoami(client);
+  controller = await startGateController(instance);
+});
+
+after(async () => {
+  await controller.stop();
+});
+
+describe('ActionPolicy', () => {
+  it('20 actions over 10 nodes under maxConcurrent 3: never more than 3 approved and unfinished', async (t) => {
+    const group = uniqueName('pol');
+    const labels = { 'gatehouse.test/group': group };
+    const nodes = await createTestNodes(t, client, group, 10, labels);
+    const namespace = await freshNamespace(t, kc);
+    await client.request(`${API}/namespaces/${namespace}/prerebootjobs`, {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'PreRebootJob',
+        metadata: { name: 'drain-osds' },
+        spec: {
+          nodeSelector: { matchLabels: labels },
+          template: hookTemplate('Succeeded', '1s'),
+          placement: 'Anywhere',
+        },
+      },
+    });
+    const policy = await createPolicy(t, {
+      nodeSelector: { matchLabels: labels },
+      actions: ['Reboot'],
+      maxConcurrent: 3,
+    });
+
+    // Sample every version of every action, as the API server serves them.
+    const phase = new Map<string, NodeActionPhase | undefined>();
+    let maxApproved = 0;
+    let maxSlots = 0;
+    const violations: string[] = [];
+    const executing = new Set<string>();
+    const requester = (action: ActionObject) => {
+      // The requester: once approved, it reboots the node (after a short, varying while) and says so.
+      if (action.status?.phase !== 'Approved' || executing.has(action.metadata.name)) return;
+      executing.add(action.metadata.name);
+      setTimeout(
+        () => {
+          void markExecuted(client, action.metadata.name)
+            .then(() => rebootNode(client, action.spec.nodeName))
+            .catch((error: unknown) => violations.push(`requester: ${String(error)}`));
+        },
+        200 + Math.floor(Math.random() * 1200),
+      );
+    };
+    const log = watchActions(client, selector, await currentResourceVersion(), (action, type) => {
+      phase.set(action.metadata.name, type === 'DELETED' ? undefined : action.status?.phase);
+      const approved = [...phase.values()].filter((p) => p !== undefined && APPROVED_PHASES.has(p)).length;
+      const slots = [...phase.values()].filter((p) => p !== undefined && SLOT_PHASES.has(p)).length;
+      maxApproved = Math.max(maxApproved, approved);
+      maxSlots = Math.max(maxSlots, slots);
+      if (approved > 3) violations.push(`${approved} approved and unfinished after ${action.metadata.name}`);
+      requester(action);
+    });
+    t.after(() => log.stop());
+
+    const names: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const a = await createAction(
+        client,
+        instance,
+        me,
+        { nodeName: nodes[i % 10] as string },
+        `${group}-a${String(i).padStart(2, '0')}`,
+      );
+      names.push(a.metadata.name);
+      deleteActionsAfter(t, client, a.metadata.name);
+    }
+    const policyStatus = await waitFor('the policy status to show the budget in use', async () => {
+      const p = await client.request<{
+        status?: { matchingNodes?: number; allowedConcurrent?: number; activeActions?: number };
+      }>(`${API}/actionpolicies/${policy}`);
+      return p.status?.activeActions === 3 ? p.status : undefined;
+    });
+    assert.equal(policyStatus.matchingNodes, 10);
+    assert.equal(policyStatus.allowedConcurrent, 3);
+
+    const finished = await Promise.all(
+      names.map((n) => waitForPhase(client, n, ['Succeeded', 'Failed', 'Denied'], 300_000)),
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(log.errors, []);
+    assert.deepEqual(violations, []);
+    assert.deepEqual(
+      finished
+        .filter((a) => a.status?.phase !== 'Succeeded')
+        .map((a) => `${a.metadata.name}: ${a.status?.message ?? ''}`),
+      [],
+    );
+    assert.ok(maxApproved <= 3, `at most 3 approved and unfinished; saw ${maxApproved}`);
+    assert.ok(maxSlots <= 3, `at most 3 holding slots (pre-hooks included); saw ${maxSlots}`);
+    assert.equal(maxSlots, 3, 'the budget was used: three at once');
+    // Two actions per node, never at once: each node's second action started after its first finished.
+    for (let i = 0; i < 10; i++) {
+      const [first, second] = [finished[i], finished[i + 10]].sort(
+        (a, b) => Date.parse(a?.status?.approvalTime ?? '') - Date.parse(b?.status?.approvalTime ?? ''),
+      );
+      assert.ok(
+        Date.parse(first?.status?.completionTime ?? '') <=
+          Date.parse(
+            second?.status?.conditions?.find((c) => c.type === 'Admitted')?.lastTransitionTime ?? '',
+          ),
+        `on ${nodes[i] ?? ''} the second action was admitted after the first finished`,
+      );
+    }
+  });
+
+  it('holds actions outside maintenance windows and admits them when one opens', async (t) => {
+    const group = uniqueName('win');
+    const labels = { 'gatehouse.test/group': group };
+    const [node] = await createTestNodes(t, client, group, 1, labels);
+    // One minute a year, in a time zone 14 hours ahead of UTC, at an hour that is not now there.
+    const hour = new Date().getUTCHours();
+    const closed = `0 ${(hour + 12) % 24} 1 1 *`;
+    const policy = await createPolicy(t, {
+      nodeSelector: { matchLabels: labels },
+      maxConcurrent: 5,
+      windows: [{ schedule: closed, duration: '1m', timeZone: 'Pacific/Kiritimati' }],
+    });
+    const action = await createAction(client, instance, me, { nodeName: node as string });
+    deleteActionsAfter(t, client, action.metadata.name);
+    const held = await waitFor('the action to wait for a window', async (observe) => {
+      const a = await getAction(client, action.metadata.name);
+      observe(a.status?.message ?? '');
+      return a.status?.phase === 'Pending' && /no maintenance window is open/.test(a.status.message ?? '')
+        ? a
+        : undefined;
+    });
+    assert.match(
+      held.status?.message ?? '',
+      new RegExp(`ActionPolicy ${policy}: no maintenance window is open \\(the next opens at `),
+    );
+    const status = await waitFor('the policy status to report the closed window', async () => {
+      const p = await client.request<{ status?: { windowOpen?: boolean; nextWindowStart?: string } }>(
+        `${API}/actionpolicies/${policy}`,
+      );
+      return p.status?.windowOpen === false ? p.status : undefined;
+    });
+    assert.ok(Date.parse(status.nextWindowStart ?? '') > Date.now());
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal((await getAction(client, action.metadata.name)).status?.phase, 'Pending');
+
+    // Every minute, for an hour: open now.
+    await client.request(`${API}/actionpolicies/${policy}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { spec: { windows: [{ schedule: '* * * * *', duration: '1h', timeZone: 'Europe/Berlin' }] } },
+    });
+    const approved = await waitForPhase(client, action.metadata.name, ['Approved', 'Failed']);
+    assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
+  });
+
+  it('never has two control-plane nodes in progress at once, whatever a policy allows', async (t) => {
+    const group = uniqueName('cp');
+    const labels = { 'gatehouse.test/group': group, 'node-role.kubernetes.io/control-plane': '' };
+    const nodes = await createTestNodes(t, client, group, 2, labels);
+    await createPolicy(t, {
+      nodeSelector: { matchLabels: { 'gatehouse.test/group': group } },
+      maxConcurrent: 2,
+    });
+    const a = await createAction(client, instance, me, { nodeName: nodes[0] as string });
+    const b = await createAction(client, instance, me, { nodeName: nodes[1] as string });
+    deleteActionsAfter(t, client, a.metadata.name, b.metadata.name);
+    const first = await waitFor('one of them to be approved', async () => {
+      const both = await Promise.all([
+        getAction(client, a.metadata.name),
+        getAction(client, b.metadata.name),
+      ]);
+      return both.find((x) => x.status?.phase === 'Approved');
+    });
+    const other = first.metadata.name === a.metadata.name ? b : a;
+    await new Promise((r) => setTimeout(r, 2000));
+    const waiting = await getAction(client, other.metadata.name);
+    assert.equal(waiting.status?.phase, 'Pending');
+    assert.match(waiting.status.message ?? '', /never two control-plane nodes at once/);
+    await markExecuted(client, first.metadata.name);
+    await rebootNode(client, first.spec.nodeName);
+    await waitForPhase(client, first.metadata.name, 'Succeeded');
+    const next = await waitForPhase(client, other.metadata.name, ['Approved', 'Failed']);
+    assert.equal(next.status?.phase, 'Approved');
+  });
+});

@@ -1,0 +1,126 @@
+// Builders for the decision core's inputs, shared by the unit and property tests of
+// actions, hooks and policies.
+import type { ClusterHealthCheckSpec } from '../../src/api/cluster-health-check.ts';
+import type { Action } from '../../src/api/common.ts';
+import type { HookKindName, HookSpec } from '../../src/api/hooks.ts';
+import type { NodeActionSpec, NodeActionStatus } from '../../src/api/node-action.ts';
+import {
+  FINALIZER,
+  type ActionInput,
+  type CheckFacts,
+  type NodeFacts,
+  type ObservedNodeAction,
+} from '../../src/actions/decide.ts';
+import type { CheckState } from '../../src/checks/state.ts';
+import type { JobFacts } from '../../src/hooks/job.ts';
+import type { HookObject } from '../../src/hooks/select.ts';
+
+export const T0 = new Date('2026-03-02T10:00:00.000Z');
+
+export function at(seconds: number): Date {
+  return new Date(T0.getTime() + seconds * 1000);
+}
+
+export function action(
+  spec: Partial<NodeActionSpec> = {},
+  status?: NodeActionStatus,
+  metadata: Partial<ObservedNodeAction['metadata']> = {},
+): ObservedNodeAction {
+  return {
+    apiVersion: 'talos.dev/v1alpha1',
+    kind: 'NodeAction',
+    metadata: {
+      name: 'reboot-w1',
+      uid: 'uid-action-1',
+      generation: 1,
+      resourceVersion: '1',
+      creationTimestamp: T0.toISOString(),
+      finalizers: [FINALIZER],
+      ...metadata,
+    },
+    spec: { nodeName: 'w1', action: 'Reboot', execution: 'External', requestedBy: 'alice', ...spec },
+    ...(status ? { status } : {}),
+  };
+}
+
+export function node(name = 'w1', options: Partial<NodeFacts> = {}): NodeFacts {
+  return { name, labels: { 'kubernetes.io/hostname': name }, bootID: 'boot-1', ready: true, ...options };
+}
+
+let uidCounter = 0;
+export function hook(
+  kind: HookKindName,
+  name: string,
+  spec: Partial<HookSpec> = {},
+  namespace = 'rook-ceph',
+): HookObject {
+  uidCounter++;
+  return {
+    kind,
+    metadata: { name, namespace, uid: `uid-${name}-${uidCounter}` },
+    spec: {
+      template: {
+        spec: {
+          template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox' }] } },
+        },
+      },
+      ...spec,
+    },
+  };
+}
+
+export function webhookHook(kind: HookKindName, name: string, spec: Partial<HookSpec> = {}): HookObject {
+  const h = hook(kind, name, spec);
+  delete h.spec.template;
+  h.spec.webhook = { service: { name: 'hooks', port: 8443 }, path: '/noout' };
+  return h;
+}
+
+export function state(healthy: boolean | undefined, message = healthy ? 'ok' : 'bad'): CheckState {
+  return {
+    healthy,
+    reason: healthy === undefined ? 'NotProbed' : healthy ? 'ProbeSucceeded' : 'ProbeFailed',
+    message,
+    consecutiveSuccesses: healthy ? 1 : 0,
+    consecutiveFailures: healthy === false ? 1 : 0,
+    ...(healthy !== undefined ? { lastProbeTime: T0 } : {}),
+  };
+}
+
+export function check(
+  name: string,
+  healthy: boolean | undefined,
+  spec: Partial<ClusterHealthCheckSpec> = {},
+): CheckFacts {
+  return { name, spec: { nodes: {}, ...spec }, state: state(healthy) };
+}
+
+export function job(phase: JobFacts['phase'], extra: Partial<JobFacts> = {}): JobFacts {
+  return { phase, message: `job ${phase}`, deleting: false, ...extra };
+}
+
+export function input(partial: Partial<ActionInput> = {}): ActionInput {
+  return {
+    now: T0,
+    action: action(),
+    node: node(),
+    checks: [],
+    hooks: [],
+    jobs: new Map(),
+    webhooks: new Map(),
+    ...partial,
+  };
+}
+
+/** The status of an action as the admission pass leaves it. */
+export function admitted(now = T0, extra: NodeActionStatus = {}): NodeActionStatus {
+  return { phase: 'WaitingForHealth', startTime: now.toISOString(), phaseTime: now.toISOString(), ...extra };
+}
+
+export const ACTIONS_FOR_TESTS: readonly Action[] = [
+  'Upgrade',
+  'Reboot',
+  'Shutdown',
+  'Reset',
+  'ConfigChange',
+];

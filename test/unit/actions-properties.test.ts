@@ -1,0 +1,660 @@
+// Property-based tests of the safety invariants (DESIGN.md) over the decision core:
+//   1. no approval while a gating check is unhealthy or unknown (unless bypassed);
+//   2. no approval before every matching pre-hook succeeded or failed under Ignore
+//      (unless bypassed);
+//   3. never more slot holders (approved-and-unfinished included) than the policies allow;
+//   5. a hook Job is created at most once per (action, hook, attempt), whatever crashes.
+//
+// For 1, 2 and 5 a simulated world runs the real decide() and hook planner the way the
+// reconciler does — status writes conditional on the resourceVersion decided upon,
+// effects only after a successful write, the create guard (isRecordPending on a fresh
+// read) — while fast-check chooses stale caches, crashes between and within steps, Jobs
+// finishing, failing, being slow, check results, hooks appearing, the clock, the
+// requester and the node.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { planAdmissions } from '../../src/actions/admission.ts';
+import {
+  FINALIZER,
+  decide,
+  type ActionInput,
+  type CheckFacts,
+  type ObservedNodeAction,
+} from '../../src/actions/decide.ts';
+import { APPROVED_PHASES, PRE_HOOK_KIND, holdsSlot, isTerminal } from '../../src/actions/phases.ts';
+import type { Action } from '../../src/api/common.ts';
+import type { NodeActionPhase } from '../../src/api/node-action.ts';
+import { checkGates } from '../../src/checks/selection.ts';
+import type { CheckState } from '../../src/checks/state.ts';
+import type { JobFacts } from '../../src/hooks/job.ts';
+import { isRecordPending, jobKey, type HookRunRecord } from '../../src/hooks/plan.ts';
+import { selectHooks, type HookObject } from '../../src/hooks/select.ts';
+import {
+  allowedConcurrent,
+  evaluatePolicies,
+  governedNodes,
+  isControlPlane,
+  policyMatches,
+  type PolicyFacts,
+} from '../../src/policies/evaluate.ts';
+import { T0, action, hook, node, state } from './action-fixtures.ts';
+
+const RUNS = Number(process.env.GATEHOUSE_PROPERTY_RUNS ?? 300);
+
+// ------------------------------------------------------------------------------------
+// A simulated world for one action.
+
+type Op =
+  | {
+      type: 'reconcile';
+      statusLag: number;
+      jobLag: number;
+      crashAfter: number;
+      fresh: (boolean | undefined)[];
+    }
+  | { type: 'jobProgress'; index: number; outcome: 'Running' | 'Succeeded' | 'Failed' }
+  | { type: 'jobVanish'; index: number }
+  | { type: 'tick'; seconds: number }
+  | { type: 'execute' }
+  | { type: 'reboot' }
+  | { type: 'notReady' }
+  | { type: 'removeNode' }
+  | { type: 'addHook'; order: number; ignore: boolean }
+  | { type: 'delete' };
+
+interface Scenario {
+  action: Action;
+  bypassChecks: boolean;
+  bypassHooks: boolean;
+  nodeLabels: Record<string, string>;
+  checks: { name: string; actions: Action[]; pool?: string }[];
+  hooks: {
+    kind: 'pre' | 'other-kind' | 'other-node' | 'prepare' | 'ready';
+    order: number;
+    ignore: boolean;
+    timeout: string;
+  }[];
+  ops: Op[];
+}
+
+const actionArb = fc.constantFrom<Action>('Reboot', 'Upgrade', 'Shutdown', 'Reset', 'ConfigChange');
+
+const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
+  action: actionArb,
+  bypassChecks: fc.constantFrom(false, false, false, true),
+  bypassHooks: fc.constantFrom(false, false, false, true),
+  nodeLabels: fc.record({ pool: fc.constantFrom('storage', 'compute') }),
+  checks: fc.array(
+    fc.record(
+      {
+        name: fc.constantFrom('ceph', 'etcd', 'pdbs', 'alerts'),
+        actions: fc.subarray<Action>(['Reboot', 'Upgrade', 'Shutdown', 'Reset', 'ConfigChange']),
+        pool: fc.constantFrom('storage', 'compute'),
+      },
+      { requiredKeys: ['name', 'actions'] },
+    ),
+    { maxLength: 4 },
+  ),
+  hooks: fc.array(
+    fc.record({
+      kind: fc.constantFrom('pre', 'pre', 'pre', 'other-kind', 'other-node', 'prepare', 'ready'),
+      order: fc.integer({ min: 0, max: 2 }),
+      ignore: fc.boolean(),
+      timeout: fc.constantFrom('30s', '5m'),
+    }),
+    { maxLength: 5 },
+  ),
+  ops: fc.array(
+    fc.oneof(
+      {
+        weight: 24,
+        arbitrary: fc.record({
+          type: fc.constant('reconcile' as const),
+          statusLag: fc.nat({ max: 3 }),
+          jobLag: fc.nat({ max: 3 }),
+          crashAfter: fc.integer({ min: -1, max: 4 }),
+          fresh: fc.array(fc.constantFrom(true, true, true, true, false, undefined), {
+            minLength: 4,
+            maxLength: 4,
+          }),
+        }),
+      },
+      {
+        weight: 12,
+        arbitrary: fc.record({
+          type: fc.constant('jobProgress' as const),
+          index: fc.nat(),
+          outcome: fc.constantFrom(
+            'Running' as const,
+            'Succeeded' as const,
+            'Succeeded' as const,
+            'Failed' as const,
+          ),
+        }),
+      },
+      { weight: 3, arbitrary: fc.record({ type: fc.constant('jobVanish' as const), index: fc.nat() }) },
+      {
+        weight: 4,
+        arbitrary: fc.record({
+          type: fc.constant('tick' as const),
+          seconds: fc.constantFrom(1, 10, 40, 400),
+        }),
+      },
+      { weight: 3, arbitrary: fc.record({ type: fc.constant('execute' as const) }) },
+      { weight: 3, arbitrary: fc.record({ type: fc.constant('reboot' as const) }) },
+      { weight: 1, arbitrary: fc.record({ type: fc.constant('notReady' as const) }) },
+      { weight: 1, arbitrary: fc.record({ type: fc.constant('removeNode' as const) }) },
+      {
+        weight: 2,
+        arbitrary: fc.record({
+          type: fc.constant('addHook' as const),
+          order: fc.integer({ min: 0, max: 2 }),
+          ignore: fc.boolean(),
+        }),
+      },
+      { weight: 1, arbitrary: fc.record({ type: fc.constant('delete' as const) }) },
+    ),
+    { minLength: 20, maxLength: 90 },
+  ),
+});
+
+function hookObjects(s: Scenario): HookObject[] {
+  return s.hooks.map((h, i) => {
+    const kind =
+      h.kind === 'pre' || h.kind === 'other-node'
+        ? PRE_HOOK_KIND[s.action]
+        : h.kind === 'other-kind'
+          ? s.action === 'Upgrade'
+            ? 'PreShutdownJob'
+            : 'PreUpgradeJob'
+          : h.kind === 'prepare'
+            ? 'NodePrereadyJob'
+            : 'NodeReadyJob';
+    return hook(kind, `h${i}`, {
+      order: h.order,
+      failurePolicy: h.ignore ? 'Ignore' : 'Fail',
+      timeout: h.timeout,
+      ...(h.kind === 'other-node' ? { nodeSelector: { matchLabels: { pool: 'nowhere' } } } : {}),
+    });
+  });
+}
+
+function checkFacts(s: Scenario): CheckFacts[] {
+  const unique = new Map(s.checks.map((c) => [c.name, c]));
+  return [...unique.values()].map((c) => ({
+    name: c.name,
+    spec: {
+      nodes: {},
+      actions: c.actions,
+      ...(c.pool ? { nodeSelector: { matchLabels: { pool: c.pool } } } : {}),
+    },
+    state: state(true),
+  }));
+}
+
+interface WorldJob {
+  facts: JobFacts;
+}
+
+interface Violation {
+  invariant: string;
+  detail: string;
+}
+
+/** What a run reached, to show the property is not passing on trivial runs. */
+const coverage = {
+  runs: 0,
+  approved: 0,
+  succeeded: 0,
+  failed: 0,
+  cancelled: 0,
+  jobs: 0,
+  staleWrites: 0,
+  guarded: 0,
+};
+
+/** Runs a scenario against the real core; returns every invariant violation seen. */
+function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): Violation[] {
+  const violations: Violation[] = [];
+  let now = T0;
+  const hooks = hookObjects(s);
+  const checks = checkFacts(s);
+  const spec = {
+    action: s.action,
+    ...(s.action === 'Upgrade' ? { upgrade: { image: 'factory.talos.dev/installer/x:v1.13.1' } } : {}),
+    ...(s.action === 'ConfigChange' ? { configChange: { mode: 'Reboot' as const } } : {}),
+    ...(s.bypassChecks || s.bypassHooks
+      ? { bypass: { healthChecks: s.bypassChecks, hooks: s.bypassHooks, reason: 'test' } }
+      : {}),
+  };
+  // Every version the API server ever held, newest last: stale caches show older ones.
+  const history: ObservedNodeAction[] = [
+    action(
+      spec,
+      { phase: 'WaitingForHealth', startTime: T0.toISOString(), phaseTime: T0.toISOString() },
+      {
+        resourceVersion: '1',
+        finalizers: [FINALIZER],
+      },
+    ),
+  ];
+  let nodeFacts: ReturnType<typeof node> | undefined = node('w1', {
+    labels: { ...s.nodeLabels, 'kubernetes.io/hostname': 'w1' },
+  });
+  const jobs = new Map<string, WorldJob>();
+  const jobHistory: Map<string, JobFacts>[] = [new Map<string, JobFacts>()];
+  const created = new Map<string, number>();
+  let gone = false;
+
+  const current = () => history[history.length - 1] as ObservedNodeAction;
+  const write = (next: ObservedNodeAction) => {
+    history.push({ ...next, metadata: { ...next.metadata, resourceVersion: String(history.length + 1) } });
+  };
+  const snapshotJobs = () => jobHistory.push(new Map([...jobs].map(([k, j]) => [k, { ...j.facts }])));
+
+  const gating = (labels: Record<string, string>) =>
+    checks.filter((c) => checkGates(c.spec, s.action, labels)).map((c) => c.name);
+
+  for (const op of s.ops) {
+    if (gone) break;
+    switch (op.type) {
+      case 'tick':
+        now = new Date(now.getTime() + op.seconds * 1000);
+        break;
+      case 'execute': {
+        const a = current();
+        write({ ...a, metadata: { ...a.metadata, annotations: { 'talos.dev/executed': 'true' } } });
+        break;
+      }
+      case 'reboot':
+        // A new boot; a node that was gone registers again.
+        nodeFacts = {
+          ...(nodeFacts ?? node('w1', { labels: { ...s.nodeLabels, 'kubernetes.io/hostname': 'w1' } })),
+          bootID: `boot-${now.getTime()}-${history.length}`,
+          ready: true,
+        };
+        break;
+      case 'notReady':
+        if (nodeFacts) nodeFacts = { ...nodeFacts, ready: false };
+        break;
+      case 'removeNode':
+        nodeFacts = undefined;
+        break;
+      case 'addHook':
+        hooks.push(
+          hook(PRE_HOOK_KIND[s.action], `late${hooks.length}`, {
+            order: op.order,
+            failurePolicy: op.ignore ? 'Ignore' : 'Fail',
+          }),
+        );
+        break;
+      case 'delete': {
+        const a = current();
+        if (!a.metadata.deletionTimestamp)
+          write({ ...a, metadata: { ...a.metadata, deletionTimestamp: now.toISOString() } });
+        break;
+      }
+      case 'jobProgress':
+      case 'jobVanish': {
+        const keys = [...jobs.keys()];
+        if (keys.length === 0) break;
+        const key = keys[op.index % keys.length] as string;
+        const j = jobs.get(key) as WorldJob;
+        if (op.type === 'jobVanish') {
+          // Only gatehouse deletes its Jobs (TTL is stripped); a vanish here is our own
+          // delete completing, which happens only for Jobs it asked to delete.
+          if (j.facts.deleting) jobs.delete(key);
+        } else if (j.facts.phase === 'Pending' || j.facts.phase === 'Running') {
+          j.facts = { ...j.facts, phase: op.outcome, message: `job ${op.outcome}` };
+        }
+        snapshotJobs();
+        break;
+      }
+      case 'reconcile': {
+        // The cache: possibly a few versions old, for the action and for Jobs alike.
+        const view = history[Math.max(0, history.length - 1 - op.statusLag)] as ObservedNodeAction;
+        const cachedJobs = jobHistory[Math.max(0, jobHistory.length - 1 - op.jobLag)] as Map<
+          string,
+          JobFacts
+        >;
+        // Like HookRunner.jobFacts: an unfinished record's Job missing from the cache is read live.
+        const jobFacts = new Map(cachedJobs);
+        for (const r of view.status?.hooks ?? []) {
+          if (!r.jobName) continue;
+          const key = jobKey(r.namespace, r.jobName);
+          const live = jobs.get(key);
+          if (!jobFacts.has(key) && r.phase !== 'Succeeded' && r.phase !== 'Failed' && live)
+            jobFacts.set(key, live.facts);
+        }
+        const input: ActionInput = {
+          now,
+          action: view,
+          node: nodeFacts,
+          checks,
+          hooks: [...hooks],
+          jobs: jobFacts,
+          webhooks: new Map(),
+        };
+        let decision = decide(input);
+        let fresh: Map<string, CheckState | undefined> | undefined;
+        if (decision.evaluateChecks) {
+          fresh = new Map(
+            decision.evaluateChecks.map((name, i) => [name, state(op.fresh[i % op.fresh.length])]),
+          );
+          decision = decide({ ...input, fresh: { at: now, states: fresh } });
+        }
+        if (decision.addFinalizer) break;
+        const before = view.status?.phase;
+        const after = decision.status.phase;
+        const changed = JSON.stringify(decision.status) !== JSON.stringify(view.status ?? {});
+        if (changed) {
+          // The write is conditional on the version decided upon.
+          if (view.metadata.resourceVersion !== current().metadata.resourceVersion) {
+            coverage.staleWrites++;
+            break;
+          }
+          // Invariants 1 and 2, at the moment an approval is written.
+          if (after === 'Approved' && before !== 'Approved' && nodeFacts) {
+            const labels = nodeFacts.labels;
+            if (!s.bypassChecks) {
+              const results = new Map((decision.status.checks ?? []).map((c) => [c.name, c]));
+              for (const name of gating(labels)) {
+                const r = results.get(name);
+                if (!r?.healthy)
+                  violations.push({
+                    invariant: '1',
+                    detail: `approved with ${name} ${r ? 'unhealthy' : 'not evaluated'}`,
+                  });
+              }
+            }
+            if (!s.bypassHooks) {
+              for (const h of selectHooks(hooks, PRE_HOOK_KIND[s.action], labels)) {
+                const mine = (decision.status.hooks ?? []).filter((r) => r.uid === h.metadata.uid);
+                const latest = mine.reduce<HookRunRecord | undefined>(
+                  (a, b) => (!a || b.attempt > a.attempt ? b : a),
+                  undefined,
+                );
+                const ok =
+                  latest?.phase === 'Succeeded' ||
+                  (latest?.phase === 'Failed' && latest.failurePolicy === 'Ignore');
+                if (!ok)
+                  violations.push({
+                    invariant: '2',
+                    detail: `approved with ${h.metadata.name} ${latest?.phase ?? 'not run'}`,
+                  });
+              }
+            }
+          }
+          // Invariant 1: leaving the health gate rests on a fresh evaluation of every gating check.
+          if (
+            before === 'WaitingForHealth' &&
+            after !== 'WaitingForHealth' &&
+            !isTerminal(after) &&
+            !s.bypassChecks &&
+            nodeFacts
+          ) {
+            for (const name of gating(nodeFacts.labels)) {
+              if (fresh?.get(name)?.healthy !== true) {
+                violations.push({
+                  invariant: '1',
+                  detail: `left the health gate with ${name} ${fresh?.has(name) ? 'unhealthy' : 'not freshly evaluated'}`,
+                });
+              }
+            }
+          }
+          write({ ...view, status: decision.status });
+        }
+        // Effects, in order, until a crash.
+        let done = 0;
+        for (const effect of decision.effects) {
+          if (op.crashAfter >= 0 && done >= op.crashAfter) break;
+          done++;
+          if (effect.type === 'createJob') {
+            const name = effect.job.metadata?.name ?? '';
+            const key = jobKey(effect.record.namespace, name);
+            if (jobs.has(key)) continue; // 409: it exists, adopt it
+            // The runner's guard: a fresh read of the persisted record.
+            const live = current();
+            if (options.guard) {
+              if (live.metadata.deletionTimestamp || isTerminal(live.status?.phase)) continue;
+              if (!isRecordPending(live.status?.hooks ?? [], effect.record)) {
+                coverage.guarded++;
+                continue;
+              }
+            }
+            jobs.set(key, { facts: { phase: 'Pending', message: 'created', deleting: false } });
+            created.set(key, (created.get(key) ?? 0) + 1);
+            snapshotJobs();
+          } else if (effect.type === 'deleteJob') {
+            const j = jobs.get(jobKey(effect.namespace, effect.name));
+            if (j) j.facts = { ...j.facts, deleting: true };
+            snapshotJobs();
+          }
+        }
+        if (decision.removeFinalizer && !changed && view.metadata.deletionTimestamp) gone = true;
+        break;
+      }
+    }
+  }
+  coverage.runs++;
+  const phases = new Set(history.map((h) => h.status?.phase));
+  if (phases.has('Approved')) coverage.approved++;
+  if (phases.has('Succeeded')) coverage.succeeded++;
+  if (phases.has('Failed')) coverage.failed++;
+  if (phases.has('Cancelled')) coverage.cancelled++;
+  coverage.jobs += created.size;
+  for (const [key, count] of created) {
+    if (count > 1) violations.push({ invariant: '5', detail: `Job ${key} created ${count} times` });
+  }
+  return violations;
+}
+
+describe('safety invariants (property-based)', () => {
+  it('1, 2 and 5 hold for one action in any interleaving of stale caches, crashes and world changes', () => {
+    fc.assert(
+      fc.property(scenarioArb, (s) => {
+        assert.deepEqual(simulate(s), []);
+      }),
+      { numRuns: RUNS },
+    );
+    // The runs explore the state machine, not just its first steps.
+    const share = (n: number) => n / coverage.runs;
+    assert.ok(share(coverage.approved) > 0.3, `approved in ${JSON.stringify(coverage)}`);
+    assert.ok(share(coverage.succeeded) > 0.05, `succeeded in ${JSON.stringify(coverage)}`);
+    assert.ok(share(coverage.failed) > 0.05 && share(coverage.cancelled) > 0.05, JSON.stringify(coverage));
+    assert.ok(coverage.jobs > coverage.runs / 2 && coverage.staleWrites > 0, JSON.stringify(coverage));
+    console.log(`# coverage: ${JSON.stringify(coverage)}`);
+  });
+
+  it('can fail: without the create guard, a stale cache after a cancellation creates a Job twice', () => {
+    const s: Scenario = {
+      action: 'Reboot',
+      bypassChecks: false,
+      bypassHooks: false,
+      nodeLabels: { pool: 'storage' },
+      checks: [],
+      hooks: [{ kind: 'pre', order: 0, ignore: false, timeout: '5m' }],
+      ops: [
+        { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] }, // record, then Job
+        { type: 'delete' },
+        { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] }, // Cancelled, Job deleted
+        { type: 'jobVanish', index: 0 },
+        { type: 'reconcile', statusLag: 2, jobLag: 0, crashAfter: -1, fresh: [true] }, // a cache from before
+      ],
+    };
+    assert.deepEqual(simulate(s), []);
+    assert.deepEqual(
+      simulate(s, { guard: false }).map((v) => v.invariant),
+      ['5'],
+    );
+  });
+});
+
+// ------------------------------------------------------------------------------------
+// Invariant 3: admissions across many actions, nodes and policies.
+
+interface Fleet {
+  nodes: { pool: string; controlPlane: boolean }[];
+  policies: { pool?: string; actions: Action[]; max: number | string; closed: boolean }[];
+  steps: (
+    { type: 'request'; node: number; action: Action } | { type: 'finish'; index: number } | { type: 'admit' }
+  )[];
+}
+
+const fleetArb: fc.Arbitrary<Fleet> = fc.record({
+  nodes: fc.array(fc.record({ pool: fc.constantFrom('a', 'b', 'c'), controlPlane: fc.boolean() }), {
+    minLength: 1,
+    maxLength: 12,
+  }),
+  policies: fc.array(
+    fc.record(
+      {
+        pool: fc.constantFrom('a', 'b', 'c'),
+        actions: fc.subarray<Action>(['Reboot', 'Upgrade', 'Shutdown', 'Reset', 'ConfigChange']),
+        max: fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constantFrom('10%', '34%', '50%', '100%')),
+        closed: fc.boolean(),
+      },
+      { requiredKeys: ['actions', 'max', 'closed'] },
+    ),
+    { maxLength: 4 },
+  ),
+  steps: fc.array(
+    fc.oneof(
+      fc.record({ type: fc.constant('request' as const), node: fc.nat(), action: actionArb }),
+      fc.record({ type: fc.constant('finish' as const), index: fc.nat() }),
+      fc.constant({ type: 'admit' as const }),
+    ),
+    { minLength: 5, maxLength: 60 },
+  ),
+});
+
+describe('invariant 3 (property-based): admissions never exceed a budget', () => {
+  it('holds after every admission pass, for every policy, the default and the control-plane rule', () => {
+    fc.assert(
+      fc.property(fleetArb, (fleet) => {
+        const now = T0;
+        const nodes = new Map(
+          fleet.nodes.map((n, i) => [
+            `n${i}`,
+            {
+              pool: n.pool,
+              ...(n.controlPlane ? { 'node-role.kubernetes.io/control-plane': '' } : {}),
+            },
+          ]),
+        );
+        const policies: PolicyFacts[] = fleet.policies.map((p, i) => ({
+          name: `p${i}`,
+          spec: {
+            ...(p.pool ? { nodeSelector: { matchLabels: { pool: p.pool } } } : {}),
+            actions: p.actions,
+            maxConcurrent: p.max,
+            // A window that never opens now (29 February at 00:00 for a minute), or none.
+            ...(p.closed ? { windows: [{ schedule: '0 0 29 2 *', duration: '1m' }] } : {}),
+          },
+        }));
+        let actions: ObservedNodeAction[] = [];
+        let serial = 0;
+        for (const step of fleet.steps) {
+          if (step.type === 'request') {
+            serial++;
+            actions.push(
+              action(
+                { nodeName: `n${step.node % fleet.nodes.length}`, action: step.action },
+                { phase: 'Pending', startTime: now.toISOString(), phaseTime: now.toISOString() },
+                {
+                  name: `a${serial}`,
+                  uid: `u${serial}`,
+                  creationTimestamp: new Date(now.getTime() + serial * 1000).toISOString(),
+                },
+              ),
+            );
+          } else if (step.type === 'finish') {
+            const holding = actions.filter((a) => holdsSlot(a.status?.phase));
+            const victim = holding[step.index % Math.max(1, holding.length)];
+            if (victim)
+              actions = actions.map((a) =>
+                a === victim ? { ...a, status: { ...a.status, phase: 'Succeeded' as NodeActionPhase } } : a,
+              );
+          } else {
+            const before = actions.filter((a) => holdsSlot(a.status?.phase));
+            const plan = planAdmissions({ now, actions, nodes, policies });
+            const admitted = new Map(plan.admit.map((u) => [u.action.metadata.name, u.status]));
+            // Each admission was allowed against everything admitted before it.
+            const running = before.map((a) => ({
+              name: a.metadata.name,
+              node: a.spec.nodeName,
+              action: a.spec.action,
+            }));
+            for (const u of plan.admit) {
+              const ref = {
+                name: u.action.metadata.name,
+                node: u.action.spec.nodeName,
+                action: u.action.spec.action,
+              };
+              const labels = nodes.get(ref.node) ?? {};
+              const matching = policies.filter((p) => policyMatches(p.spec, ref, labels));
+              assert.ok(!running.some((r) => r.node === ref.node), `two actions on ${ref.node}`);
+              if (isControlPlane(labels)) {
+                assert.ok(!running.some((r) => isControlPlane(nodes.get(r.node))), 'two control-plane nodes');
+              }
+              if (matching.length === 0)
+                assert.equal(running.length, 0, `default policy: ${ref.name} admitted next to others`);
+              for (const p of matching)
+                assert.ok(!p.spec.windows, `${ref.name} admitted outside ${p.name}'s window`);
+              assert.ok(evaluatePolicies({ candidate: ref, holders: running, policies, nodes, now }).allowed);
+              running.push(ref);
+            }
+            actions = actions.map((a) => {
+              const status = admitted.get(a.metadata.name);
+              return status ? { ...a, status } : a;
+            });
+            // And the end state is within every policy's budget: a holder a policy matches
+            // was judged by it when admitted (policies and labels are fixed here).
+            const holders = actions.filter((a) => holdsSlot(a.status?.phase));
+            for (const p of policies) {
+              const count = holders.filter((h) =>
+                policyMatches(
+                  p.spec,
+                  { name: h.metadata.name, node: h.spec.nodeName, action: h.spec.action },
+                  nodes.get(h.spec.nodeName) ?? {},
+                ),
+              ).length;
+              const allowed = allowedConcurrent(p.spec.maxConcurrent, governedNodes(p.spec, nodes));
+              assert.ok(count <= allowed, `${p.name}: ${count} holders, ${allowed} allowed`);
+            }
+            assert.ok(holders.filter((h) => isControlPlane(nodes.get(h.spec.nodeName))).length <= 1);
+            // Invariant 3 counts approved-and-unfinished actions, a subset of the slot holders.
+            assert.ok(
+              holders.every((h) => holdsSlot(h.status?.phase)) &&
+                [...APPROVED_PHASES].every((p) => holdsSlot(p)),
+            );
+          }
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it('can fail: admitting from a stale view (a pass that did not see its own admissions) exceeds a budget', () => {
+    const nodes = new Map([
+      ['n0', { pool: 'a' }],
+      ['n1', { pool: 'a' }],
+    ]);
+    const policies: PolicyFacts[] = [
+      { name: 'p', spec: { nodeSelector: { matchLabels: { pool: 'a' } }, maxConcurrent: 1 } },
+    ];
+    const pending = (name: string, nodeName: string) =>
+      action({ nodeName }, { phase: 'Pending' }, { name, uid: name });
+    const stale = [pending('a1', 'n0'), pending('a2', 'n1')];
+    const first = planAdmissions({ now: T0, actions: [stale[0] as ObservedNodeAction], nodes, policies });
+    const second = planAdmissions({ now: T0, actions: [stale[1] as ObservedNodeAction], nodes, policies });
+    assert.equal(
+      first.admit.length + second.admit.length,
+      2,
+      'two passes on views missing each other admit two',
+    );
+    const together = planAdmissions({ now: T0, actions: stale, nodes, policies });
+    assert.equal(together.admit.length, 1, 'one pass over the whole, fresh list admits one');
+  });
+});

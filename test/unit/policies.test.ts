@@ -1,0 +1,189 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  allowedConcurrent,
+  evaluatePolicies,
+  reportPolicy,
+  type ActionRef,
+  type PolicyFacts,
+} from '../../src/policies/evaluate.ts';
+import { compileWindow, windowState } from '../../src/policies/window.ts';
+
+const CP = { 'node-role.kubernetes.io/control-plane': '' };
+const nodes = new Map<string, Record<string, string>>([
+  ['cp-1', { ...CP }],
+  ['cp-2', { ...CP }],
+  ['w1', { pool: 'storage' }],
+  ['w2', { pool: 'storage' }],
+  ['w3', { pool: 'storage' }],
+  ['w4', { pool: 'compute' }],
+]);
+const now = new Date('2026-03-04T10:30:00Z'); // a Wednesday
+
+const ref = (node: string, action: ActionRef['action'] = 'Reboot', name = `a-${node}`): ActionRef => ({
+  name,
+  node,
+  action,
+});
+const storage: PolicyFacts = {
+  name: 'storage',
+  spec: { nodeSelector: { matchLabels: { pool: 'storage' } }, maxConcurrent: 2 },
+};
+
+describe('maintenance windows', () => {
+  it('is open from each start for its duration, in its time zone', () => {
+    // 11:00 in Berlin (UTC+1 in March) is 10:00 UTC.
+    const window = { schedule: '0 11 * * *', duration: '1h', timeZone: 'Europe/Berlin' };
+    const open = windowState([window], now);
+    assert.equal(open.open, true);
+    assert.equal(open.closesAt?.toISOString(), '2026-03-04T11:00:00.000Z');
+    assert.equal(open.nextStart?.toISOString(), '2026-03-05T10:00:00.000Z');
+    const closed = windowState([{ ...window, duration: '30m' }], new Date('2026-03-04T10:30:00Z'));
+    assert.equal(closed.open, false, 'closes at 10:30 UTC exactly');
+    assert.equal(
+      windowState([window], new Date('2026-03-04T10:00:00Z')).open,
+      true,
+      'open at its first minute',
+    );
+    assert.equal(windowState([window], new Date('2026-03-04T09:59:59Z')).open, false);
+  });
+
+  it('follows daylight saving time: 02:00 local is 01:00 UTC in winter and 00:00 UTC in summer', () => {
+    const window = { schedule: '0 2 * * *', duration: '10m', timeZone: 'Europe/Berlin' };
+    assert.equal(windowState([window], new Date('2026-01-15T01:05:00Z')).open, true);
+    assert.equal(windowState([window], new Date('2026-07-15T00:05:00Z')).open, true);
+    assert.equal(windowState([window], new Date('2026-07-15T01:05:00Z')).open, false);
+  });
+
+  it('understands day-of-week names, ranges and macros, and windows that span midnight', () => {
+    const friday = { schedule: '0 22 * * FRI', duration: '8h' };
+    assert.equal(windowState([friday], new Date('2026-03-07T05:00:00Z')).open, true, 'Saturday 05:00');
+    assert.equal(windowState([friday], new Date('2026-03-07T06:00:00Z')).open, false, 'Saturday 06:00');
+    assert.equal(
+      windowState([{ schedule: '@daily', duration: '2h' }], new Date('2026-03-07T01:59:00Z')).open,
+      true,
+    );
+    assert.equal(windowState([{ schedule: '0 9-17 * * MON-FRI', duration: '45m' }], now).open, true);
+  });
+
+  it('is open if any window is, and always without windows', () => {
+    assert.equal(windowState(undefined, now).open, true);
+    assert.equal(windowState([], now).open, true);
+    const two = windowState(
+      [
+        { schedule: '0 0 1 1 *', duration: '1h' },
+        { schedule: '0 10 * * *', duration: '1h' },
+      ],
+      now,
+    );
+    assert.equal(two.open, true);
+  });
+
+  it('never opens a window it cannot understand, and says what is wrong', () => {
+    const bad = windowState([{ schedule: '0 2 * * *', duration: '1h', timeZone: 'Mars/Olympus' }], now);
+    assert.equal(bad.open, false);
+    assert.match(bad.problems[0] ?? '', /windows\[0\]: timeZone "Mars\/Olympus" is not an IANA time zone/);
+    const invalid = compileWindow({ schedule: '61 2 * * *', duration: '1h' });
+    assert.equal(typeof invalid, 'string');
+    assert.match(invalid as string, /schedule "61 2 \* \* \*": .*minute/);
+  });
+});
+
+describe('maxConcurrent', () => {
+  it('takes whole numbers as they are and percentages of the governed nodes, rounded down, at least 1', () => {
+    assert.equal(allowedConcurrent(3, 10), 3);
+    assert.equal(allowedConcurrent('25%', 10), 2);
+    assert.equal(allowedConcurrent('25%', 3), 1);
+    assert.equal(allowedConcurrent('100%', 7), 7);
+    assert.equal(allowedConcurrent(undefined, 10), 1);
+    assert.equal(allowedConcurrent('lots', 10), 1, 'anything invalid is the safe side');
+  });
+});
+
+describe('evaluatePolicies', () => {
+  const judge = (candidate: ActionRef, holders: ActionRef[], policies: PolicyFacts[] = [storage]) =>
+    evaluatePolicies({ candidate, holders, policies, nodes, now });
+
+  it('allows up to maxConcurrent on the nodes a policy governs', () => {
+    assert.equal(judge(ref('w1'), [ref('w2')]).allowed, true);
+    const full = judge(ref('w1'), [ref('w2'), ref('w3')]);
+    assert.equal(full.allowed, false);
+    assert.match(
+      full.reasons[0] ?? '',
+      /ActionPolicy storage allows 2 at once and 2 are in progress \(a-w2 on w2, a-w3 on w3\)/,
+    );
+    assert.deepEqual(full.governedBy, ['storage']);
+  });
+
+  it('ignores holders a policy does not govern, and counts holders on vanished nodes against it', () => {
+    assert.equal(judge(ref('w1'), [ref('w4'), ref('w2')]).allowed, true);
+    assert.equal(judge(ref('w1'), [ref('gone'), ref('w2')]).allowed, false);
+  });
+
+  it('applies only to its actions', () => {
+    const upgrades: PolicyFacts = { name: 'upgrades', spec: { actions: ['Upgrade'], maxConcurrent: 1 } };
+    assert.equal(judge(ref('w1', 'Upgrade'), [ref('w2', 'Upgrade')], [upgrades]).allowed, false);
+    const reboot = judge(ref('w1', 'Reboot'), [ref('w4', 'Upgrade')], [upgrades]);
+    assert.equal(reboot.allowed, false, 'not governed: the default, one at a time');
+    assert.match(reboot.reasons[0] ?? '', /no ActionPolicy governs Reboot on w1, so the default applies/);
+  });
+
+  it('needs every matching policy to allow it', () => {
+    const tight: PolicyFacts = {
+      name: 'tight',
+      spec: { nodeSelector: { matchLabels: { pool: 'storage' } }, maxConcurrent: 1 },
+    };
+    const verdict = judge(ref('w1'), [ref('w2')], [storage, tight]);
+    assert.equal(verdict.allowed, false);
+    assert.deepEqual(verdict.governedBy, ['storage', 'tight']);
+    assert.equal(verdict.reasons.length, 1);
+  });
+
+  it('without policies: one action at a time cluster-wide', () => {
+    assert.equal(judge(ref('w1'), [], []).allowed, true);
+    assert.equal(judge(ref('w1'), [ref('w4')], []).allowed, false);
+  });
+
+  it('never two control-plane nodes, whatever the policies say', () => {
+    const all: PolicyFacts = { name: 'all', spec: { maxConcurrent: '100%' } };
+    assert.equal(judge(ref('cp-1'), [ref('w1')], [all]).allowed, true);
+    const verdict = judge(ref('cp-1'), [ref('cp-2')], [all]);
+    assert.equal(verdict.allowed, false);
+    assert.match(verdict.reasons[0] ?? '', /never two control-plane nodes at once: a-cp-2 on cp-2/);
+  });
+
+  it('never two actions on one node', () => {
+    const all: PolicyFacts = { name: 'all', spec: { maxConcurrent: 5 } };
+    const verdict = judge(ref('w1', 'Upgrade', 'second'), [ref('w1')], [all]);
+    assert.equal(verdict.allowed, false);
+    assert.match(verdict.reasons[0] ?? '', /another action on w1 is in progress/);
+  });
+
+  it('holds outside maintenance windows, saying when the next opens', () => {
+    const nightly: PolicyFacts = {
+      name: 'nightly',
+      spec: { windows: [{ schedule: '0 2 * * *', duration: '2h' }], maxConcurrent: 3 },
+    };
+    const verdict = judge(ref('w1'), [], [nightly]);
+    assert.equal(verdict.allowed, false);
+    assert.match(
+      verdict.reasons[0] ?? '',
+      /ActionPolicy nightly: no maintenance window is open \(the next opens at 2026-03-05T02:00:00\.000Z\)/,
+    );
+    assert.equal(verdict.nextWindowStart?.toISOString(), '2026-03-05T02:00:00.000Z');
+  });
+
+  it('refuses a node that does not exist', () => {
+    assert.equal(judge(ref('nowhere'), []).allowed, false);
+  });
+
+  it('reports how a policy applies now', () => {
+    assert.deepEqual(reportPolicy(storage.spec, [ref('w1'), ref('w4')], nodes, now), {
+      matchingNodes: 3,
+      allowedConcurrent: 2,
+      activeActions: 1,
+      windowOpen: true,
+      problems: [],
+    });
+  });
+});
