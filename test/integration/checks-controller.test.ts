@@ -10,6 +10,8 @@ import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../su
 import { probeScenarios } from '../support/probe-scenarios.ts';
 
 const kc = testKubeConfig();
+/** The label on this file's checks, which its controller selects. */
+const SUITE_LABEL = 'gatehouse.test/checks-controller';
 const api = rest(kc);
 
 /** A Node that kwok does not manage, so the test alone decides whether it is Ready. */
@@ -77,6 +79,8 @@ describe('ClusterHealthCheck controller', () => {
       leaderElection: false,
       // Checks only: the gate would act on (and write the status of) other files' actions and policies.
       actions: false,
+      // And only this file's checks: another file's controller owns the others' status.
+      checkSelector: SUITE_LABEL,
     });
     await controller.waitForSync();
   });
@@ -103,7 +107,7 @@ describe('ClusterHealthCheck controller', () => {
       body: {
         apiVersion: 'talos.dev/v1alpha1',
         kind: 'ClusterHealthCheck',
-        metadata: { name: checkName },
+        metadata: { name: checkName, labels: { [SUITE_LABEL]: '' } },
         spec: {
           interval: '1s',
           timeout: '1s',
@@ -175,7 +179,7 @@ describe('ClusterHealthCheck controller', () => {
           body: {
             apiVersion: 'talos.dev/v1alpha1',
             kind: 'ClusterHealthCheck',
-            metadata: { name },
+            metadata: { name, labels: { [SUITE_LABEL]: '' } },
             spec: { interval: '1s', timeout: '3s', failureThreshold: 1, ...probeSpec },
           },
         });
