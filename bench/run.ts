@@ -7,16 +7,20 @@ import { performance } from 'node:perf_hooks';
 import { execFileSync } from 'node:child_process';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { ensureBinaries } from '../sandbox/binaries.ts';
-import { startSandbox } from '../sandbox/cluster.ts';
+import { startSandbox, type Sandbox } from '../sandbox/cluster.ts';
 import { formatDuration } from '../src/wait.ts';
 import { median, ms, percentile, report } from './stats.ts';
 import { installGatehouseAPI } from '../test/support/install.ts';
 import { checksBench } from './checks.ts';
+import { gateBench, scaleBench } from './gate.ts';
 import { measureWatchRoundTrip } from './watch-round-trip.ts';
 
 const WARM_STARTS = Number(process.env.BENCH_WARM_STARTS ?? 3);
 const RTT_SAMPLES = Number(process.env.BENCH_RTT_SAMPLES ?? 300);
 const CHECKS = Number(process.env.BENCH_CHECKS ?? 1000);
+const GATE_SAMPLES = Number(process.env.BENCH_GATE_SAMPLES ?? 100);
+const SCALE_NODES = Number(process.env.BENCH_SCALE_NODES ?? 5000);
+const SCALE_CHECKS = Number(process.env.BENCH_SCALE_CHECKS ?? 1000);
 const CHECKS_WINDOW_MS = Number(process.env.BENCH_CHECKS_WINDOW_MS ?? 60_000);
 
 /** Empties the page cache so the next start reads every binary from disk; false if not permitted. */
@@ -93,6 +97,15 @@ async function watchBench() {
   }
 }
 
+async function withSandbox(nodes: number, bench: (sandbox: Sandbox) => Promise<void>): Promise<void> {
+  const { sandbox } = await timedStart(nodes);
+  try {
+    await bench(sandbox);
+  } finally {
+    await sandbox.stop();
+  }
+}
+
 async function checksAtScale() {
   const { sandbox } = await timedStart(1);
   try {
@@ -110,6 +123,8 @@ const benches: Record<string, () => Promise<void>> = {
   sandbox: sandboxBench,
   watch: watchBench,
   checks: checksAtScale,
+  gate: () => withSandbox(4, (s) => gateBench(s, GATE_SAMPLES)),
+  scale: () => withSandbox(1, (s) => scaleBench(s, SCALE_NODES, SCALE_CHECKS)),
 };
 for (const name of only) {
   if (!(name in benches))
