@@ -33,6 +33,12 @@ export function controllerCommand(): Command {
       ).choices(['dns', 'endpoints']),
     )
     .option('--log-level <level>', 'debug, info, warn or error', 'info')
+    .option(
+      '--instance <name>',
+      'act only on NodeActions and policies labelled talos.dev/controller-instance=<name> (several gatehouses in one cluster)',
+    )
+    .option('--check-selector <selector>', 'run only the ClusterHealthChecks matching this label selector')
+    .option('--no-leader-elect', 'act without taking the Lease (only when no other replica runs)')
     .action(
       async (opts: {
         kubeconfig?: string;
@@ -41,6 +47,9 @@ export function controllerCommand(): Command {
         port: number;
         serviceResolution?: 'dns' | 'endpoints';
         logLevel: string;
+        instance?: string;
+        checkSelector?: string;
+        leaderElect: boolean;
       }) => {
         const log = createLogger({ level: opts.logLevel });
         const controller = await Controller.start({
@@ -49,6 +58,9 @@ export function controllerCommand(): Command {
           host: opts.listenHost,
           port: opts.port,
           ...(opts.serviceResolution ? { serviceResolution: opts.serviceResolution } : {}),
+          ...(opts.instance ? { instance: opts.instance } : {}),
+          ...(opts.checkSelector ? { checkSelector: opts.checkSelector } : {}),
+          ...(opts.leaderElect ? {} : { leaderElection: false as const }),
         });
         await new Promise<void>((resolve) => {
           const shutdown = (signal: string) => {
