@@ -62,7 +62,8 @@ export async function findBinaries(): Promise<Binaries | undefined> {
 /** The cached build, running sandbox/build.sh first when there is none (minutes, cold). */
 export async function ensureBinaries(log: (line: string) => void = () => undefined): Promise<Binaries> {
   const found = await findBinaries();
-  if (found) return found;
+  // build.sh also builds helm (for the chart's tests); it skips whatever is built already.
+  if (found && (await findHelm())) return found;
   log('sandbox binaries not built yet: building them from Go modules (a cold build takes 15-30 minutes)');
   await new Promise<void>((resolve, reject) => {
     const child = spawn('bash', [buildScript], { stdio: ['ignore', 'ignore', 'pipe'] });
