@@ -53,6 +53,18 @@ export function objectKey(o: { metadata: { name: string; namespace?: string } })
 
 class Gone extends Error {}
 
+const LIST_PAGE = 500;
+
+/**
+ * The cache keeps objects without metadata.managedFields: nothing here reads them, and
+ * on Nodes they are often the larger part of the object.
+ */
+function slim<T extends KubeObject>(object: T): T {
+  const metadata = object.metadata as { managedFields?: unknown };
+  if (metadata.managedFields !== undefined) delete metadata.managedFields;
+  return object;
+}
+
 export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<T>> {
   private readonly options: Required<Omit<InformerOptions, 'labelSelector' | 'fieldSelector'>> &
     Pick<InformerOptions, 'labelSelector' | 'fieldSelector'>;
@@ -152,13 +164,23 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
 
   private async relist(signal: AbortSignal): Promise<void> {
     this.stats.lists++;
-    const list = await this.options.rest.request<{ items: T[]; metadata: { resourceVersion: string } }>(
-      this.options.path,
-      {
-        query: { labelSelector: this.options.labelSelector, fieldSelector: this.options.fieldSelector },
+    // In pages, so that 5,000 nodes never sit in memory as one response at once.
+    type Page = { items: T[]; metadata: { resourceVersion: string; continue?: string } };
+    const items: T[] = [];
+    let page: Page | undefined;
+    do {
+      page = await this.options.rest.request<Page>(this.options.path, {
+        query: {
+          labelSelector: this.options.labelSelector,
+          fieldSelector: this.options.fieldSelector,
+          limit: LIST_PAGE,
+          continue: page?.metadata.continue,
+        },
         signal,
-      },
-    );
+      });
+      for (const item of page.items) items.push(slim(item));
+    } while (page.metadata.continue);
+    const list = { items, metadata: page.metadata };
     const seen = new Set<string>();
     for (const item of list.items) {
       const key = objectKey(item);
@@ -235,7 +257,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
       if (status.code === 410) throw new Gone(status.message ?? 'Gone');
       throw new Error(`watch error: ${status.message ?? JSON.stringify(status)}`);
     }
-    const object = event.object as unknown as T;
+    const object = slim(event.object as unknown as T);
     if (object.metadata.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
     if (event.type === 'BOOKMARK') return;
     const key = objectKey(object);
