@@ -10,6 +10,7 @@ import {
   type ActionObject,
 } from './actions/reconciler.ts';
 import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
+import { BootReconciler } from './boots/reconciler.ts';
 import type { ActionPolicy } from './api/action-policy.ts';
 import { hookKinds, type HookKindName, type HookSpec } from './api/hooks.ts';
 import { CheckRunner, type ObservedCheck, type ProbeFunction } from './checks/runner.ts';
@@ -25,6 +26,9 @@ import { LeaderElector } from './kube/leader.ts';
 import { RestClient } from './kube/rest.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
+import type { TalosClientOptions } from './talos/client.ts';
+import type { TalosContext } from './talos/config.ts';
+import { TalosExecutor } from './talos/execution.ts';
 
 export interface ControllerOptions {
   kubeConfig: KubeConfig;
@@ -57,6 +61,11 @@ export interface ControllerOptions {
    */
   actions?: boolean;
   /**
+   * Run the boot hooks (default: as `actions`): the preready taint, NodePrereadyJobs and
+   * NodeReadyJobs of every boot of the nodes this instance handles (see `instance`).
+   */
+  boots?: boolean;
+  /**
    * Reconcile only NodeActions labelled talos.dev/controller-instance=<instance>; without
    * it, only NodeActions without that label. Lets several controllers share a cluster
    * (tests, a canary) without ever acting on the same action.
@@ -72,6 +81,22 @@ export interface ControllerOptions {
   retention?: Partial<RetentionPolicy>;
   /** Limits and auth caching of the /v1/actions HTTP API (see src/http/access.ts for the defaults). */
   api?: Pick<ActionsApiOptions, 'limits' | 'auth' | 'pollIntervalMs' | 'heartbeatMs'>;
+  /**
+   * The Talos executor: Managed actions are performed through the Talos API with this
+   * talosconfig context. `false` (the default): Managed actions are approved and then
+   * wait for someone to perform them, like External ones (condition Executed,
+   * reason ExecutorNotInstalled).
+   */
+  talos?:
+    | false
+    | {
+        config: TalosContext;
+        /** Where a ConfigChange's configSecretRef is: the controller's namespace (default $POD_NAMESPACE, else gatehouse-system). */
+        namespace?: string;
+        client?: TalosClientOptions;
+        /** Between evictions a PodDisruptionBudget refused; default 5s. */
+        drainRetryMs?: number;
+      };
 }
 
 export const CHECKS_PATH = '/apis/talos.dev/v1alpha1/clusterhealthchecks';
@@ -88,8 +113,12 @@ export class Controller {
   readonly hookInformers: ReadonlyMap<HookKindName, Informer<KubeObject & { spec: HookSpec }>>;
   readonly jobInformer: Informer<KubeObject>;
   readonly hooks: HookRunner;
+  /** Undefined without a talosconfig (`talos: false`), or with `actions: false`. */
+  readonly executor: TalosExecutor | undefined;
   /** Undefined when the controller was started with `actions: false`. */
   readonly actions: ActionReconciler | undefined;
+  /** Undefined when the controller was started with `boots: false` (or `actions: false`). */
+  readonly boots: BootReconciler | undefined;
   private server: Server | undefined;
   private stopping: AbortController | undefined;
   private readonly log: Logger;
@@ -169,6 +198,20 @@ export class Controller {
         ...(clusterCA ? { clusterCA } : {}),
       },
     });
+    const talos = options.talos;
+    this.executor =
+      options.actions === false || !talos
+        ? undefined
+        : new TalosExecutor({
+            rest: this.rest,
+            log: options.log,
+            context: talos.config,
+            namespace: talos.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
+            node: (name) => this.nodeInformer.get(name),
+            mayWrite: () => this.isLeader(),
+            ...(talos.client ? { client: talos.client } : {}),
+            ...(talos.drainRetryMs !== undefined ? { drainRetryMs: talos.drainRetryMs } : {}),
+          });
     this.actions =
       options.actions === false
         ? undefined
@@ -185,11 +228,33 @@ export class Controller {
             jobs: this.jobInformer,
             checkInformer: this.checkInformer,
             runner: this.hooks,
+            ...(this.executor ? { executor: this.executor } : {}),
             isLeader: () => this.isLeader(),
             ...(options.instance ? { instance: options.instance } : {}),
             retention: { ...DEFAULT_RETENTION, ...options.retention },
           });
-    this.leader?.on('started', () => this.actions?.enqueueAll());
+    this.boots =
+      (options.boots ?? options.actions !== false)
+        ? new BootReconciler({
+            rest: this.rest,
+            log: options.log.child({ reconciler: 'boots' }),
+            events: new EventRecorder(this.rest, options.log),
+            nodes: this.nodeInformer,
+            hooks: this.hookInformers,
+            jobs: this.jobInformer,
+            actions: this.actionInformer,
+            runner: this.hooks,
+            isLeader: () => this.isLeader(),
+            ...(options.instance ? { instance: options.instance } : {}),
+          })
+        : undefined;
+    this.leader?.on('started', () => {
+      this.actions?.enqueueAll();
+      this.boots?.enqueueAll();
+    });
+    // A replica that stops leading stops its Talos steps: the new leader decides from the
+    // status alone (a call recorded there is not made again).
+    this.leader?.on('stopped', () => this.executor?.stopAll('this replica stopped leading'));
   }
 
   /**
@@ -201,7 +266,7 @@ export class Controller {
       ['clusterhealthchecks', this.checkInformer],
       ['nodes', this.nodeInformer],
       ['nodeactions', this.actionInformer],
-      ...(this.actions
+      ...(this.actions || this.boots
         ? [
             ['actionpolicies', this.policyInformer],
             ['jobs', this.jobInformer],
@@ -222,6 +287,10 @@ export class Controller {
     controller.leader?.start();
     const stopping = new AbortController();
     controller.stopping = stopping;
+    void controller.boots?.start(stopping.signal).catch((error: unknown) => {
+      if (!stopping.signal.aborted)
+        options.log.error({ err: String(error) }, 'the boot reconciler could not start');
+    });
     void controller.actions?.start(stopping.signal).catch((error: unknown) => {
       if (!stopping.signal.aborted)
         options.log.error({ err: String(error) }, 'the action reconciler could not start');
@@ -285,6 +354,8 @@ export class Controller {
   async stop(): Promise<void> {
     this.stopping?.abort(new Error('controller stopping'));
     this.actions?.stop();
+    this.boots?.stop();
+    this.executor?.close();
     await this.leader?.stop();
     this.checks.stop();
     await Promise.all(this.informers().map((i) => i.stop()));

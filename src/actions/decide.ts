@@ -6,16 +6,20 @@
 //   Pending ─(admission: policies allow it; admission.ts)→ WaitingForHealth ─(fresh
 //   checks all healthy)→ RunningPreHooks ─(every matching pre-hook succeeded)→ Approved
 //   ─(executed mark, or the node changes)→ WaitingForNode ─(new boot, Ready)→
-//   RunningPostHooks ─(the node's boot hooks)→ Succeeded
+//   RunningPostHooks ─(the boot reconciler's record: the node's boot hooks done)→ Succeeded
+//   (Managed, with the Talos executor: Approved → Executing ─(prepare, drain, install,
+//   then the Talos call, recorded before it is made)→ WaitingForNode; see execute())
 //   and Failed (a deadline, a failed hook, a vanished node), Denied (no such node),
 //   Cancelled (deleted before it finished).
 //
 // Leaving Pending is the one transition this function never makes: it takes a slot of
 // the policies' budgets, and budgets are judged across actions, one admission at a
 // time (admission.ts). Everything else about one action is decided here.
+import type { BootAnnouncement, BootRecord } from '../api/boot-record.ts';
 import type { ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
 import {
   EXECUTED_ANNOTATION,
+  type ExecutionRecord,
   type NodeActionPhase,
   type NodeActionSpec,
   type NodeActionStatus,
@@ -36,9 +40,24 @@ import {
   type WebhookFacts,
 } from '../hooks/plan.ts';
 import { selectHooks, type HookObject } from '../hooks/select.ts';
-import { formatDuration } from '../wait.ts';
-import { setCondition } from './conditions.ts';
-import { PHASE_DEADLINES, PRE_HOOK_KIND, completionOf, holdsSlot, isTerminal } from './phases.ts';
+import { bootOutcome, isBootHookKind } from '../boots/record.ts';
+import { planTalosAction, type TalosPlan } from '../talos/executor.ts';
+import {
+  compareTalosVersions,
+  formatTalosVersion,
+  installerVersion,
+  talosVersionFromOsImage,
+} from '../talos/version.ts';
+import { errorMessage, formatDuration } from '../wait.ts';
+import { findCondition, setCondition } from './conditions.ts';
+import {
+  PHASE_DEADLINES,
+  PRE_HOOK_KIND,
+  completionOf,
+  drainsBeforeCall,
+  holdsSlot,
+  isTerminal,
+} from './phases.ts';
 
 /** Held by every unfinished action, so that deleting one cancels it and stops its hook Jobs first. */
 export const FINALIZER = 'talos.dev/node-action';
@@ -70,7 +89,33 @@ export interface NodeFacts {
   labels: Record<string, string>;
   bootID: string | undefined;
   ready: boolean;
+  /** status.nodeInfo.osImage, e.g. "Talos (v1.13.0)": the Talos version (Managed execution). */
+  osImage?: string;
+  /** The NodeAction whose cordon the node carries (talos.dev/cordoned-by), if any. */
+  cordonedBy?: string;
+  /** The node carries the preready taint (talos.dev/preready). */
+  prereadyTaint?: boolean;
+  /** An action's announcement of the node's coming boot (annotation talos.dev/next-boot). */
+  announcement?: BootAnnouncement;
+  /** The boot reconciler's record of the node's current boot (annotation talos.dev/boot-hooks). */
+  boot?: BootRecord;
 }
+
+/** The steps of a Managed action the Talos executor makes (src/talos/executor.ts). */
+export type ExecutionStep = 'prepare' | 'drain' | 'install' | 'call';
+
+/** What the Talos executor knows of one step of an action; in memory, so lost with the process. */
+export interface ExecutionStepFacts {
+  state: 'running' | 'succeeded' | 'failed';
+  /** Progress while it runs; its result, or its error, once it is over. */
+  message: string;
+  /** A failed call: whether it may still have reached Talos (no answer in time, cancelled). */
+  mayHaveReached?: boolean;
+  /** A call Talos acknowledged: whether the node reboots or goes down because of it. */
+  disrupts?: boolean;
+}
+
+export type ExecutionFacts = Partial<Record<ExecutionStep, ExecutionStepFacts>>;
 
 export interface CheckFacts {
   name: string;
@@ -95,13 +140,36 @@ export interface ActionInput {
   hooks: readonly HookObject[];
   jobs: ReadonlyMap<string, JobFacts>;
   webhooks: ReadonlyMap<string, WebhookFacts>;
+  /**
+   * The Talos executor's knowledge of this action's steps. Undefined: this controller has
+   * no Talos executor (no talosconfig), and Managed actions are followed like External ones.
+   */
+  execution?: ExecutionFacts;
 }
 
 export type ActionEffect =
   | HookEffect
   | { type: 'event'; eventType: 'Normal' | 'Warning'; reason: string; message: string }
   /** Run the admission pass: an action waits for a slot, or gave one back. */
-  | { type: 'admission' };
+  | { type: 'admission' }
+  /**
+   * Announce the action's coming boot on its node (talos.dev/next-boot) and, with
+   * `taint`, put the preready taint on: before approval (src/boots).
+   */
+  | { type: 'announceBoot'; announcement: BootAnnouncement; taint: boolean }
+  /** Cordon the node for this action and drain it as spec.drain says (repeatable). */
+  | { type: 'drain' }
+  /** A repeatable Talos step of a Managed action (src/talos/executor.ts). */
+  | { type: 'talos'; step: 'prepare' | 'install' }
+  /**
+   * The disruptive Talos call, made at most once: only while the action's status, read
+   * afresh, still records this `callTime` (written before this effect is carried out).
+   */
+  | { type: 'talos'; step: 'call'; call: string; callTime: string }
+  /** Lift the cordon this action made (talos.dev/cordoned-by). */
+  | { type: 'uncordon' }
+  /** Stop the executor's steps of this action that still run. */
+  | { type: 'stopExecution'; reason: string };
 
 export interface ActionDecision {
   status: NodeActionStatus;
@@ -246,22 +314,38 @@ export function decide(input: ActionInput): ActionDecision {
     if (holdsSlot(previous) !== holdsSlot(next) || next === 'Pending') effects.push({ type: 'admission' });
   };
   const records = () => status.hooks ?? [];
+  /** The runs of the action's own (pre-action) hooks, without the boot's shown beside them. */
+  const ownRecords = () => records().filter((r) => !isBootHookKind(r.kind));
   const subjectFor = (bootID: string | undefined) => hookSubject(action, bootID);
   /** Ends the action unsuccessfully, stopping every unfinished hook run. */
-  const end = (phase: 'Failed' | 'Denied' | 'Cancelled', message: string) => {
+  const end = (phase: 'Failed' | 'Denied' | 'Cancelled', why: string) => {
+    // Like kubectl drain, a failed or cancelled action leaves its cordon: the node's state
+    // needs a look before workloads come back.
+    const message =
+      node?.cordonedBy === action.metadata.name
+        ? `${why}; node ${nodeName} stays cordoned (kubectl uncordon ${nodeName} once it is fine)`
+        : why;
+    // Boot hook runs shown here are the boot's (src/boots), which goes on without the action.
     const stopped = stopRuns(
-      records(),
+      ownRecords(),
       subjectFor(node?.bootID ?? status.bootIDBefore),
       now,
       `stopped: the action ${phase === 'Cancelled' ? 'was cancelled' : 'failed'}`,
     );
-    if (stopped.records.length) status.hooks = stopped.records;
+    if (stopped.records.length)
+      status.hooks = [...stopped.records, ...records().filter((r) => isBootHookKind(r.kind))];
     effects.push(...stopped.effects);
     transition(phase, message);
   };
   /** Jobs to stop once the action is over (a delete lost to a crash is issued again). */
   const cleanUp = () => {
-    const live = liveJobs(records(), input.jobs);
+    const running = Object.entries(input.execution ?? {}).filter(([, f]) => f.state === 'running');
+    if (running.length > 0)
+      effects.push({
+        type: 'stopExecution',
+        reason: `the action is ${status.phase ?? 'over'}`,
+      });
+    const live = liveJobs(ownRecords(), input.jobs);
     const deleting = new Set(
       effects.flatMap((e) => (e.type === 'deleteJob' ? [jobKey(e.namespace, e.name)] : [])),
     );
@@ -459,10 +543,15 @@ export function decide(input: ActionInput): ActionDecision {
 
       case 'Approved':
       case 'Executing': {
-        // Executing belongs to Managed execution, which this controller does not perform
-        // yet (see approve()): an action found there is followed like an External one.
-        const completion = completionOf(spec);
         const marked = isExecutedMarked(action);
+        if (executesHere() && (phase === 'Executing' || !marked)) {
+          if (phase === 'Approved') beginExecution();
+          else execute();
+          return;
+        }
+        // External execution, or Managed without an executor (see approve()): the
+        // requester performs the action, and the node is followed.
+        const completion = completionOf(spec);
         const rebooted =
           node !== undefined && status.bootIDBefore !== undefined && node.bootID !== status.bootIDBefore;
         // What shows that the action happened even without the mark. NotReady alone does
@@ -489,11 +578,16 @@ export function decide(input: ActionInput): ActionDecision {
       }
 
       case 'WaitingForNode': {
-        const completion = completionOf(spec);
+        const completion = completionOf(spec, status.execution);
         const rebooted = node !== undefined && node.bootID !== status.bootIDBefore;
         switch (completion) {
           case 'reboot':
             if (node && rebooted && node.ready) {
+              const wrongVersion = upgradeMissed(node);
+              if (wrongVersion) {
+                end('Failed', wrongVersion);
+                return;
+              }
               status.bootIDAfter = node.bootID;
               const message = `node ${nodeName} is back and Ready with boot ID ${node.bootID ?? '?'}`;
               condition('NodeReturned', 'True', 'Rebooted', message);
@@ -529,7 +623,7 @@ export function decide(input: ActionInput): ActionDecision {
             if (node?.ready) {
               status.bootIDAfter = node.bootID;
               condition('NodeReturned', 'True', 'Ready', `node ${nodeName} is Ready`);
-              transition('Succeeded', `configuration change done; node ${nodeName} is Ready`);
+              succeed(`configuration change done; node ${nodeName} is Ready`);
             } else {
               status.message = `waiting for node ${nodeName} to be Ready`;
             }
@@ -543,58 +637,33 @@ export function decide(input: ActionInput): ActionDecision {
           end('Failed', `node ${nodeName} disappeared while its boot hooks ran`);
           return;
         }
-        const subject = subjectFor(status.bootIDAfter);
-        const prereadyHooks = selectHooks(input.hooks, 'NodePrereadyJob', node.labels);
-        const readyHooks = selectHooks(input.hooks, 'NodeReadyJob', node.labels);
-        const stage = (hooks: HookObject[], existing: readonly HookRunRecord[]) =>
-          planHookStage({
-            now,
-            subject,
-            hooks,
-            records: existing,
-            jobs: input.jobs,
-            webhooks: input.webhooks,
-          });
-        const prepare = stage(prereadyHooks, records());
-        status.hooks = prepare.records;
-        effects.push(...prepare.effects);
-        wakeIn(prepare.requeueAfterMs);
-        if (prepare.outcome === 'Failed') {
-          condition('PostHooksSucceeded', 'False', 'HookFailed', prepare.message);
-          end('Failed', `boot hook failed: ${prepare.message}`);
-          return;
-        }
-        if (prepare.outcome === 'Running') {
-          condition('PostHooksSucceeded', 'Unknown', 'Running', `NodePrereadyJobs: ${prepare.message}`);
-          status.message = `boot hooks (NodePrereadyJobs): ${prepare.message}`;
-          return;
-        }
-        const started = records().some((r) => r.kind === 'NodeReadyJob');
-        if (!node.ready && !started) {
-          status.message = `waiting for node ${nodeName} to be Ready before its NodeReadyJobs`;
-          return;
-        }
-        const ready = stage(readyHooks, records());
-        status.hooks = ready.records;
-        effects.push(...ready.effects);
-        wakeIn(ready.requeueAfterMs);
-        if (ready.outcome === 'Failed') {
-          condition('PostHooksSucceeded', 'False', 'HookFailed', ready.message);
-          end('Failed', `boot hook failed: ${ready.message}`);
-        } else if (ready.outcome === 'Running') {
-          condition('PostHooksSucceeded', 'Unknown', 'Running', `NodeReadyJobs: ${ready.message}`);
-          status.message = `boot hooks (NodeReadyJobs): ${ready.message}`;
-        } else {
-          const count = prereadyHooks.length + readyHooks.length;
-          const message =
-            count === 0
-              ? 'no boot hooks select the node'
-              : `${count} boot hook${count === 1 ? '' : 's'} done`;
-          condition('PostHooksSucceeded', 'True', 'Succeeded', message);
-          transition(
-            'Succeeded',
-            `node ${nodeName} is back with boot ID ${status.bootIDAfter ?? '?'}; ${message}`,
+        // The boot reconciler (src/boots) runs the boot hooks of every boot, and records
+        // them on the node by boot ID; the action waits for the record of the boot it
+        // caused, and shows that boot's runs beside its own.
+        const bootID = status.bootIDAfter;
+        const outcome = bootOutcome(
+          node.boot,
+          bootID,
+          selectHooks(input.hooks, 'NodePrereadyJob', node.labels),
+          selectHooks(input.hooks, 'NodeReadyJob', node.labels),
+        );
+        if (outcome.state !== 'Succeeded' && node.bootID !== bootID) {
+          end(
+            'Failed',
+            `node ${nodeName} booted again (boot ID ${node.bootID ?? '?'}) before the boot hooks of boot ${bootID ?? '?'} were done`,
           );
+          return;
+        }
+        if (outcome.state !== 'Waiting') status.hooks = [...ownRecords(), ...outcome.runs];
+        if (outcome.state === 'Failed') {
+          condition('PostHooksSucceeded', 'False', 'HookFailed', outcome.message);
+          end('Failed', `boot hook failed: ${outcome.message}`);
+        } else if (outcome.state === 'Succeeded') {
+          condition('PostHooksSucceeded', 'True', 'Succeeded', outcome.message);
+          succeed(`node ${nodeName} is back with boot ID ${bootID ?? '?'}; ${outcome.message}`);
+        } else {
+          condition('PostHooksSucceeded', 'Unknown', outcome.state, outcome.message);
+          status.message = `boot hooks: ${outcome.message}`;
         }
         return;
       }
@@ -604,10 +673,59 @@ export function decide(input: ActionInput): ActionDecision {
     }
   }
 
+  /**
+   * Before an action that makes its node boot is approved, the coming boot is announced
+   * on the node — with the preready taint when a NodePrereadyJob selects it — so that the
+   * node comes back tainted and the boot reconciler knows whose boot it is (src/boots).
+   * The approval waits until the node, as observed, shows both: the taint is on before
+   * the approval can be seen.
+   */
+  function bootAnnounced(n: NodeFacts): boolean {
+    const completion = completionOf(spec);
+    if (completion !== 'reboot' && completion !== 'down') return true;
+    const prepare = selectHooks(input.hooks, 'NodePrereadyJob', n.labels).length;
+    const ready = selectHooks(input.hooks, 'NodeReadyJob', n.labels).length;
+    if (prepare + ready === 0) return true;
+    const taint = prepare > 0;
+    const a = n.announcement;
+    if (
+      a?.action.uid === action.metadata.uid &&
+      a.bootID === (n.bootID ?? '') &&
+      (!taint || n.prereadyTaint === true)
+    )
+      return true;
+    effects.push({
+      type: 'announceBoot',
+      taint,
+      announcement: {
+        action: {
+          name: action.metadata.name,
+          uid: action.metadata.uid,
+          action: spec.action,
+          parameters: actionParameters(spec),
+          ...(spec.upgrade ? { targetImage: spec.upgrade.image } : {}),
+        },
+        bootID: n.bootID ?? '',
+        time: now.toISOString(),
+      },
+    });
+    status.message = taint
+      ? `putting the preready taint on node ${nodeName} before approval, so that it comes back tainted until its NodePrereadyJobs succeed`
+      : `announcing the coming boot of node ${nodeName} to its boot hooks before approval`;
+    wakeIn(2000);
+    return false;
+  }
+
   function approve(n: NodeFacts): void {
+    if (!bootAnnounced(n)) return;
     status.approvalTime = now.toISOString();
     status.bootIDBefore = n.bootID;
     const execution = spec.execution ?? 'Managed';
+    if (execution === 'Managed' && input.execution) {
+      condition('Approved', 'True', 'Approved', `approved at boot ID ${n.bootID ?? '?'}`);
+      transition('Approved', 'approved; the controller performs it through the Talos API');
+      return;
+    }
     const verb =
       spec.action === 'ConfigChange' ? 'apply the configuration change to' : `perform the ${spec.action} of`;
     const instruction = `${verb} node ${nodeName}, then set the annotation ${EXECUTED_ANNOTATION}: "true"`;
@@ -626,6 +744,195 @@ export function decide(input: ActionInput): ActionDecision {
         ? `approved; the Talos executor is not installed, so ${instruction}`
         : `approved: ${instruction}`,
     );
+  }
+
+  /**
+   * Whether this controller performs the action: Managed, with a Talos executor, and not
+   * approved by a controller without one (whose requester was told to perform it: doing
+   * it here too could do it twice).
+   */
+  function executesHere(): boolean {
+    if ((spec.execution ?? 'Managed') !== 'Managed' || !input.execution) return false;
+    return findCondition(status.conditions, 'Executed')?.reason !== 'ExecutorNotInstalled';
+  }
+
+  /** Ends a finished action, lifting its own cordon first (not after Shutdown or Reset: see callers). */
+  function succeed(message: string): void {
+    if (node?.cordonedBy === action.metadata.name) {
+      effects.push({ type: 'uncordon' });
+      status.message = `${message}; uncordoning node ${nodeName}`;
+      wakeIn(2000);
+      return;
+    }
+    transition('Succeeded', message);
+  }
+
+  /** A Managed upgrade whose node came back running another version than the installer's. */
+  function upgradeMissed(n: NodeFacts): string | undefined {
+    if (spec.action !== 'Upgrade' || status.execution?.callTime === undefined) return undefined;
+    const wanted = installerVersion(spec.upgrade?.image ?? '');
+    const running = talosVersionFromOsImage(n.osImage);
+    if (!wanted || !running || compareTalosVersions(wanted, running) === 0) return undefined;
+    return `node ${nodeName} came back running Talos ${formatTalosVersion(running)}, not ${formatTalosVersion(wanted)}: the upgrade did not take (Talos boots the previous version when the new one fails)`;
+  }
+
+  function beginExecution(): void {
+    if (!node) {
+      end('Failed', `node ${nodeName} no longer exists; nothing was done to it`);
+      return;
+    }
+    status.executionTime = now.toISOString();
+    condition('Executed', 'Unknown', 'Executing', 'executing through the Talos API');
+    transition('Executing', 'executing through the Talos API');
+  }
+
+  /**
+   * Managed execution, one step per pass, each from what is recorded in the status and
+   * what the executor knows in memory:
+   *
+   *   prepare (repeatable) → drain (repeatable; recorded as drainTime) → install
+   *   (repeatable) → the Talos call: callTime is written before the call is made, and
+   *   once it is written the call is never made again — a controller that finds it
+   *   without knowing the call's outcome waits for the node instead.
+   *
+   * The repeatable steps run again in a process that has no result of them (after a
+   * restart), so a controller that died between installing an upgrade and rebooting
+   * into it installs again and reboots, instead of waiting for a reboot nobody makes.
+   */
+  function execute(): void {
+    const facts = input.execution ?? {};
+    const recorded: ExecutionRecord = status.execution ?? {};
+    if (recorded.callTime !== undefined) {
+      afterCall(recorded, facts.call);
+      return;
+    }
+    if (facts.call) {
+      // This process made the call, but the status it decides on does not show the
+      // record written before it: a stale view. Its own write will bring a newer one.
+      wakeIn(1000);
+      return;
+    }
+    if (!node) {
+      end('Failed', `node ${nodeName} disappeared before it was acted on; nothing was done to it`);
+      return;
+    }
+    let plan: TalosPlan;
+    try {
+      plan = planTalosAction(spec, node.osImage);
+    } catch (error) {
+      const message = errorMessage(error);
+      condition('Executed', 'False', 'CannotPlan', message);
+      end('Failed', message);
+      return;
+    }
+    if (plan.prepare !== undefined && !repeatable('prepare', plan.prepare, 'Preparing')) return;
+    if (recorded.drainTime === undefined) {
+      if (!drainsBeforeCall(spec)) {
+        const why =
+          spec.drain?.enabled === false
+            ? 'not drained: spec.drain.enabled is false'
+            : `not drained: a ConfigChange in mode ${spec.configChange?.mode ?? 'Auto'} does not reboot the node`;
+        status.execution = { ...recorded, drainTime: now.toISOString() };
+        condition('Drained', 'True', spec.drain?.enabled === false ? 'Disabled' : 'NotNeeded', why);
+      } else {
+        const op = facts.drain;
+        if (!op) {
+          const message = `cordoning and draining node ${nodeName} (timeout ${spec.drain?.timeout ?? '10m'})`;
+          effects.push({ type: 'drain' });
+          condition('Drained', 'Unknown', 'Draining', message);
+          event('Normal', 'Draining', message);
+          status.message = message;
+          return;
+        }
+        if (op.state === 'running') {
+          condition('Drained', 'Unknown', 'Draining', op.message);
+          status.message = `draining node ${nodeName}: ${op.message}`;
+          return;
+        }
+        if (op.state === 'failed') {
+          condition('Drained', 'False', 'DrainFailed', op.message);
+          end('Failed', `the drain failed: ${op.message}`);
+          return;
+        }
+        status.execution = { ...recorded, drainTime: now.toISOString() };
+        condition('Drained', 'True', 'Drained', op.message);
+        event('Normal', 'Drained', op.message);
+      }
+    }
+    if (plan.install !== undefined && !repeatable('install', plan.install, 'Installing')) return;
+    // The call: recorded first (the reconciler writes this status before carrying out
+    // the effect, and the effect checks the record afresh), then made.
+    const callTime = now.toISOString();
+    const message = `calling Talos ${plan.call} on node ${nodeName}`;
+    status.execution = { ...(status.execution ?? {}), call: plan.call, callTime };
+    condition('Executed', 'Unknown', 'Calling', message);
+    event('Normal', 'TalosCall', message);
+    status.message = message;
+    effects.push({ type: 'talos', step: 'call', call: plan.call, callTime });
+  }
+
+  /** A repeatable step: true once this process has made it. */
+  function repeatable(step: 'prepare' | 'install', what: string, reason: string): boolean {
+    const op = input.execution?.[step];
+    if (!op) {
+      effects.push({ type: 'talos', step });
+      event('Normal', reason, `${what} on node ${nodeName}`);
+      status.message = `${what} on node ${nodeName}`;
+      return false;
+    }
+    if (op.state === 'running') {
+      status.message = `${what} on node ${nodeName}: ${op.message}`;
+      return false;
+    }
+    if (op.state === 'failed') {
+      condition('Executed', 'False', 'TalosError', op.message);
+      end('Failed', `could not ${what}: ${op.message}`);
+      return false;
+    }
+    return true;
+  }
+
+  /** Executing, with the call recorded: what came of it decides, and it is never made again. */
+  function afterCall(recorded: ExecutionRecord, op: ExecutionStepFacts | undefined): void {
+    const call = recorded.call ?? 'the Talos call';
+    if (op?.state === 'running') {
+      status.message = `calling Talos ${call} on node ${nodeName}: ${op.message}`;
+      return;
+    }
+    if (op?.state === 'succeeded') {
+      status.execution = { ...recorded, callResult: 'Acknowledged', reboots: op.disrupts ?? true };
+      condition('Executed', 'True', 'Acknowledged', `Talos acknowledged ${call}: ${op.message}`);
+      event('Normal', 'TalosCallAcknowledged', `Talos acknowledged ${call}: ${op.message}`);
+      transition(
+        'WaitingForNode',
+        `Talos acknowledged ${call} (${op.message}); ${waitingMessage(completionOf(spec, status.execution))}`,
+      );
+      return;
+    }
+    if (op?.state === 'failed' && !op.mayHaveReached) {
+      status.execution = { ...recorded, callResult: 'Failed' };
+      condition('Executed', 'False', 'TalosError', op.message);
+      end('Failed', `Talos ${call} failed: ${op.message}`);
+      return;
+    }
+    // Made, perhaps: by a process that is gone, or without an answer. Never again.
+    const why = op
+      ? `no answer from Talos: ${op.message}`
+      : 'the controller restarted (or another replica took over) while it was being made';
+    status.execution = { ...recorded, callResult: 'Unknown' };
+    const completion = completionOf(spec, status.execution);
+    const message = `whether Talos ${call} reached node ${nodeName} is unknown (${why}); it is not made twice`;
+    condition('Executed', 'Unknown', 'OutcomeUnknown', message);
+    event('Warning', 'TalosCallOutcomeUnknown', message);
+    if (completion === 'mark') {
+      // Nothing about the node would show a change applied live.
+      end(
+        'Failed',
+        `${message}: check the node's configuration (talosctl get machineconfig -n ${nodeName}) and request the change again if it is not there`,
+      );
+      return;
+    }
+    transition('WaitingForNode', `${message}; ${waitingMessage(completion)}`);
   }
 }
 

@@ -1,7 +1,7 @@
 // What the phases of a NodeAction mean, and what each action does to its node.
 import type { Action } from '../api/common.ts';
 import type { HookKindName } from '../api/hooks.ts';
-import type { NodeActionPhase, NodeActionSpec } from '../api/node-action.ts';
+import type { ExecutionRecord, NodeActionPhase, NodeActionSpec } from '../api/node-action.ts';
 
 /** Phases after which nothing more happens. */
 export const TERMINAL_PHASES: ReadonlySet<NodeActionPhase> = new Set([
@@ -61,7 +61,13 @@ export type Completion =
   /** The requester's executed mark alone, once the node is Ready. */
   | 'mark';
 
-export function completionOf(spec: NodeActionSpec): Completion {
+/**
+ * How the action finishes. `execution` is the record of a Managed action's Talos call:
+ * once Talos answered a ConfigChange, whether it reboots is known rather than guessed.
+ */
+export function completionOf(spec: NodeActionSpec, execution?: ExecutionRecord): Completion {
+  if (spec.action === 'ConfigChange' && execution?.reboots !== undefined)
+    return execution.reboots ? 'reboot' : 'mark';
   switch (spec.action) {
     case 'Reboot':
     case 'Upgrade':
@@ -79,6 +85,19 @@ export function completionOf(spec: NodeActionSpec): Completion {
       return mode === 'Reboot' || mode === 'Auto' ? 'reboot' : 'mark';
     }
   }
+}
+
+/**
+ * Whether a Managed action cordons and drains the node before its Talos call: unless
+ * spec.drain.enabled is false, for everything that takes the node's workloads down — a
+ * ConfigChange too when it reboots or may (Auto), but not one applied live (NoReboot,
+ * Try) or staged for a boot it does not cause.
+ */
+export function drainsBeforeCall(spec: NodeActionSpec): boolean {
+  if (spec.drain?.enabled === false) return false;
+  if (spec.action !== 'ConfigChange') return true;
+  const mode = spec.configChange?.mode ?? 'Auto';
+  return mode === 'Reboot' || mode === 'Auto';
 }
 
 /** The deadline field and default of each phase that has one. */

@@ -11,8 +11,10 @@
 import type { ActionPolicy } from '../api/action-policy.ts';
 import type { HookKindName, HookSpec } from '../api/hooks.ts';
 import type { NodeActionStatus } from '../api/node-action.ts';
+import { writeNode } from '../boots/node.ts';
+import { readBootAnnotations } from '../boots/record.ts';
 import type { CheckRunner } from '../checks/runner.ts';
-import type { HookRunRecord } from '../hooks/plan.ts';
+import type { HookEffect, HookRunRecord } from '../hooks/plan.ts';
 import { isRecordPending } from '../hooks/plan.ts';
 import { LABELS } from '../hooks/job.ts';
 import type { HookRunner } from '../hooks/runner.ts';
@@ -24,6 +26,8 @@ import { WorkQueue, type ReconcileResult } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { reportPolicy, type ActionRef, type NodeLabels, type PolicyFacts } from '../policies/evaluate.ts';
+import { CORDONED_BY_ANNOTATION, uncordonFor } from '../talos/drain.ts';
+import type { TalosExecutor } from '../talos/execution.ts';
 import { errorMessage } from '../wait.ts';
 import { actionRef, isCandidate, planAdmissions } from './admission.ts';
 import { setCondition } from './conditions.ts';
@@ -71,6 +75,8 @@ export interface ActionReconcilerOptions {
   jobs: Informer<KubeObject>;
   checkInformer: Informer<KubeObject>;
   runner: HookRunner;
+  /** The Talos executor (Managed execution); without it, Managed actions are followed like External ones. */
+  executor?: TalosExecutor;
   isLeader: () => boolean;
   instance?: string;
   retention?: RetentionPolicy;
@@ -79,7 +85,7 @@ export interface ActionReconcilerOptions {
 
 interface NodeObject extends KubeObject {
   status?: {
-    nodeInfo?: { bootID?: string };
+    nodeInfo?: { bootID?: string; osImage?: string };
     conditions?: { type: string; status: string }[];
   };
 }
@@ -87,11 +93,18 @@ interface NodeObject extends KubeObject {
 export function nodeFacts(node: KubeObject | undefined): NodeFacts | undefined {
   if (!node) return undefined;
   const n = node as NodeObject;
+  const cordonedBy = n.metadata.annotations?.[CORDONED_BY_ANNOTATION];
+  const boot = readBootAnnotations(n);
   return {
     name: n.metadata.name,
     labels: n.metadata.labels ?? {},
     bootID: n.status?.nodeInfo?.bootID || undefined,
     ready: n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
+    ...(n.status?.nodeInfo?.osImage ? { osImage: n.status.nodeInfo.osImage } : {}),
+    ...(cordonedBy ? { cordonedBy } : {}),
+    ...(boot.prereadyTaint ? { prereadyTaint: true } : {}),
+    ...(boot.announcement ? { announcement: boot.announcement } : {}),
+    ...(boot.record ? { boot: boot.record } : {}),
   };
 }
 
@@ -182,6 +195,7 @@ export class ActionReconciler {
       this.uidToName.delete(a.metadata.uid);
       this.superseded.delete(a.metadata.name);
       this.o.runner.forget(`action/${a.metadata.uid}/`);
+      this.o.executor?.forget(a.metadata.uid);
       if (holdsSlot(a.status?.phase)) this.queue.add(ADMISSION_KEY);
     });
     const onNode = (old: KubeObject | undefined, node: KubeObject) => {
@@ -280,6 +294,7 @@ export class ActionReconciler {
       hooks: this.hookObjects(),
       jobs: await this.o.runner.jobFacts(records),
       webhooks: this.o.runner.webhookFacts(),
+      ...(this.o.executor ? { execution: this.o.executor.facts(action.metadata.uid) } : {}),
     };
     let decision = decide(input);
     if (decision.evaluateChecks) {
@@ -325,9 +340,15 @@ export class ActionReconciler {
       await this.o.events.record(action, { type: e.eventType, reason: e.reason, message: e.message });
     }
     if (effects.some((e) => e.type === 'admission')) this.queue.add(ADMISSION_KEY);
-    const hookEffects = effects.flatMap((e) => (e.type === 'event' || e.type === 'admission' ? [] : [e]));
-    if (hookEffects.length === 0) return;
     const name = action.metadata.name;
+    await this.applyExecution(effects, action, log);
+    for (const e of effects) if (e.type === 'announceBoot') await this.announceBoot(e, action, log);
+    const hookEffects = effects.flatMap((e): HookEffect[] =>
+      e.type === 'createJob' || e.type === 'deleteJob' || e.type === 'callWebhook' || e.type === 'hookRun'
+        ? [e]
+        : [],
+    );
+    if (hookEffects.length === 0) return;
     await this.o.runner.execute(
       hookEffects,
       {
@@ -336,6 +357,124 @@ export class ActionReconciler {
       },
       log,
     );
+  }
+
+  /**
+   * Announces the action's coming boot on its node, with the preready taint if asked
+   * (src/boots): one write, conditional on the node version in the cache. A conflict is
+   * left to the next pass, which the node's change brings.
+   */
+  private async announceBoot(
+    effect: Extract<ActionEffect, { type: 'announceBoot' }>,
+    action: ActionObject,
+    log: Logger,
+  ): Promise<void> {
+    if (!this.o.isLeader()) return;
+    const node = this.o.nodes.get(action.spec.nodeName);
+    if (!node) return;
+    try {
+      const written = await writeNode(this.o.rest, node, {
+        announcement: effect.announcement,
+        ...(effect.taint ? { taint: true } : {}),
+      });
+      if (!written) return;
+    } catch (error) {
+      if (error instanceof KubeApiError && (error.code === 409 || error.code === 404)) {
+        log.debug({ err: error.message }, 'could not announce the boot yet; trying again');
+        return;
+      }
+      throw error;
+    }
+    log.info({ taint: effect.taint }, 'announced the coming boot on the node');
+    if (effect.taint && !readBootAnnotations(node).prereadyTaint) {
+      await this.o.events.record(
+        { ...node, apiVersion: 'v1', kind: 'Node' },
+        {
+          type: 'Normal',
+          reason: 'PrereadyTainted',
+          message: `talos.dev/preready:NoSchedule put on before NodeAction ${action.metadata.name} (${action.spec.action}) is approved: the node comes back tainted until its NodePrereadyJobs succeed`,
+        },
+      );
+    }
+  }
+
+  /** Managed execution's effects, carried out by the Talos executor (src/talos/execution.ts). */
+  private async applyExecution(
+    effects: readonly ActionEffect[],
+    action: ActionObject,
+    log: Logger,
+  ): Promise<void> {
+    const executor = this.o.executor;
+    const name = action.metadata.name;
+    const uid = action.metadata.uid;
+    const onChange = () => this.queue.add(name);
+    for (const e of effects) {
+      switch (e.type) {
+        case 'uncordon':
+          // Plain Kubernetes, with or without an executor (one may have cordoned before a restart).
+          await this.uncordon(action, log);
+          break;
+        case 'stopExecution':
+          executor?.stop(uid, e.reason);
+          break;
+        case 'drain':
+          executor?.start('drain', { action, onChange }, log);
+          break;
+        case 'talos':
+          if (e.step === 'call') {
+            const callTime = e.callTime;
+            executor?.start(
+              'call',
+              { action, onChange, confirm: () => this.confirmCall(name, uid, callTime) },
+              log,
+            );
+          } else {
+            executor?.start(e.step, { action, onChange }, log);
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  /** Lifts the cordon the action made, if the node still carries it; an Event says so. */
+  private async uncordon(action: ActionObject, log: Logger): Promise<void> {
+    if (!this.o.isLeader()) return;
+    const node = action.spec.nodeName;
+    try {
+      if (!(await uncordonFor(this.o.rest, node, action.metadata.name))) return;
+    } catch (error) {
+      if (error instanceof KubeApiError && error.code === 404) return;
+      throw error;
+    }
+    log.info('uncordoned the node');
+    await this.o.events.record(action, {
+      type: 'Normal',
+      reason: 'Uncordoned',
+      message: `${action.spec.action} of node ${node}: uncordoned the node`,
+    });
+  }
+
+  /**
+   * Whether the action, read from the API server (not the cache), still records this
+   * Talos call as about to be made, unfinished and not deleted: the last check before
+   * a call that must never be made twice.
+   */
+  private async confirmCall(name: string, uid: string, callTime: string): Promise<boolean> {
+    try {
+      const live = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
+      return (
+        live.metadata.uid === uid &&
+        !live.metadata.deletionTimestamp &&
+        live.status?.phase === 'Executing' &&
+        live.status.execution?.callTime === callTime &&
+        live.status.execution.callResult === undefined
+      );
+    } catch (error) {
+      if (error instanceof KubeApiError && error.code === 404) return false;
+      throw error;
+    }
   }
 
   /** Whether the record of this attempt is persisted and unfinished, read from the API server (not the cache). */

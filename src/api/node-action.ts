@@ -367,6 +367,44 @@ export const HookRunRecord = Type.Object(
   { description: 'One attempt of one hook for this action.' },
 );
 
+export const ExecutionRecord = Type.Object(
+  {
+    drainTime: Type.Optional(
+      Timestamp(
+        'When the node was cordoned and drained (or the drain was found unnecessary); a drain recorded here is not made again.',
+      ),
+    ),
+    call: Type.Optional(
+      Type.String({
+        description:
+          'The Talos call that disrupts the node (e.g. MachineService.Reboot), named when the controller decided to make it.',
+        maxLength: 256,
+      }),
+    ),
+    callTime: Type.Optional(
+      Timestamp(
+        'When the controller decided to make the call, written before making it: from then on the call is never made again for this action, even by a restarted controller, which waits for the node instead.',
+      ),
+    ),
+    callResult: Type.Optional(
+      StringEnum(['Acknowledged', 'Failed', 'Unknown'], {
+        description:
+          'What came of the call: Acknowledged by Talos, Failed (Talos refused it, or it never reached Talos), or Unknown (no answer, or the controller restarted while it was made).',
+      }),
+    ),
+    reboots: Type.Optional(
+      Type.Boolean({
+        description:
+          'Whether the node reboots (or goes down) because of the call; for a ConfigChange in mode Auto, what Talos decided.',
+      }),
+    ),
+  },
+  {
+    description:
+      'Managed execution: the steps the controller took through the Talos API, each recorded before the next one starts.',
+  },
+);
+
 export const NodeActionStatus = Type.Object(
   {
     observedGeneration: Type.Optional(Int64('The metadata.generation the status reflects.', { minimum: 0 })),
@@ -378,7 +416,7 @@ export const NodeActionStatus = Type.Object(
     ),
     conditions: Type.Optional(
       Conditions(
-        'Standard conditions: HealthChecksPassed, PreHooksSucceeded, Approved, Executed, NodeReturned, PostHooksSucceeded, and Bypassed (naming who bypassed what, and why).',
+        'Standard conditions: HealthChecksPassed, PreHooksSucceeded, Approved, Drained (Managed), Executed, NodeReturned, PostHooksSucceeded, and Bypassed (naming who bypassed what, and why).',
       ),
     ),
     checks: Type.Optional(
@@ -412,6 +450,7 @@ export const NodeActionStatus = Type.Object(
     executionTime: Type.Optional(
       Timestamp('When execution started (Managed) or was marked done (External).'),
     ),
+    execution: Type.Optional(ExecutionRecord),
     completionTime: Type.Optional(Timestamp('When the action finished, whatever the outcome.')),
     message: Type.Optional(Text('What is happening now, or why it ended, in words.')),
   },
@@ -428,6 +467,7 @@ export const NodeAction = Resource(
 export type NodeAction = Static<typeof NodeAction>;
 export type NodeActionSpec = Static<typeof NodeActionSpec>;
 export type NodeActionStatus = Static<typeof NodeActionStatus>;
+export type ExecutionRecord = Static<typeof ExecutionRecord>;
 
 export const nodeActionKind: KindDefinition = {
   kind: 'NodeAction',

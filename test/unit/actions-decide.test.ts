@@ -508,7 +508,7 @@ describe('decide: following the node (External)', () => {
     );
   });
 
-  it('follows a reboot: mark, new boot ID, Ready, boot hooks, Succeeded', () => {
+  it("follows a reboot: mark, new boot ID, Ready, then the boot reconciler's record of the boot hooks, Succeeded", () => {
     const prep = hook('NodePrereadyJob', 'prep');
     const unset = hook('NodeReadyJob', 'unset-noout');
     const base = approved();
@@ -532,40 +532,52 @@ describe('decide: following the node (External)', () => {
     assert.equal(d.status.phase, 'RunningPostHooks');
     assert.equal(d.status.bootIDAfter, 'boot-2');
     assert.deepEqual(
-      d.status.hooks?.map((r) => r.name),
-      ['prep'],
-      'NodePrereadyJobs first',
+      d.effects.filter((e) => e.type === 'createJob'),
+      [],
+      "the boot hooks are the boot reconciler's to run",
     );
-    const created = d.effects.find((e) => e.type === 'createJob');
-    assert.ok(created);
-    const env = created.job.spec?.template.spec?.containers[0]?.env ?? [];
-    assert.ok(
-      env.some((e) => e.name === 'GATEHOUSE_BOOT_ID' && e.value === 'boot-2'),
-      'for the new boot',
-    );
+    assert.match(d.status.message ?? '', /waiting for the boot hooks of boot boot-2 to start/);
 
-    const prepJob = recordFor(prep, d).jobName ?? '';
-    i = next(i, d, { now: at(40), jobs: new Map([[jobKey('rook-ceph', prepJob), job('Succeeded')]]) });
+    // The boot reconciler's record on the node: NodePrereadyJobs done, NodeReadyJobs running.
+    const runOf = (h: HookObject, phase: HookRunRecord['phase']): HookRunRecord => ({
+      kind: h.kind,
+      namespace: h.metadata.namespace,
+      name: h.metadata.name,
+      uid: h.metadata.uid,
+      attempt: 1,
+      phase,
+      jobName: `${h.metadata.name}-job`,
+    });
+    const stage = (h: HookObject, phase: 'Running' | 'Succeeded') => ({
+      phase,
+      hooks: [h.metadata.uid],
+      runs: [runOf(h, phase)],
+      message: `${h.metadata.name} ${phase}`,
+    });
+    const boot = (readyPhase: 'Running' | 'Succeeded') => ({
+      bootID: 'boot-2',
+      preready: stage(prep, 'Succeeded'),
+      ready: stage(unset, readyPhase),
+    });
+    i = next(i, d, { now: at(40), node: node('w1', { bootID: 'boot-2', boot: boot('Running') }) });
     d = run(i);
+    assert.equal(d.status.phase, 'RunningPostHooks');
     assert.deepEqual(
       d.status.hooks?.map((r) => [r.name, r.phase]),
       [
         ['prep', 'Succeeded'],
-        ['unset-noout', 'Pending'],
+        ['unset-noout', 'Running'],
       ],
+      "the boot's runs are shown in the action",
     );
-    const unsetJob = recordFor(unset, d).jobName ?? '';
-    i = next(i, d, {
-      now: at(50),
-      jobs: new Map([
-        [jobKey('rook-ceph', prepJob), job('Succeeded')],
-        [jobKey('rook-ceph', unsetJob), job('Succeeded')],
-      ]),
-    });
+    assert.match(d.status.message ?? '', /NodeReadyJobs: unset-noout Running/);
+
+    i = next(i, d, { now: at(50), node: node('w1', { bootID: 'boot-2', boot: boot('Succeeded') }) });
     d = run(i);
     assert.equal(d.status.phase, 'Succeeded');
     assert.equal(d.status.completionTime, at(50).toISOString());
     assert.equal(condition(d.status, 'PostHooksSucceeded')?.status, 'True');
+    assert.equal(condition(d.status, 'PostHooksSucceeded')?.message, '2 boot hooks done');
     assert.ok(effectTypes(d).includes('admission'), 'the slot is given back');
   });
 

@@ -3,7 +3,10 @@
 //   2. no approval before every matching pre-hook succeeded or failed under Ignore
 //      (unless bypassed);
 //   3. never more slot holders (approved-and-unfinished included) than the policies allow;
-//   5. a hook Job is created at most once per (action, hook, attempt), whatever crashes.
+//   5. a hook Job is created at most once per (action, hook, attempt), whatever crashes;
+//   and the approval half of 4: an action that makes a node some NodePrereadyJob selects
+//   boot is approved only once the node carries the preready taint and the announcement
+//   of that boot (src/boots keeps the taint from there).
 //
 // For 1, 2 and 5 a simulated world runs the real decide() and hook planner the way the
 // reconciler does — status writes conditional on the resourceVersion decided upon,
@@ -22,7 +25,13 @@ import {
   type CheckFacts,
   type ObservedNodeAction,
 } from '../../src/actions/decide.ts';
-import { APPROVED_PHASES, PRE_HOOK_KIND, holdsSlot, isTerminal } from '../../src/actions/phases.ts';
+import {
+  APPROVED_PHASES,
+  PRE_HOOK_KIND,
+  completionOf,
+  holdsSlot,
+  isTerminal,
+} from '../../src/actions/phases.ts';
 import type { Action } from '../../src/api/common.ts';
 import type { NodeActionPhase } from '../../src/api/node-action.ts';
 import { checkGates } from '../../src/checks/selection.ts';
@@ -61,7 +70,9 @@ type Op =
   | { type: 'notReady' }
   | { type: 'removeNode' }
   | { type: 'addHook'; order: number; ignore: boolean }
-  | { type: 'delete' };
+  | { type: 'delete' }
+  /** The boot reconciler records the boot hooks of the node's current boot. */
+  | { type: 'bootHooks'; outcome: 'Running' | 'Succeeded' | 'Failed' };
 
 interface Scenario {
   action: Action;
@@ -154,6 +165,18 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
         }),
       },
       { weight: 1, arbitrary: fc.record({ type: fc.constant('delete' as const) }) },
+      {
+        weight: 3,
+        arbitrary: fc.record({
+          type: fc.constant('bootHooks' as const),
+          outcome: fc.constantFrom(
+            'Running' as const,
+            'Succeeded' as const,
+            'Succeeded' as const,
+            'Failed' as const,
+          ),
+        }),
+      },
     ),
     { minLength: 20, maxLength: 90 },
   ),
@@ -212,6 +235,7 @@ const coverage = {
   jobs: 0,
   staleWrites: 0,
   guarded: 0,
+  announced: 0,
 };
 
 /** Runs a scenario against the real core; returns every invariant violation seen. */
@@ -278,6 +302,38 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
       case 'notReady':
         if (nodeFacts) nodeFacts = { ...nodeFacts, ready: false };
         break;
+      case 'bootHooks': {
+        if (!nodeFacts?.bootID) break;
+        const labels = nodeFacts.labels;
+        const stage = (
+          kind: 'NodePrereadyJob' | 'NodeReadyJob',
+          phase: 'Running' | 'Succeeded' | 'Failed',
+        ) => {
+          const selected = selectHooks(hooks, kind, labels);
+          return {
+            phase,
+            hooks: selected.map((h) => h.metadata.uid),
+            runs: selected.map((h) => ({
+              kind,
+              namespace: h.metadata.namespace,
+              name: h.metadata.name,
+              uid: h.metadata.uid,
+              attempt: 1,
+              phase: phase === 'Running' ? ('Running' as const) : phase,
+            })),
+            message: `${kind}s ${phase}`,
+          };
+        };
+        nodeFacts = {
+          ...nodeFacts,
+          boot: {
+            bootID: nodeFacts.bootID,
+            preready: stage('NodePrereadyJob', op.outcome === 'Failed' ? 'Failed' : 'Succeeded'),
+            ready: stage('NodeReadyJob', op.outcome === 'Failed' ? 'Running' : op.outcome),
+          },
+        };
+        break;
+      }
       case 'removeNode':
         nodeFacts = undefined;
         break;
@@ -368,6 +424,19 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
                   });
               }
             }
+            const reboots = completionOf(view.spec) === 'reboot' || completionOf(view.spec) === 'down';
+            if (reboots && selectHooks(hooks, 'NodePrereadyJob', labels).length > 0) {
+              const a = nodeFacts.announcement;
+              if (
+                !nodeFacts.prereadyTaint ||
+                a?.action.uid !== view.metadata.uid ||
+                a.bootID !== (nodeFacts.bootID ?? '')
+              )
+                violations.push({
+                  invariant: '4',
+                  detail: `approved without the preready taint and the announcement of boot ${nodeFacts.bootID ?? '?'}`,
+                });
+            }
             if (!s.bypassHooks) {
               for (const h of selectHooks(hooks, PRE_HOOK_KIND[s.action], labels)) {
                 const mine = (decision.status.hooks ?? []).filter((r) => r.uid === h.metadata.uid);
@@ -426,6 +495,16 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
             jobs.set(key, { facts: { phase: 'Pending', message: 'created', deleting: false } });
             created.set(key, (created.get(key) ?? 0) + 1);
             snapshotJobs();
+          } else if (effect.type === 'announceBoot') {
+            // The node write: the announcement, and the taint if asked.
+            if (nodeFacts) {
+              nodeFacts = {
+                ...nodeFacts,
+                announcement: effect.announcement,
+                ...(effect.taint ? { prereadyTaint: true } : {}),
+              };
+              coverage.announced++;
+            }
           } else if (effect.type === 'deleteJob') {
             const j = jobs.get(jobKey(effect.namespace, effect.name));
             if (j) j.facts = { ...j.facts, deleting: true };
@@ -464,6 +543,7 @@ describe('safety invariants (property-based)', () => {
     assert.ok(share(coverage.succeeded) > 0.05, `succeeded in ${JSON.stringify(coverage)}`);
     assert.ok(share(coverage.failed) > 0.05 && share(coverage.cancelled) > 0.05, JSON.stringify(coverage));
     assert.ok(coverage.jobs > coverage.runs / 2 && coverage.staleWrites > 0, JSON.stringify(coverage));
+    assert.ok(share(coverage.announced) > 0.1, `boots announced in ${JSON.stringify(coverage)}`);
     console.log(`# coverage: ${JSON.stringify(coverage)}`);
   });
 
