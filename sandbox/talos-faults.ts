@@ -2,7 +2,7 @@
 // API (TalosSimulator.injectFault) or through annotations on the Node — which works
 // across processes, e.g. against the sandbox's own simulator:
 //
-//   sandbox.gatehouse.dev/talos-fault: upgrade-error,hang:Version
+//   sandbox.gatehouse.dev/talos-fault: upgrade-error,hang:Version,lost-reply:Reboot
 //   sandbox.gatehouse.dev/talos-fault-message: "disk /dev/sda is read-only"
 //   sandbox.gatehouse.dev/boot-delay: 5s
 
@@ -23,11 +23,20 @@ export type TalosFault =
   /** The node goes down for a reboot (or upgrade) and never comes back. */
   | { kind: 'never-return' }
   /** The call never answers (all methods, or the one named). */
-  | { kind: 'hang'; method?: string };
+  | { kind: 'hang'; method?: string }
+  /** The call is carried out, but its reply never arrives (all methods, or the one named). */
+  | { kind: 'lost-reply'; method?: string };
 
 export type TalosFaultKind = TalosFault['kind'];
 
-const KINDS: readonly TalosFaultKind[] = ['upgrade-error', 'pull-error', 'error', 'never-return', 'hang'];
+const KINDS: readonly TalosFaultKind[] = [
+  'upgrade-error',
+  'pull-error',
+  'error',
+  'never-return',
+  'hang',
+  'lost-reply',
+];
 
 /** Methods a fault can be limited to (`hang:Reboot`), as the simulator names its handlers. */
 export const FAULT_METHODS = [
@@ -65,6 +74,8 @@ export function parseFaults(annotation: string | undefined, message: string | un
         return { kind: 'never-return' };
       case 'hang':
         return method ? { kind: 'hang', method } : { kind: 'hang' };
+      case 'lost-reply':
+        return method ? { kind: 'lost-reply', method } : { kind: 'lost-reply' };
     }
   });
 }

@@ -11,7 +11,9 @@
 //
 // State lives on the Node (annotations), so a restarted simulator carries on where
 // the last one stopped; only pulled images are kept in memory. Faults are injected per
-// node (see talos-faults.ts). Not simulated: Talos' own cordon and drain around a
+// node (see talos-faults.ts). Every call that reaches a node is counted on it, by
+// method (TALOS_CALLS_ANNOTATION), so tests in other processes can tell how often a
+// node was asked to do something. Not simulated: Talos' own cordon and drain around a
 // reboot or shutdown (gatehouse drains itself), etcd membership, and power-cycle mode
 // (a reboot like any other). Reset deletes the Node whatever its options.
 import { createHash, randomUUID } from 'node:crypto';
@@ -63,6 +65,22 @@ export const STAGED_OS_IMAGE_ANNOTATION = 'sandbox.gatehouse.dev/staged-os-image
 export const MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/machine-config';
 /** sha256 of a configuration staged for the next boot. */
 export const STAGED_MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/staged-machine-config';
+/** How many calls of each method reached the node, as JSON: `{"Reboot":1,"ImagePull":2}`. */
+export const TALOS_CALLS_ANNOTATION = 'sandbox.gatehouse.dev/talos-calls';
+
+/** The calls counted on a Node (TALOS_CALLS_ANNOTATION), by the simulator's method names. */
+export function talosCallCounts(annotations: Record<string, string> | undefined): Record<string, number> {
+  const text = annotations?.[TALOS_CALLS_ANNOTATION];
+  if (!text) return {};
+  const parsed: unknown = JSON.parse(text);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new Error(`${TALOS_CALLS_ANNOTATION} is not a JSON object: ${text}`);
+  return Object.fromEntries(
+    Object.entries(parsed as Record<string, unknown>).filter(
+      (e): e is [string, number] => typeof e[1] === 'number',
+    ),
+  );
+}
 
 /** What Talos calls its system partitions, the only labels Reset may be asked to wipe. */
 const SYSTEM_PARTITIONS = ['EFI', 'BIOS', 'BOOT', 'META', 'STATE', 'EPHEMERAL'];
@@ -426,13 +444,44 @@ export class TalosSimulator {
       });
     }
     this.log(`${method} on ${machine.name} (${machine.address})`);
+    await this.countCall(machine.name, method);
     if (faultFor(machine.faults, 'hang', method)) {
       this.log(`${method} on ${machine.name}: hanging (injected fault)`);
       return HANG;
     }
     const error = faultFor(machine.faults, 'error', method);
     if (error) throw new CallError(GrpcStatus.UNKNOWN, error.message);
-    return work(machine);
+    const result = await work(machine);
+    if (faultFor(machine.faults, 'lost-reply', method)) {
+      this.log(`${method} on ${machine.name}: done, but the reply is lost (injected fault)`);
+      return HANG;
+    }
+    return result;
+  }
+
+  /** Counts a call on its Node (read, add one, write back conditionally; a conflict reads again). */
+  private async countCall(name: string, method: MethodName): Promise<void> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const node = await this.rest.request<NodeObject>(this.nodePath(name));
+      const counts = talosCallCounts(node.metadata.annotations);
+      counts[method] = (counts[method] ?? 0) + 1;
+      try {
+        await this.rest.request(this.nodePath(name), {
+          method: 'PATCH',
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: {
+              resourceVersion: node.metadata.resourceVersion,
+              annotations: { [TALOS_CALLS_ANNOTATION]: JSON.stringify(counts) },
+            },
+          },
+        });
+        return;
+      } catch (error) {
+        if (!(error instanceof KubeApiError && error.code === 409)) throw error;
+      }
+    }
+    throw new Error(`node ${name}: could not count a ${method} call, its Node kept changing`);
   }
 
   private unary<Req, Res extends Fields>(
@@ -638,10 +687,13 @@ export class TalosSimulator {
   /**
    * Boots a powered-off machine whose boot is due: a new bootID, the staged osImage and
    * configuration, then power on (kwok turns it Ready). Guarded by resourceVersion so
-   * that two simulators resuming the same boot do it once.
+   * that two simulators resuming the same boot do it once. A boot is one boot ID: when
+   * the Node changes between writing the boot ID and powering on (a controller records
+   * the new boot on it at once), only the power-on is tried again.
    */
   private async boot(name: string): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
+    let bootID: string | undefined;
+    for (let attempt = 0; attempt < 10; attempt++) {
       let node: NodeObject;
       try {
         node = await this.rest.request<NodeObject>(this.nodePath(name));
@@ -652,23 +704,27 @@ export class TalosSimulator {
       const annotations = node.metadata.annotations ?? {};
       if (annotations[NODE_POWER_ANNOTATION] !== NODE_POWER_OFF || !annotations[BOOT_AT_ANNOTATION]) return;
       const osImage = annotations[STAGED_OS_IMAGE_ANNOTATION] ?? node.status?.nodeInfo?.osImage;
-      const bootID = randomUUID();
       try {
-        const booted = await this.rest.request<NodeObject>(`${this.nodePath(name)}/status`, {
-          method: 'PATCH',
-          contentType: 'application/merge-patch+json',
-          body: {
-            metadata: { resourceVersion: node.metadata.resourceVersion },
-            status: { nodeInfo: { bootID, ...(osImage ? { osImage } : {}) } },
-          },
-        });
+        let resourceVersion = node.metadata.resourceVersion;
+        if (bootID === undefined || node.status?.nodeInfo?.bootID !== bootID) {
+          bootID = randomUUID();
+          const booted = await this.rest.request<NodeObject>(`${this.nodePath(name)}/status`, {
+            method: 'PATCH',
+            contentType: 'application/merge-patch+json',
+            body: {
+              metadata: { resourceVersion },
+              status: { nodeInfo: { bootID, ...(osImage ? { osImage } : {}) } },
+            },
+          });
+          resourceVersion = booted.metadata.resourceVersion;
+        }
         const staged = annotations[STAGED_MACHINE_CONFIG_ANNOTATION];
         await this.rest.request(this.nodePath(name), {
           method: 'PATCH',
           contentType: 'application/merge-patch+json',
           body: {
             metadata: {
-              resourceVersion: booted.metadata.resourceVersion,
+              resourceVersion,
               annotations: {
                 [NODE_POWER_ANNOTATION]: null,
                 [BOOT_AT_ANNOTATION]: null,

@@ -1,8 +1,10 @@
 // `gatehouse controller`: the long-running controller (what the Deployment runs).
+import { access } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { Controller } from '../controller.ts';
-import { createLogger } from '../log.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { IN_CLUSTER_TALOSCONFIG, loadTalosConfig, type TalosContext } from '../talos/config.ts';
 
 function port(value: string): number {
   const n = Number(value);
@@ -17,6 +19,43 @@ export function loadKubeConfig(options: { kubeconfig?: string; context?: string 
   else kc.loadFromDefault();
   if (options.context) kc.setCurrentContext(options.context);
   return kc;
+}
+
+/**
+ * The talosconfig for Managed execution: --talosconfig, else $TALOSCONFIG, else the one
+ * Talos mounts into pods it grants API access (the Deployment mounts it there). None
+ * at all is not an error: Managed actions then wait for someone to perform them.
+ */
+export async function controllerTalosConfig(
+  options: { talosconfig?: string; talosContext?: string },
+  log: Logger,
+  env: NodeJS.ProcessEnv = process.env,
+  inClusterPath: string = IN_CLUSTER_TALOSCONFIG,
+): Promise<TalosContext | undefined> {
+  let path = options.talosconfig ?? env.TALOSCONFIG;
+  if (path === undefined) {
+    const mounted = await access(inClusterPath).then(
+      () => true,
+      () => false,
+    );
+    if (!mounted) {
+      log.warn(
+        { looked: inClusterPath },
+        'no talosconfig (--talosconfig, $TALOSCONFIG or the in-cluster one): Managed actions are approved but not performed',
+      );
+      return undefined;
+    }
+    path = inClusterPath;
+  }
+  const config = await loadTalosConfig({
+    path,
+    ...(options.talosContext ? { context: options.talosContext } : {}),
+  });
+  log.info(
+    { talosconfig: config.source, context: config.name, endpoints: config.endpoints },
+    'Talos executor on',
+  );
+  return config;
 }
 
 export function controllerCommand(): Command {
@@ -34,6 +73,11 @@ export function controllerCommand(): Command {
     )
     .option('--log-level <level>', 'debug, info, warn or error', 'info')
     .option(
+      '--talosconfig <path>',
+      `talosconfig for Managed execution (default: $TALOSCONFIG, else ${IN_CLUSTER_TALOSCONFIG} when Talos mounts it; without one, Managed actions are approved but not performed)`,
+    )
+    .option('--talos-context <name>', "talosconfig context to use (default: the file's current one)")
+    .option(
       '--instance <name>',
       'act only on NodeActions and policies labelled talos.dev/controller-instance=<name> (several gatehouses in one cluster)',
     )
@@ -50,8 +94,11 @@ export function controllerCommand(): Command {
         instance?: string;
         checkSelector?: string;
         leaderElect: boolean;
+        talosconfig?: string;
+        talosContext?: string;
       }) => {
         const log = createLogger({ level: opts.logLevel });
+        const talos = await controllerTalosConfig(opts, log);
         const controller = await Controller.start({
           kubeConfig: loadKubeConfig(opts),
           log,
@@ -61,6 +108,7 @@ export function controllerCommand(): Command {
           ...(opts.instance ? { instance: opts.instance } : {}),
           ...(opts.checkSelector ? { checkSelector: opts.checkSelector } : {}),
           ...(opts.leaderElect ? {} : { leaderElection: false as const }),
+          talos: talos ? { config: talos } : false,
         });
         await new Promise<void>((resolve) => {
           const shutdown = (signal: string) => {

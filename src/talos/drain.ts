@@ -10,9 +10,17 @@
 // protects the node must not be evicted by the drain it precedes). On a single-node
 // cluster there is nowhere for pods to go: the drain is skipped (tuppr's drain Jobs
 // evicted themselves there).
+//
+// A cordon made for an action is marked with the annotation talos.dev/cordoned-by, so
+// that the action lifts only its own cordon: a node an administrator had cordoned
+// stays cordoned after the action (as kured does).
 import { LABELS } from '../hooks/job.ts';
+import { matchesSelector, type LabelSelector } from '../kube/labels.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
 import { errorMessage, formatDuration, sleep } from '../wait.ts';
+
+/** On a Node gatehouse cordoned: the name of the NodeAction it did it for. */
+export const CORDONED_BY_ANNOTATION = 'talos.dev/cordoned-by';
 
 export interface DrainOptions {
   rest: RestClient;
@@ -20,6 +28,12 @@ export interface DrainOptions {
   timeoutMs: number;
   /** Between refused evictions of a pod (429: a PDB allows no disruption now). */
   retryMs?: number;
+  /** Cordon on behalf of this NodeAction (see CORDONED_BY_ANNOTATION); without it, a plain cordon. */
+  owner?: string;
+  /** The evicted pods' termination grace period; absent: each pod's own. */
+  gracePeriodSeconds?: number;
+  /** Evict only the pods this selects (DaemonSet, mirror and hook pods stay whatever it says). */
+  podSelector?: LabelSelector;
   signal?: AbortSignal;
   progress?: (message: string) => void;
 }
@@ -42,15 +56,21 @@ interface Pod {
   status?: { phase?: string };
 }
 
+interface NodeObject {
+  metadata: { resourceVersion?: string; annotations?: Record<string, string> };
+  spec?: { unschedulable?: boolean };
+}
+
 export class DrainError extends Error {
   override readonly name = 'DrainError';
 }
 
-function whyLeft(pod: Pod): string | undefined {
+function whyLeft(pod: Pod, selector: LabelSelector | undefined): string | undefined {
   if (pod.metadata.annotations?.['kubernetes.io/config.mirror']) return 'mirror pod';
   if (pod.metadata.ownerReferences?.some((o) => o.kind === 'DaemonSet')) return 'DaemonSet pod';
   if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return 'finished';
   if (pod.metadata.labels?.[LABELS.hookUID]) return 'gatehouse hook pod';
+  if (selector && !matchesSelector(selector, pod.metadata.labels ?? {})) return 'not selected by podSelector';
   return undefined;
 }
 
@@ -71,6 +91,67 @@ export async function cordon(rest: RestClient, node: string, unschedulable: bool
   });
 }
 
+/** Sets the cordon and its mark, conditionally on the version read (a conflict is read again). */
+async function setCordon(
+  rest: RestClient,
+  node: string,
+  read: NodeObject,
+  unschedulable: boolean,
+  owner: string | null,
+): Promise<void> {
+  await rest.request(`/api/v1/nodes/${node}`, {
+    method: 'PATCH',
+    contentType: 'application/merge-patch+json',
+    body: {
+      metadata: {
+        resourceVersion: read.metadata.resourceVersion,
+        annotations: { [CORDONED_BY_ANNOTATION]: owner },
+      },
+      spec: { unschedulable },
+    },
+  });
+}
+
+async function withNode<T>(
+  rest: RestClient,
+  node: string,
+  work: (read: NodeObject) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    const read = await rest.request<NodeObject>(`/api/v1/nodes/${node}`);
+    try {
+      return await work(read);
+    } catch (error) {
+      if (!(error instanceof KubeApiError && error.code === 409) || attempt >= 5) throw error;
+    }
+  }
+}
+
+/**
+ * Cordons the node for the NodeAction `owner`. A node already cordoned by someone else
+ * (no talos.dev/cordoned-by) is left as it is and stays theirs; one cordoned by an
+ * earlier gatehouse action (which failed, leaving it cordoned) is taken over.
+ * Returns whether the cordon is now the owner's.
+ */
+export async function cordonFor(rest: RestClient, node: string, owner: string): Promise<boolean> {
+  return withNode(rest, node, async (read) => {
+    const by = read.metadata.annotations?.[CORDONED_BY_ANNOTATION];
+    if (read.spec?.unschedulable && by === undefined) return false;
+    if (read.spec?.unschedulable && by === owner) return true;
+    await setCordon(rest, node, read, true, owner);
+    return true;
+  });
+}
+
+/** Lifts the cordon `owner` made; anyone else's stays. Returns whether it lifted one. */
+export async function uncordonFor(rest: RestClient, node: string, owner: string): Promise<boolean> {
+  return withNode(rest, node, async (read) => {
+    if (read.metadata.annotations?.[CORDONED_BY_ANNOTATION] !== owner) return false;
+    await setCordon(rest, node, read, false, null);
+    return true;
+  });
+}
+
 async function podsOn(rest: RestClient, node: string, signal?: AbortSignal): Promise<Pod[]> {
   const list = await rest.request<{ items: Pod[] }>('/api/v1/pods', {
     query: { fieldSelector: `spec.nodeName=${node}` },
@@ -88,8 +169,14 @@ export async function drainNode(options: DrainOptions): Promise<DrainResult> {
     progress(`not draining ${node}: it is the only node, there is nowhere for its pods to go`);
     return { skipped: 'single-node cluster', evicted: [], leftInPlace: [] };
   }
-  await cordon(rest, node, true);
-  progress(`cordoned ${node}`);
+  if (options.owner === undefined) {
+    await cordon(rest, node, true);
+    progress(`cordoned ${node}`);
+  } else if (await cordonFor(rest, node, options.owner)) {
+    progress(`cordoned ${node}`);
+  } else {
+    progress(`${node} was already cordoned (not by gatehouse): it stays cordoned after the action`);
+  }
 
   const deadline = Date.now() + options.timeoutMs;
   const evicted = new Set<string>();
@@ -98,10 +185,9 @@ export async function drainNode(options: DrainOptions): Promise<DrainResult> {
   for (;;) {
     signal?.throwIfAborted();
     const pods = await podsOn(rest, node, signal);
-    leftInPlace = pods
-      .filter((p) => whyLeft(p) !== undefined)
-      .map((p) => `${podName(p)} (${whyLeft(p) ?? ''})`);
-    const remaining = pods.filter((p) => whyLeft(p) === undefined);
+    const why = (p: Pod) => whyLeft(p, options.podSelector);
+    leftInPlace = pods.filter((p) => why(p) !== undefined).map((p) => `${podName(p)} (${why(p) ?? ''})`);
+    const remaining = pods.filter((p) => why(p) === undefined);
     if (remaining.length === 0) break;
     if (Date.now() >= deadline) {
       const blocked = [...refusals.entries()].map(([pod, why]) => `${pod}: ${why}`);
@@ -123,6 +209,9 @@ export async function drainNode(options: DrainOptions): Promise<DrainResult> {
               apiVersion: 'policy/v1',
               kind: 'Eviction',
               metadata: { name: pod.metadata.name, namespace: pod.metadata.namespace },
+              ...(options.gracePeriodSeconds !== undefined
+                ? { deleteOptions: { gracePeriodSeconds: options.gracePeriodSeconds } }
+                : {}),
             },
             ...(signal ? { signal } : {}),
           },

@@ -1,6 +1,20 @@
 // The Talos side of a Managed action: the calls talosctl would make, chosen from the
 // action and the node's Talos version (from its osImage), with progress in words.
-// Draining, waiting for the node and the hooks around it belong to the reconciler.
+//
+// A Managed action runs in four steps (see docs/decisions.md, "Managed execution"):
+//
+//   prepare  repeatable, before the drain: pull the installer image (Talos ≥ 1.13), or
+//            read a ConfigChange's machine configuration — what can fail without having
+//            disturbed any workload
+//   drain    repeatable (drain.ts), recorded in the action's status once done
+//   install  repeatable, after the drain: LifecycleService.Upgrade installs the pulled
+//            image to the boot disk (Talos ≥ 1.13); it runs only after the next reboot
+//   call     the one call that disrupts the node (Reboot, Shutdown, Reset, the legacy
+//            Upgrade, ApplyConfiguration), recorded before it is made and never made twice
+//
+// planTalosAction() says which steps an action has (pure: the decision core uses it);
+// prepareTalosAction(), installTalosUpgrade() and callTalos() make them. Draining,
+// recording and waiting for the node belong to the reconciler.
 import type { NodeActionSpec } from '../api/node-action.ts';
 import type { ApplyMode, TalosClient, WipeMode } from './client.ts';
 import { formatTalosVersion, hasLifecycleUpgrade, talosVersionFromOsImage } from './version.ts';
@@ -18,6 +32,21 @@ export interface TalosOutcome {
   message: string;
 }
 
+/** The steps of one action on one node (see the top of this file). */
+export interface TalosPlan {
+  /** What the repeatable step before the drain does, if there is one. */
+  prepare: string | undefined;
+  /** What the repeatable step after the drain does, if there is one. */
+  install: string | undefined;
+  /** The disruptive call, e.g. `MachineService.Reboot`. */
+  call: string;
+}
+
+export interface StepOptions {
+  progress?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
 const WIPE: Record<string, WipeMode> = { All: 'all', SystemDisk: 'system-disk', UserDisks: 'user-disks' };
 const APPLY: Record<string, ApplyMode> = {
   Auto: 'auto',
@@ -27,18 +56,109 @@ const APPLY: Record<string, ApplyMode> = {
   Try: 'try',
 };
 
+/** Whether the node's Talos upgrades through ImageService.Pull + LifecycleService.Upgrade. */
+function lifecycleUpgrade(spec: NodeActionSpec, osImage: string | undefined): boolean {
+  const version = talosVersionFromOsImage(osImage);
+  if (!version)
+    throw new Error(
+      `cannot tell the Talos version of node ${spec.nodeName} from its osImage "${String(osImage)}" (expected "Talos (vX.Y.Z)")`,
+    );
+  return hasLifecycleUpgrade(version);
+}
+
 /**
- * Performs the action on the node through the Talos API. `machineConfig` is the full
- * machine configuration for ConfigChange (read by the caller from the action's Secret).
+ * The steps of the action on a node running `osImage`. Throws, with a message for the
+ * action's status, when they cannot be chosen (an upgrade of a node whose Talos version
+ * is unknown).
  */
-export async function performTalosAction(
+export function planTalosAction(spec: NodeActionSpec, osImage: string | undefined): TalosPlan {
+  switch (spec.action) {
+    case 'Reboot':
+      return { prepare: undefined, install: undefined, call: 'MachineService.Reboot' };
+    case 'Shutdown':
+      return { prepare: undefined, install: undefined, call: 'MachineService.Shutdown' };
+    case 'Reset':
+      return { prepare: undefined, install: undefined, call: 'MachineService.Reset' };
+    case 'ConfigChange': {
+      const ref = spec.configChange?.configSecretRef;
+      return {
+        prepare: `read the machine configuration from Secret ${ref?.name ?? '(none)'}`,
+        install: undefined,
+        call: 'MachineService.ApplyConfiguration',
+      };
+    }
+    case 'Upgrade': {
+      const image = spec.upgrade?.image ?? '';
+      return lifecycleUpgrade(spec, osImage)
+        ? {
+            prepare: `pull ${image}`,
+            install: `install ${image}`,
+            call: 'MachineService.Reboot',
+          }
+        : // Talos before 1.13: the node pulls, installs and reboots by itself.
+          { prepare: undefined, install: undefined, call: 'MachineService.Upgrade' };
+    }
+  }
+}
+
+/** The repeatable step before the drain: pulls the installer image into the node's system containerd. */
+export async function prepareTalosAction(
   client: TalosClient,
   spec: NodeActionSpec,
   target: TalosTarget,
-  options: { machineConfig?: string; progress?: (line: string) => void; signal?: AbortSignal } = {},
+  options: StepOptions = {},
+): Promise<string> {
+  const image = spec.upgrade?.image;
+  if (spec.action !== 'Upgrade' || !image || !lifecycleUpgrade(spec, target.osImage))
+    return 'nothing to prepare';
+  const progress = options.progress ?? (() => undefined);
+  progress(`pulling ${image}`);
+  let last = '';
+  const pulled = await client.pullImage({
+    node: target.address,
+    image,
+    ...(options.signal ? { signal: options.signal } : {}),
+    onProgress: (p) => {
+      const line = `pulling ${image}: layer ${p.layerId.slice(7, 19)} ${p.status}`;
+      if (line !== last) progress(line);
+      last = line;
+    },
+  });
+  return `pulled ${pulled.name}`;
+}
+
+/** The repeatable step after the drain: installs the pulled image (Talos ≥ 1.13; runs after the next reboot). */
+export async function installTalosUpgrade(
+  client: TalosClient,
+  spec: NodeActionSpec,
+  target: TalosTarget,
+  options: StepOptions = {},
+): Promise<string> {
+  const image = spec.upgrade?.image;
+  if (spec.action !== 'Upgrade' || !image || !lifecycleUpgrade(spec, target.osImage))
+    return 'nothing to install';
+  const progress = options.progress ?? (() => undefined);
+  progress(`installing ${image}`);
+  await client.installUpgrade({
+    node: target.address,
+    image,
+    ...(options.signal ? { signal: options.signal } : {}),
+    onProgress: (line) => progress(`installer: ${line}`),
+  });
+  return `installed ${image}`;
+}
+
+/**
+ * The disruptive call. `machineConfig` is the full machine configuration for
+ * ConfigChange (read by the caller from the action's Secret).
+ */
+export async function callTalos(
+  client: TalosClient,
+  spec: NodeActionSpec,
+  target: TalosTarget,
+  options: { machineConfig?: string; signal?: AbortSignal } = {},
 ): Promise<TalosOutcome> {
   const call = { node: target.address, ...(options.signal ? { signal: options.signal } : {}) };
-  const progress = options.progress ?? (() => undefined);
   switch (spec.action) {
     case 'Reboot': {
       const mode = spec.reboot?.mode === 'PowerCycle' ? 'powercycle' : 'default';
@@ -59,26 +179,16 @@ export async function performTalosAction(
     case 'Upgrade': {
       const image = spec.upgrade?.image;
       if (!image) throw new Error('spec.upgrade.image is missing');
-      const version = talosVersionFromOsImage(target.osImage);
-      if (!version)
-        throw new Error(
-          `cannot tell the Talos version of the node from its osImage "${String(target.osImage)}"`,
-        );
-      if (!hasLifecycleUpgrade(version)) {
-        // Talos before 1.13: the node pulls, installs and reboots by itself.
+      if (!lifecycleUpgrade(spec, target.osImage)) {
+        const version = talosVersionFromOsImage(target.osImage);
         await client.upgrade({ ...call, image, stage: spec.upgrade?.stage ?? false });
         return {
           disrupts: true,
-          message: `upgrading to ${image} (legacy upgrade, Talos ${formatTalosVersion(version)})`,
+          message: `upgrading to ${image} (legacy upgrade, Talos ${version ? formatTalosVersion(version) : '?'})`,
         };
       }
-      progress(`pulling ${image}`);
-      await client.pullImage({ ...call, image });
-      progress(`installing ${image}`);
-      await client.installUpgrade({ ...call, image, onProgress: (line) => progress(`installer: ${line}`) });
-      progress('rebooting into the new version');
       await client.reboot({ ...call, mode: 'default' });
-      return { disrupts: true, message: `upgraded to ${image}, rebooting` };
+      return { disrupts: true, message: `rebooting into ${image}` };
     }
     case 'ConfigChange': {
       if (options.machineConfig === undefined)
@@ -96,4 +206,19 @@ export async function performTalosAction(
       };
     }
   }
+}
+
+/**
+ * Every step in one go, without a drain: what `talosctl` does for the action. For
+ * callers that need no record between the steps (the controller makes them one by one).
+ */
+export async function performTalosAction(
+  client: TalosClient,
+  spec: NodeActionSpec,
+  target: TalosTarget,
+  options: { machineConfig?: string } & StepOptions = {},
+): Promise<TalosOutcome> {
+  await prepareTalosAction(client, spec, target, options);
+  await installTalosUpgrade(client, spec, target, options);
+  return callTalos(client, spec, target, options);
 }

@@ -36,4 +36,11 @@ describe('Talos simulator faults', () => {
     assert.deepEqual(faultFor(faults, 'error', 'Shutdown'), { kind: 'error', message: 'boom' });
     assert.equal(faultFor(faults, 'never-return', 'Reboot'), undefined);
   });
+
+  it('reads a lost reply: the call is carried out, its answer never comes', () => {
+    const faults = parseFaults('lost-reply:Reboot', undefined);
+    assert.deepEqual(faults, [{ kind: 'lost-reply', method: 'Reboot' }]);
+    assert.deepEqual(faultFor(faults, 'lost-reply', 'Reboot'), { kind: 'lost-reply', method: 'Reboot' });
+    assert.equal(faultFor(faults, 'lost-reply', 'Shutdown'), undefined);
+  });
 });

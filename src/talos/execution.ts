@@ -1,0 +1,288 @@
+// The imperative half of Managed execution: carries out the steps the decision core asks
+// for (decide.ts execute(): prepare, drain, install, the Talos call) outside the
+// reconciler's workers, and tells it what it knows of them. That knowledge lives in
+// memory only: a restarted controller (or a new leader) knows nothing of a step, which
+// the core reads as "not made here" — repeatable steps are made again, and a call whose
+// record is in the status is not (it may have been made).
+//
+// The call is guarded twice: its record (callTime) is written to the status before the
+// reconciler hands it over, and it is made only if a fresh read of the action still
+// shows that record, the action unfinished and not deleted.
+import type { RestClient } from '../kube/rest.ts';
+import type { KubeObject } from '../kube/informer.ts';
+import type { Logger } from '../log.ts';
+import type {
+  ExecutionFacts,
+  ExecutionStep,
+  ExecutionStepFacts,
+  ObservedNodeAction,
+} from '../actions/decide.ts';
+import { parseDuration } from '../duration.ts';
+import { errorMessage, formatDuration } from '../wait.ts';
+import { TalosClient, type TalosClientOptions } from './client.ts';
+import type { TalosContext } from './config.ts';
+import { drainNode } from './drain.ts';
+import { TalosApiError } from './errors.ts';
+import { callTalos, installTalosUpgrade, prepareTalosAction, type TalosTarget } from './executor.ts';
+
+export interface TalosExecutorOptions {
+  rest: RestClient;
+  log: Logger;
+  /** The talosconfig context the controller uses. */
+  context: TalosContext;
+  /** The controller's namespace: where a ConfigChange's configSecretRef is. */
+  namespace: string;
+  /** The Node as the controller's cache shows it. */
+  node: (name: string) => KubeObject | undefined;
+  /** Only the leader acts. */
+  mayWrite: () => boolean;
+  client?: TalosClientOptions;
+  /** Between refused evictions (drain.ts); default 5s. */
+  drainRetryMs?: number;
+}
+
+export interface StepRequest {
+  action: ObservedNodeAction;
+  /** The step changed state (or, at most once a second, made progress): decide again. */
+  onChange: () => void;
+  /** For the call: whether the action, read afresh, still records this call and is unfinished. */
+  confirm?: () => Promise<boolean>;
+}
+
+interface RunningStep {
+  facts: ExecutionStepFacts;
+  abort: AbortController;
+  touched: number;
+}
+
+interface NodeObject extends KubeObject {
+  status?: {
+    addresses?: { type: string; address: string }[];
+    nodeInfo?: { osImage?: string };
+  };
+}
+
+/** The Kubernetes default key of a ConfigChange's Secret (spec.configChange.configSecretRef.key). */
+const CONFIG_KEY = 'config.yaml';
+const PROGRESS_INTERVAL_MS = 1000;
+
+/** Failures that show the call did not reach Talos, or that Talos refused it. */
+function definitelyNotMade(error: unknown): boolean {
+  return error instanceof TalosApiError && error.failure !== 'deadline' && error.failure !== 'cancelled';
+}
+
+export class TalosExecutor {
+  private readonly o: TalosExecutorOptions;
+  private readonly client: TalosClient;
+  /** By `<action uid>/<step>`. */
+  private readonly steps = new Map<string, RunningStep>();
+
+  constructor(options: TalosExecutorOptions) {
+    this.o = options;
+    this.client = new TalosClient(options.context, options.client);
+  }
+
+  /** What this process knows of the action's steps. */
+  facts(uid: string): ExecutionFacts {
+    const facts: ExecutionFacts = {};
+    for (const step of ['prepare', 'drain', 'install', 'call'] as const) {
+      const s = this.steps.get(`${uid}/${step}`);
+      if (s) {
+        s.touched = Date.now();
+        facts[step] = { ...s.facts };
+      }
+    }
+    return facts;
+  }
+
+  /** Starts a step, unless this process already has it (running or done). */
+  start(step: ExecutionStep, request: StepRequest, log: Logger = this.o.log): void {
+    const { action } = request;
+    const key = `${action.metadata.uid}/${step}`;
+    if (this.steps.has(key) || !this.o.mayWrite()) return;
+    const running: RunningStep = {
+      facts: { state: 'running', message: 'starting' },
+      abort: new AbortController(),
+      touched: Date.now(),
+    };
+    this.steps.set(key, running);
+    let noticed = 0;
+    const progress = (message: string) => {
+      if (running.facts.state !== 'running') return;
+      running.facts = { ...running.facts, message };
+      if (Date.now() - noticed < PROGRESS_INTERVAL_MS) return;
+      noticed = Date.now();
+      request.onChange();
+    };
+    const finish = (facts: ExecutionStepFacts) => {
+      running.facts = facts;
+      log.info({ step, state: facts.state, message: facts.message }, 'Managed execution step ended');
+      request.onChange();
+    };
+    log.info({ step }, 'Managed execution step started');
+    const signal = running.abort.signal;
+    const work =
+      step === 'drain'
+        ? this.drain(action, signal, progress)
+        : step === 'call'
+          ? this.call(action, signal, progress, request.confirm)
+          : this.prepare(step, action, signal, progress);
+    work.then(
+      (facts) => finish(facts),
+      (error: unknown) => {
+        // A failure before the call reached the wire (no address, no Secret) is a
+        // failure of the step; `call` itself says when the call may have gone out.
+        finish({
+          state: 'failed',
+          message: errorMessage(error),
+          ...(step === 'call' ? { mayHaveReached: false } : {}),
+        });
+      },
+    );
+  }
+
+  /** Stops the action's steps that still run (its outcome no longer matters, or it is over). */
+  stop(uid: string, reason: string): void {
+    for (const [key, s] of this.steps)
+      if (key.startsWith(`${uid}/`) && s.facts.state === 'running') s.abort.abort(new Error(reason));
+  }
+
+  /** Stops and forgets everything about an action (it is gone). */
+  forget(uid: string): void {
+    this.stop(uid, 'the action is gone');
+    for (const key of [...this.steps.keys()]) if (key.startsWith(`${uid}/`)) this.steps.delete(key);
+    // Results nobody asked for in an hour belong to actions long finished.
+    const stale = Date.now() - 3_600_000;
+    for (const [key, s] of this.steps)
+      if (s.facts.state !== 'running' && s.touched < stale) this.steps.delete(key);
+  }
+
+  /** Stops every running step (leadership lost, or the controller stops). */
+  stopAll(reason: string): void {
+    for (const s of this.steps.values()) if (s.facts.state === 'running') s.abort.abort(new Error(reason));
+  }
+
+  close(): void {
+    this.stopAll('the controller is stopping');
+    this.client.close();
+  }
+
+  // --- the steps --------------------------------------------------------------------
+
+  private target(action: ObservedNodeAction): TalosTarget {
+    const name = action.spec.nodeName;
+    const node: NodeObject | undefined = this.o.node(name);
+    if (!node) throw new Error(`node ${name} does not exist`);
+    const address = node.status?.addresses?.find((a) => a.type === 'InternalIP')?.address;
+    if (!address)
+      throw new Error(
+        `node ${name} has no InternalIP in status.addresses: the Talos API cannot be told which node`,
+      );
+    return { address, osImage: node.status?.nodeInfo?.osImage };
+  }
+
+  private async drain(
+    action: ObservedNodeAction,
+    signal: AbortSignal,
+    progress: (message: string) => void,
+  ): Promise<ExecutionStepFacts> {
+    const drain = action.spec.drain;
+    const timeoutMs = parseDuration(drain?.timeout ?? '10m');
+    const result = await drainNode({
+      rest: this.o.rest,
+      node: action.spec.nodeName,
+      timeoutMs,
+      owner: action.metadata.name,
+      signal,
+      progress,
+      ...(this.o.drainRetryMs !== undefined ? { retryMs: this.o.drainRetryMs } : {}),
+      ...(drain?.gracePeriodSeconds !== undefined ? { gracePeriodSeconds: drain.gracePeriodSeconds } : {}),
+      ...(drain?.podSelector ? { podSelector: drain.podSelector } : {}),
+    });
+    const message = result.skipped
+      ? `not drained: ${result.skipped}`
+      : `cordoned and drained node ${action.spec.nodeName} within ${formatDuration(timeoutMs)}: ${String(result.evicted.length)} pod(s) evicted, ${String(result.leftInPlace.length)} left in place`;
+    return { state: 'succeeded', message };
+  }
+
+  private async machineConfig(action: ObservedNodeAction, signal: AbortSignal): Promise<string> {
+    const ref = action.spec.configChange?.configSecretRef;
+    if (!ref) throw new Error('spec.configChange.configSecretRef is missing');
+    const key = ref.key ?? CONFIG_KEY;
+    const where = `Secret ${this.o.namespace}/${ref.name}`;
+    let secret: { data?: Record<string, string> };
+    try {
+      secret = await this.o.rest.request(
+        `/api/v1/namespaces/${encodeURIComponent(this.o.namespace)}/secrets/${encodeURIComponent(ref.name)}`,
+        { signal },
+      );
+    } catch (error) {
+      throw new Error(`cannot read the machine configuration from ${where}: ${errorMessage(error)}`, {
+        cause: error,
+      });
+    }
+    const data = secret.data?.[key];
+    if (data === undefined)
+      throw new Error(
+        `${where} has no key "${key}" (it has: ${Object.keys(secret.data ?? {}).join(', ') || 'no keys'})`,
+      );
+    const text = Buffer.from(data, 'base64').toString('utf8');
+    if (text.trim() === '') throw new Error(`${where} key "${key}" is empty`);
+    return text;
+  }
+
+  private async prepare(
+    step: 'prepare' | 'install',
+    action: ObservedNodeAction,
+    signal: AbortSignal,
+    progress: (message: string) => void,
+  ): Promise<ExecutionStepFacts> {
+    if (step === 'prepare' && action.spec.action === 'ConfigChange') {
+      const config = await this.machineConfig(action, signal);
+      return {
+        state: 'succeeded',
+        message: `read the machine configuration (${String(config.length)} bytes)`,
+      };
+    }
+    const target = this.target(action);
+    const options = { signal, progress };
+    const message =
+      step === 'prepare'
+        ? await prepareTalosAction(this.client, action.spec, target, options)
+        : await installTalosUpgrade(this.client, action.spec, target, options);
+    return { state: 'succeeded', message };
+  }
+
+  private async call(
+    action: ObservedNodeAction,
+    signal: AbortSignal,
+    progress: (message: string) => void,
+    confirm: (() => Promise<boolean>) | undefined,
+  ): Promise<ExecutionStepFacts> {
+    if (!confirm || !(await confirm()))
+      return {
+        state: 'failed',
+        mayHaveReached: false,
+        message: 'not made: the action no longer records the call (it was deleted or ended meanwhile)',
+      };
+    if (!this.o.mayWrite())
+      return {
+        state: 'failed',
+        mayHaveReached: false,
+        message: 'not made: this replica is no longer the leader',
+      };
+    const target = this.target(action);
+    const machineConfig =
+      action.spec.action === 'ConfigChange' ? await this.machineConfig(action, signal) : undefined;
+    progress(`waiting for Talos to answer (node ${target.address})`);
+    try {
+      const outcome = await callTalos(this.client, action.spec, target, {
+        signal,
+        ...(machineConfig !== undefined ? { machineConfig } : {}),
+      });
+      return { state: 'succeeded', message: outcome.message, disrupts: outcome.disrupts };
+    } catch (error) {
+      return { state: 'failed', mayHaveReached: !definitelyNotMade(error), message: errorMessage(error) };
+    }
+  }
+}
