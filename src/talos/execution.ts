@@ -157,9 +157,14 @@ export class TalosExecutor {
       if (s.facts.state !== 'running' && s.touched < stale) this.steps.delete(key);
   }
 
-  /** Stops every running step (leadership lost, or the controller stops). */
+  /**
+   * Stops every running step and forgets every step (leadership lost, or the controller
+   * stops): this replica, leading again later, must decide from the status alone, as a
+   * new leader would — a step stopped here is not a step that failed.
+   */
   stopAll(reason: string): void {
     for (const s of this.steps.values()) if (s.facts.state === 'running') s.abort.abort(new Error(reason));
+    this.steps.clear();
   }
 
   close(): void {

@@ -1,0 +1,690 @@
+// Managed execution end to end: the controller performs the actions itself, through the
+// Talos API of the sandbox's Talos simulator (real gRPC over mutual TLS), on simulated
+// nodes of this file's own — cordon, drain through the eviction API, the Talos calls,
+// the node followed back, the boot hooks, uncordon. The simulator counts every call on
+// the Node (sandbox.gatehouse.dev/talos-calls), which is how these tests know that a
+// call was made exactly once.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import type { Controller } from '../../src/controller.ts';
+import { talosNode } from '../../sandbox/nodes.ts';
+import {
+  BOOT_DELAY_ANNOTATION,
+  TALOS_FAULT_ANNOTATION,
+  TALOS_FAULT_MESSAGE_ANNOTATION,
+} from '../../sandbox/talos-faults.ts';
+import { MACHINE_CONFIG_ANNOTATION, talosCallCounts } from '../../sandbox/talos-simulator.ts';
+import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
+import { CORDONED_BY_ANNOTATION, cordon } from '../../src/talos/drain.ts';
+import { installGatehouseAPI } from '../support/install.ts';
+import {
+  API,
+  createAction,
+  deleteActionsAfter,
+  deleteAfter,
+  events,
+  getAction,
+  hookTemplate,
+  startGateController,
+  waitForPhase,
+  whoami,
+  type ActionObject,
+} from '../support/gate.ts';
+import {
+  freshNamespace,
+  rest,
+  serverSideApply,
+  testKubeConfig,
+  testSandboxState,
+  uniqueName,
+  waitFor,
+  waitForEstablished,
+} from '../support/kube.ts';
+
+const kc = testKubeConfig();
+const client = rest(kc);
+const sandbox = await testSandboxState();
+if (!sandbox.talosconfig)
+  throw new Error(
+    `the sandbox in ${sandbox.dir} runs no Talos simulator (started with --no-talos?): restart it`,
+  );
+const talos: TalosContext = await loadTalosConfig({ path: sandbox.talosconfig });
+const CEPH_GROUP = 'ceph.managed.test.gatehouse.dev';
+/** Keeps everyone else's pods off this file's nodes, which reboot and go away. */
+const TAINT = 'gatehouse.test/managed';
+const GROUP_LABEL = 'gatehouse.test/group';
+const OLD = 'v1.13.0';
+const NEW_IMAGE = 'ghcr.io/siderolabs/installer:v1.13.1';
+const instance = uniqueName('managed');
+let controller: Controller;
+let me = '';
+
+function managedController(name: string): Promise<Controller> {
+  return startGateController(name, { talos: { config: talos, drainRetryMs: 500 } });
+}
+
+interface NodeView {
+  metadata: { name: string; annotations?: Record<string, string> };
+  spec?: { unschedulable?: boolean };
+  status?: {
+    nodeInfo?: { bootID?: string; osImage?: string };
+    conditions?: { type: string; status: string }[];
+    addresses?: { type: string; address: string }[];
+  };
+}
+
+const readNode = (name: string) => client.request<NodeView>(`/api/v1/nodes/${name}`);
+const isReady = (n: NodeView) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+
+/** The Talos calls the simulator counted on the node, by method. */
+async function callsOn(name: string): Promise<Record<string, number>> {
+  return talosCallCounts((await readNode(name)).metadata.annotations);
+}
+
+/**
+ * An address the simulator can route to one node alone: 10.5.100.0–10.5.149.255, away
+ * from the sandbox's 10.5.0.x, the Talos client tests' 10.5.200+ and the gate tests' 10.77.
+ */
+async function freeAddress(): Promise<string> {
+  const list = await client.request<{ items: NodeView[] }>('/api/v1/nodes');
+  const taken = new Set(list.items.flatMap((n) => n.status?.addresses?.map((a) => a.address) ?? []));
+  for (;;) {
+    const ip = `10.5.${String(100 + Math.floor(Math.random() * 50))}.${String(2 + Math.floor(Math.random() * 250))}`;
+    if (!taken.has(ip)) return ip;
+  }
+}
+
+/** Simulated Talos nodes of the test's own, labelled with `group`, Ready, deleted when it ends. */
+async function managedNodes(
+  t: TestContext,
+  group: string,
+  count: number,
+  options: { talosVersion?: string; annotations?: Record<string, string> } = {},
+): Promise<string[]> {
+  const names = Array.from({ length: count }, (_, i) => `${group}-${String(i + 1)}`);
+  t.after(() =>
+    Promise.all(
+      names.map((n) => client.request(`/api/v1/nodes/${n}`, { method: 'DELETE' }).catch(() => undefined)),
+    ),
+  );
+  for (const name of names) {
+    const node = talosNode(
+      { name, role: 'worker', internalIP: await freeAddress(), talosVersion: options.talosVersion ?? OLD },
+      sandbox.kubernetesVersion,
+    );
+    const metadata = node.metadata ?? {};
+    // Not type=kwok: suites that look at the sandbox's own nodes never see these.
+    const { type: _sandboxLabel, ...labels } = metadata.labels ?? {};
+    metadata.labels = { ...labels, [GROUP_LABEL]: group };
+    metadata.annotations = { ...metadata.annotations, ...options.annotations };
+    node.metadata = metadata;
+    node.spec = { taints: [{ key: TAINT, effect: 'NoSchedule' }] };
+    await client.request('/api/v1/nodes', { method: 'POST', body: node });
+  }
+  await Promise.all(
+    names.map((name) =>
+      waitFor(
+        `node ${name} to become Ready`,
+        async () => (isReady(await readNode(name)) ? true : undefined),
+        {
+          timeoutMs: 60_000,
+          intervalMs: 250,
+        },
+      ),
+    ),
+  );
+  return names;
+}
+
+async function setCephHealth(namespace: string, health: string): Promise<void> {
+  await client.apply(
+    `/apis/${CEPH_GROUP}/v1/namespaces/${namespace}/cephclusters/rook-ceph`,
+    {
+      apiVersion: `${CEPH_GROUP}/v1`,
+      kind: 'CephCluster',
+      metadata: { name: 'rook-ceph', namespace },
+      status: { ceph: { health, details: {} } },
+    },
+    'managed-test',
+  );
+}
+
+async function createHook(namespace: string, group: string, kind: string, name: string, template: unknown) {
+  await client.request(`${API}/namespaces/${namespace}/${kind.toLowerCase()}s`, {
+    method: 'POST',
+    body: {
+      apiVersion: 'talos.dev/v1alpha1',
+      kind,
+      metadata: { name, namespace },
+      spec: { nodeSelector: { matchLabels: { [GROUP_LABEL]: group } }, template },
+    },
+  });
+}
+
+/** A Deployment of `replicas` pods on the group's nodes, and a PDB keeping `minAvailable` of them. */
+async function deployWithBudget(
+  namespace: string,
+  group: string,
+  name: string,
+  replicas: number,
+  minAvailable: number,
+): Promise<void> {
+  await client.request(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
+    method: 'POST',
+    body: {
+      metadata: { name },
+      spec: {
+        replicas,
+        selector: { matchLabels: { app: name } },
+        template: {
+          metadata: { labels: { app: name } },
+          spec: {
+            nodeSelector: { [GROUP_LABEL]: group },
+            tolerations: [{ key: TAINT, operator: 'Exists', effect: 'NoSchedule' }],
+            containers: [{ name: 'main', image: 'registry.example/app' }],
+          },
+        },
+      },
+    },
+  });
+  await client.request(`/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets`, {
+    method: 'POST',
+    body: { metadata: { name }, spec: { minAvailable, selector: { matchLabels: { app: name } } } },
+  });
+  await waitFor(`PDB ${name} to count ${String(replicas)} healthy pods`, async () => {
+    const pdb = await client.request<{ status?: { currentHealthy?: number } }>(
+      `/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets/${name}`,
+    );
+    return pdb.status?.currentHealthy === replicas ? true : undefined;
+  });
+}
+
+interface Pod {
+  metadata: { name: string; deletionTimestamp?: string };
+  spec: { nodeName?: string };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+async function podsOf(namespace: string, app: string): Promise<Pod[]> {
+  const list = await client.request<{ items: Pod[] }>(`/api/v1/namespaces/${namespace}/pods`, {
+    query: { labelSelector: `app=${app}` },
+  });
+  return list.items;
+}
+
+/** Watches the app's pods and remembers the fewest that were available (Ready, not being deleted) at once. */
+async function watchAvailability(t: TestContext, namespace: string, app: string): Promise<() => number> {
+  const list = await client.request<{ items: Pod[]; metadata: { resourceVersion: string } }>(
+    `/api/v1/namespaces/${namespace}/pods`,
+    { query: { labelSelector: `app=${app}` } },
+  );
+  const available = (p: Pod) =>
+    !p.metadata.deletionTimestamp &&
+    (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+  const pods = new Map(list.items.map((p) => [p.metadata.name, available(p)]));
+  const count = () => [...pods.values()].filter(Boolean).length;
+  let fewest = count();
+  const abort = new AbortController();
+  t.after(() => abort.abort());
+  void client
+    .watch(
+      `/api/v1/namespaces/${namespace}/pods`,
+      { labelSelector: `app=${app}`, resourceVersion: list.metadata.resourceVersion },
+      (event) => {
+        const pod = event.object as unknown as Pod;
+        if (event.type === 'DELETED') pods.delete(pod.metadata.name);
+        else pods.set(pod.metadata.name, available(pod));
+        fewest = Math.min(fewest, count());
+      },
+      abort.signal,
+    )
+    .catch(() => undefined);
+  return () => fewest;
+}
+
+function ms(time: string | undefined, what: string): number {
+  assert.ok(time, `${what}: the timestamp is missing`);
+  return Date.parse(time);
+}
+
+const conditionOf = (a: ActionObject, type: string) => a.status?.conditions?.find((c) => c.type === type);
+
+async function managedAction(
+  t: TestContext,
+  spec: Parameters<typeof createAction>[3],
+  inst = instance,
+): Promise<string> {
+  const created = await createAction(client, inst, me, { execution: 'Managed', ...spec });
+  deleteActionsAfter(t, client, created.metadata.name);
+  return created.metadata.name;
+}
+
+before(async () => {
+  await installGatehouseAPI(kc);
+  await serverSideApply(kc, [
+    {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: `cephclusters.${CEPH_GROUP}` },
+      spec: {
+        group: CEPH_GROUP,
+        scope: 'Namespaced',
+        names: { plural: 'cephclusters', singular: 'cephcluster', kind: 'CephCluster' },
+        versions: [
+          {
+            name: 'v1',
+            served: true,
+            storage: true,
+            schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+          },
+        ],
+      },
+    } as never,
+  ]);
+  await waitForEstablished(kc, [`cephclusters.${CEPH_GROUP}`]);
+  me = await whoami(client);
+  controller = await managedController(instance);
+});
+
+after(async () => {
+  await controller.stop();
+});
+
+describe('Managed execution', () => {
+  it('upgrades three nodes one at a time: Ceph checked, noout set, drained, upgraded, back, noout unset, uncordoned', async (t) => {
+    const group = uniqueName('roll');
+    const nodes = await managedNodes(t, group, 3);
+    const namespace = await freshNamespace(t, kc);
+    await setCephHealth(namespace, 'HEALTH_OK');
+    const check = uniqueName('ceph-ok');
+    await client.request(`${API}/clusterhealthchecks`, {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'ClusterHealthCheck',
+        metadata: { name: check, labels: { [INSTANCE_LABEL]: instance } },
+        spec: {
+          interval: '2s',
+          timeout: '2s',
+          failureThreshold: 1,
+          actions: ['Upgrade'],
+          nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+          resource: {
+            apiVersion: `${CEPH_GROUP}/v1`,
+            kind: 'CephCluster',
+            namespace,
+            expression: "self.status.ceph.health == 'HEALTH_OK'",
+          },
+        },
+      },
+    });
+    deleteAfter(t, client, `${API}/clusterhealthchecks/${check}`);
+    const policy = uniqueName('one-at-a-time');
+    await client.request(`${API}/actionpolicies`, {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'ActionPolicy',
+        metadata: { name: policy, labels: { [INSTANCE_LABEL]: instance } },
+        spec: { nodeSelector: { matchLabels: { [GROUP_LABEL]: group } }, maxConcurrent: 1 },
+      },
+    });
+    deleteAfter(t, client, `${API}/actionpolicies/${policy}`);
+    await createHook(namespace, group, 'PreUpgradeJob', 'set-noout', hookTemplate('Succeeded', '2s'));
+    await createHook(namespace, group, 'NodeReadyJob', 'unset-noout', hookTemplate('Succeeded', '1s'));
+    // Workloads on the nodes, which the drains move around within their budget.
+    await deployWithBudget(namespace, group, 'app', 3, 2);
+    const fewest = await watchAvailability(t, namespace, 'app');
+    const before = new Map(
+      await Promise.all(
+        nodes.map(async (n) => [n, (await readNode(n)).status?.nodeInfo?.bootID ?? ''] as const),
+      ),
+    );
+
+    const names = [];
+    for (const nodeName of nodes)
+      names.push(await managedAction(t, { nodeName, action: 'Upgrade', upgrade: { image: NEW_IMAGE } }));
+    const done = await Promise.all(
+      names.map((n) => waitForPhase(client, n, ['Succeeded', 'Failed'], 400_000)),
+    );
+    for (const a of done)
+      assert.equal(a.status?.phase, 'Succeeded', `${a.metadata.name}: ${a.status?.message ?? ''}`);
+
+    const ordered = [...done].sort(
+      (a, b) => ms(a.status?.approvalTime, 'approval') - ms(b.status?.approvalTime, 'approval'),
+    );
+    for (const a of ordered) {
+      const s = a.status ?? {};
+      const nodeName = a.spec.nodeName;
+      const node = await readNode(nodeName);
+      // The node runs the new version in a new boot, and is schedulable again.
+      assert.equal(node.status?.nodeInfo?.osImage, 'Talos (v1.13.1)', nodeName);
+      assert.equal(s.bootIDBefore, before.get(nodeName));
+      assert.notEqual(s.bootIDAfter, s.bootIDBefore);
+      assert.equal(node.status.nodeInfo.bootID, s.bootIDAfter);
+      assert.ok(!node.spec?.unschedulable, `${nodeName} is still cordoned`);
+      assert.equal(node.metadata.annotations?.[CORDONED_BY_ANNOTATION], undefined);
+      // Each Talos call once: pull, install, reboot.
+      assert.deepEqual(await callsOn(nodeName), { ImagePull: 1, LifecycleUpgrade: 1, Reboot: 1 });
+      assert.equal(s.execution?.call, 'MachineService.Reboot');
+      assert.equal(s.execution.callResult, 'Acknowledged');
+
+      // check → noout → approval → drain → call → back → unset noout → done, from the record.
+      const noout = s.hooks?.find((h) => h.name === 'set-noout');
+      const unset = s.hooks?.find((h) => h.name === 'unset-noout');
+      assert.equal(noout?.phase, 'Succeeded');
+      assert.equal(unset?.phase, 'Succeeded');
+      const times = [
+        ['check', ms(s.checks?.[0]?.probeTime, 'check')],
+        ['noout started', ms(noout.startTime, 'noout')],
+        ['noout done', ms(noout.completionTime, 'noout') - 1000], // Jobs finish in whole seconds
+        ['approved', ms(s.approvalTime, 'approval')],
+        ['executing', ms(s.executionTime, 'execution')],
+        ['drained', ms(s.execution.drainTime, 'drain')],
+        ['called', ms(s.execution.callTime, 'call')],
+        ['back', ms(conditionOf(a, 'NodeReturned')?.lastTransitionTime, 'return')],
+        ['unset started', ms(unset.startTime, 'unset') + 1000],
+        ['done', ms(s.completionTime, 'completion') + 1000],
+      ] as const;
+      for (let i = 1; i < times.length; i++) {
+        const [previous, at] = times[i - 1] as readonly [string, number];
+        const [what, then] = times[i] as readonly [string, number];
+        assert.ok(
+          at <= then,
+          `${a.metadata.name}: ${previous} (${String(at)}) after ${what} (${String(then)})`,
+        );
+      }
+    }
+    // One at a time: each action finished before the next one was even admitted (its noout).
+    for (let i = 1; i < ordered.length; i++) {
+      const previous = ordered[i - 1]?.status;
+      const next = ordered[i]?.status;
+      const nextNoout = next?.hooks?.find((h) => h.name === 'set-noout');
+      assert.ok(
+        ms(previous?.completionTime, 'completion') <= ms(nextNoout?.startTime, 'next noout'),
+        `${ordered[i]?.metadata.name ?? ''} started before ${ordered[i - 1]?.metadata.name ?? ''} finished`,
+      );
+    }
+    assert.ok(
+      fewest() >= 2,
+      `the PodDisruptionBudget was broken: ${String(fewest())} pod(s) available at one point`,
+    );
+
+    const reasons = (await events(client, ordered[0]?.metadata.name ?? '')).map((e) => e.reason);
+    for (const reason of [
+      'Approved',
+      'Executing',
+      'Preparing',
+      'Draining',
+      'Drained',
+      'Installing',
+      'TalosCall',
+      'TalosCallAcknowledged',
+      'WaitingForNode',
+      'Uncordoned',
+      'Succeeded',
+    ])
+      assert.ok(reasons.includes(reason), `no ${reason} event among ${reasons.join(', ')}`);
+  });
+
+  it("evicts the node's pods within their PodDisruptionBudget before rebooting it", async (t) => {
+    const group = uniqueName('evict');
+    const [target, spare] = (await managedNodes(t, group, 2)) as [string, string];
+    const namespace = await freshNamespace(t, kc);
+    // Every pod starts on the target; their replacements can only go to the spare.
+    await cordon(client, spare, true);
+    await deployWithBudget(namespace, group, 'web', 3, 2);
+    await cordon(client, spare, false);
+    const fewest = await watchAvailability(t, namespace, 'web');
+    const name = await managedAction(t, { nodeName: target, action: 'Reboot', drain: { timeout: '2m' } });
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 180_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.match(conditionOf(done, 'Drained')?.message ?? '', /3 pod\(s\) evicted/);
+    const pods = await podsOf(namespace, 'web');
+    assert.deepEqual(
+      pods.filter((p) => !p.metadata.deletionTimestamp).map((p) => p.spec.nodeName),
+      [spare, spare, spare],
+    );
+    assert.ok(fewest() >= 2, `the budget was broken: ${String(fewest())} pod(s) available at one point`);
+    assert.deepEqual(await callsOn(target), { Reboot: 1 });
+    assert.ok(ms(done.status.execution?.drainTime, 'drain') <= ms(done.status.execution?.callTime, 'call'));
+  });
+
+  it('holds the drain on a PodDisruptionBudget that allows no disruption, then fails naming it, without calling Talos', async (t) => {
+    const group = uniqueName('stuck');
+    const [target, spare] = (await managedNodes(t, group, 2)) as [string, string];
+    const namespace = await freshNamespace(t, kc);
+    // Both pods on the target, and a budget that needs both: no eviction is ever allowed.
+    await cordon(client, spare, true);
+    await deployWithBudget(namespace, group, 'osd', 2, 2);
+    assert.deepEqual(
+      (await podsOf(namespace, 'osd')).map((p) => p.spec.nodeName),
+      [target, target],
+    );
+    const name = await managedAction(t, { nodeName: target, action: 'Reboot', drain: { timeout: '5s' } });
+    const failed = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    const message = failed.status?.message ?? '';
+    assert.equal(failed.status?.phase, 'Failed', message);
+    assert.match(
+      message,
+      new RegExp(
+        `the drain failed: drain of ${target} timed out after 5\\.0s with 2 pod\\(s\\) left; evictions refused: ${namespace}/osd-`,
+      ),
+    );
+    assert.match(message, /disruption budget osd needs 2 healthy pods/);
+    assert.match(message, new RegExp(`node ${target} stays cordoned`));
+    assert.equal(conditionOf(failed, 'Drained')?.reason, 'DrainFailed');
+    assert.deepEqual(await callsOn(target), {}, 'Talos was never called');
+    const node = await readNode(target);
+    assert.equal(node.spec?.unschedulable, true);
+    assert.equal(node.metadata.annotations?.[CORDONED_BY_ANNOTATION], name);
+  });
+
+  it('applies a machine configuration from its Secret: live without a drain, or with a drain and a reboot', async (t) => {
+    const [live, rebooting] = (await managedNodes(t, uniqueName('config'), 2)) as [string, string];
+    const config = (hostname: string) =>
+      `version: v1alpha1\nmachine:\n  type: worker\n  network:\n    hostname: ${hostname}\n`;
+    const secret = uniqueName('machine-config');
+    await client.request('/api/v1/namespaces/gatehouse-system/secrets', {
+      method: 'POST',
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: secret },
+        stringData: { 'config.yaml': config('one'), 'other.yaml': config('two') },
+      },
+    });
+    deleteAfter(t, client, `/api/v1/namespaces/gatehouse-system/secrets/${secret}`);
+    const digest = (text: string) => `sha256:${createHash('sha256').update(text).digest('hex')}`;
+
+    const a = await managedAction(t, {
+      nodeName: live,
+      action: 'ConfigChange',
+      configChange: { mode: 'NoReboot', configSecretRef: { name: secret } },
+    });
+    const applied = await waitForPhase(client, a, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(applied.status?.phase, 'Succeeded', applied.status?.message);
+    assert.equal(applied.status.execution?.reboots, false);
+    assert.equal(conditionOf(applied, 'Drained')?.reason, 'NotNeeded');
+    assert.equal(applied.status.bootIDAfter, applied.status.bootIDBefore, 'the node did not reboot');
+    const node = await readNode(live);
+    assert.equal(node.metadata.annotations?.[MACHINE_CONFIG_ANNOTATION], digest(config('one')));
+    assert.ok(!node.spec?.unschedulable, 'never cordoned');
+    assert.deepEqual(await callsOn(live), { ApplyConfiguration: 1 });
+
+    const b = await managedAction(t, {
+      nodeName: rebooting,
+      action: 'ConfigChange',
+      configChange: { mode: 'Reboot', configSecretRef: { name: secret, key: 'other.yaml' } },
+    });
+    const rebooted = await waitForPhase(client, b, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(rebooted.status?.phase, 'Succeeded', rebooted.status?.message);
+    assert.equal(conditionOf(rebooted, 'Drained')?.reason, 'Drained');
+    assert.notEqual(rebooted.status.bootIDAfter, rebooted.status.bootIDBefore);
+    assert.equal(
+      (await readNode(rebooting)).metadata.annotations?.[MACHINE_CONFIG_ANNOTATION],
+      digest(config('two')),
+      'the staged configuration runs after the reboot',
+    );
+    assert.deepEqual(await callsOn(rebooting), { ApplyConfiguration: 1 });
+  });
+
+  it('resets a node: drained, wiped, and finished once its Node is gone', async (t) => {
+    const [node] = await managedNodes(t, uniqueName('reset'), 1);
+    const name = await managedAction(t, {
+      nodeName: node ?? '',
+      action: 'Reset',
+      reset: { graceful: true, wipeMode: 'SystemDisk' },
+    });
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.match(done.status.message ?? '', /removed from the cluster/);
+    assert.equal(done.status.execution?.call, 'MachineService.Reset');
+    assert.ok(done.status.execution.drainTime, 'drained first');
+  });
+
+  it("fails an upgrade that Talos fails, with Talos' reason, on Talos 1.13 and on the legacy upgrade", async (t) => {
+    const fault = {
+      [TALOS_FAULT_ANNOTATION]: 'upgrade-error',
+      [TALOS_FAULT_MESSAGE_ANNOTATION]: 'disk /dev/sda is read-only',
+    };
+    const [current] = await managedNodes(t, uniqueName('upg-err'), 1, { annotations: fault });
+    const [legacy] = await managedNodes(t, uniqueName('upg-legacy'), 1, {
+      talosVersion: 'v1.12.4',
+      annotations: fault,
+    });
+    const bootOf = async (n: string) => (await readNode(n)).status?.nodeInfo?.bootID;
+    const boots = [await bootOf(current ?? ''), await bootOf(legacy ?? '')];
+
+    const a = await managedAction(t, {
+      nodeName: current ?? '',
+      action: 'Upgrade',
+      upgrade: { image: NEW_IMAGE },
+    });
+    const failed = await waitForPhase(client, a, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(failed.status?.phase, 'Failed', failed.status?.message);
+    assert.match(
+      failed.status.message ?? '',
+      /could not install ghcr\.io\/siderolabs\/installer:v1\.13\.1: Talos LifecycleService\.Upgrade .* the installer exited with code 1: error: disk \/dev\/sda is read-only/,
+    );
+    assert.equal(conditionOf(failed, 'Executed')?.reason, 'TalosError');
+    assert.deepEqual(
+      await callsOn(current ?? ''),
+      { ImagePull: 1, LifecycleUpgrade: 1 },
+      'no reboot after a failed install',
+    );
+
+    const b = await managedAction(t, {
+      nodeName: legacy ?? '',
+      action: 'Upgrade',
+      upgrade: { image: NEW_IMAGE },
+    });
+    const legacyFailed = await waitForPhase(client, b, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(legacyFailed.status?.phase, 'Failed', legacyFailed.status?.message);
+    assert.match(
+      legacyFailed.status.message ?? '',
+      /Talos MachineService\.Upgrade failed: Talos MachineService\.Upgrade on node [\d.]+ via .* failed: disk \/dev\/sda is read-only/,
+    );
+    assert.equal(legacyFailed.status.execution?.callResult, 'Failed');
+    assert.deepEqual(await callsOn(legacy ?? ''), { Upgrade: 1 });
+    assert.deepEqual(
+      [await bootOf(current ?? ''), await bootOf(legacy ?? '')],
+      boots,
+      'neither node rebooted',
+    );
+  });
+
+  it('fails an action whose node never comes back, at the waitingForNode deadline', async (t) => {
+    const [node] = await managedNodes(t, uniqueName('lost'), 1, {
+      annotations: { [TALOS_FAULT_ANNOTATION]: 'never-return' },
+    });
+    const name = await managedAction(t, {
+      nodeName: node ?? '',
+      action: 'Reboot',
+      deadlines: { waitingForNode: '10s' },
+    });
+    const failed = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(failed.status?.phase, 'Failed', failed.status?.message);
+    assert.match(
+      failed.status.message ?? '',
+      /waiting for the node for longer than deadlines\.waitingForNode \(10s\): waiting for node .* to reboot/,
+    );
+    assert.equal(failed.status.execution?.callResult, 'Acknowledged');
+    assert.deepEqual(await callsOn(node ?? ''), { Reboot: 1 });
+    assert.ok(!isReady(await readNode(node ?? '')), 'the node is down');
+  });
+
+  it('does not make the Talos call again when it gets no answer, and waits for the node instead', async (t) => {
+    const [node] = await managedNodes(t, uniqueName('silent'), 1, {
+      annotations: { [TALOS_FAULT_ANNOTATION]: 'hang:Reboot' },
+    });
+    const nodeName = node ?? '';
+    // A controller of its own, whose Talos calls give up after 3s.
+    const own = uniqueName('managed-silent');
+    const impatient = await startGateController(own, {
+      talos: { config: talos, drainRetryMs: 500, client: { timeoutMs: 3000 } },
+    });
+    t.after(() => impatient.stop());
+    const name = await managedAction(
+      t,
+      { nodeName, action: 'Reboot', deadlines: { waitingForNode: '8s' } },
+      own,
+    );
+    const failed = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(failed.status?.phase, 'Failed', failed.status?.message);
+    assert.equal(failed.status.execution?.callResult, 'Unknown');
+    const executed = conditionOf(failed, 'Executed');
+    assert.equal(executed?.reason, 'OutcomeUnknown');
+    assert.match(executed.message, /no answer from Talos: .*no answer within 3\.0s \(DEADLINE_EXCEEDED\)/);
+    assert.match(failed.status.message ?? '', /deadlines\.waitingForNode \(8\.0s\): waiting for node .* to reboot/);
+    assert.deepEqual(await callsOn(nodeName), { Reboot: 1 }, 'asked once, never again');
+  });
+
+  it('does not make the Talos call again when the controller restarts while making it', async (t) => {
+    // The reboot happens, but its reply never arrives: the controller is restarted with
+    // the call recorded in the status and no answer.
+    const [node] = await managedNodes(t, uniqueName('restart'), 1, {
+      annotations: { [TALOS_FAULT_ANNOTATION]: 'lost-reply:Reboot', [BOOT_DELAY_ANNOTATION]: '6s' },
+    });
+    const nodeName = node ?? '';
+    const own = uniqueName('managed-restart');
+    let first: Controller | undefined = await managedController(own);
+    t.after(() => first?.stop());
+    const name = await managedAction(t, { nodeName, action: 'Reboot' }, own);
+    const calling = await waitFor(
+      'the reboot to be recorded and made',
+      async (observe) => {
+        const a = await getAction(client, name);
+        const calls = await callsOn(nodeName);
+        observe(`${a.status?.phase ?? ''}: ${a.status?.message ?? ''}; calls ${JSON.stringify(calls)}`);
+        return a.status?.execution?.callTime && calls.Reboot === 1 ? a : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+    assert.equal(calling.status?.phase, 'Executing');
+    await first.stop();
+    first = undefined;
+    assert.equal(
+      (await getAction(client, name)).status?.execution?.callResult,
+      undefined,
+      'no answer was recorded',
+    );
+
+    const second = await managedController(own);
+    t.after(() => second.stop());
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.equal(done.status.execution?.callResult, 'Unknown');
+    assert.equal(conditionOf(done, 'Executed')?.reason, 'OutcomeUnknown');
+    assert.notEqual(done.status.bootIDAfter, done.status.bootIDBefore);
+    assert.deepEqual(await callsOn(nodeName), { Reboot: 1 }, 'the reboot was asked for once');
+    const reasons = (await events(client, name)).map((e) => e.reason);
+    assert.ok(reasons.includes('TalosCallOutcomeUnknown'), reasons.join(', '));
+    assert.ok(
+      !(await readNode(nodeName)).spec?.unschedulable,
+      "the second controller lifted the first one's cordon",
+    );
+  });
+});

@@ -1,0 +1,339 @@
+// Property-based tests of Managed execution over the decision core: the disruptive
+// Talos call is made at most once per action, only once its record is persisted, and
+// only after a recorded drain (when the action drains) — in any interleaving of stale caches, crashes between and within
+// steps, controller restarts (the executor's memory lost), steps that succeed, fail or
+// get no answer, and a node that reboots, blips or disappears.
+//
+// The simulated world runs the real decide() the way the reconciler does: status writes
+// conditional on the resourceVersion decided upon, effects only after a successful
+// write, and the executor's guard before the call (a fresh read showing the record).
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import {
+  FINALIZER,
+  decide,
+  type ExecutionFacts,
+  type ExecutionStep,
+  type NodeFacts,
+  type ObservedNodeAction,
+} from '../../src/actions/decide.ts';
+import { drainsBeforeCall } from '../../src/actions/phases.ts';
+import type { NodeActionSpec } from '../../src/api/node-action.ts';
+import { T0, action, node } from './action-fixtures.ts';
+
+const RUNS = Number(process.env.GATEHOUSE_PROPERTY_RUNS ?? 300);
+const NAME = 'reboot-w1';
+
+type Op =
+  | { type: 'reconcile'; statusLag: number; crashAfter: number }
+  /** The executor's running step (the `index`th, if several) ends. */
+  | { type: 'finish'; index: number; outcome: 'succeeded' | 'failed' | 'noAnswer'; reboots: boolean }
+  | { type: 'restart' }
+  | { type: 'tick'; seconds: number }
+  | { type: 'reboot' }
+  | { type: 'notReady' }
+  | { type: 'removeNode' }
+  | { type: 'delete' };
+
+interface Scenario {
+  spec: Partial<NodeActionSpec>;
+  osImage: string;
+  ops: Op[];
+}
+
+const specArb: fc.Arbitrary<Partial<NodeActionSpec>> = fc
+  .record({
+    kind: fc.constantFrom('Reboot', 'Upgrade', 'Upgrade', 'Shutdown', 'Reset', 'ConfigChange'),
+    mode: fc.constantFrom('Reboot' as const, 'Auto' as const, 'NoReboot' as const),
+    drain: fc.constantFrom(true, true, false),
+  })
+  .map(({ kind, mode, drain }) => ({
+    action: kind,
+    execution: 'Managed' as const,
+    ...(kind === 'Upgrade' ? { upgrade: { image: 'ghcr.io/siderolabs/installer:v1.13.1' } } : {}),
+    ...(kind === 'ConfigChange' ? { configChange: { mode, configSecretRef: { name: 'cfg' } } } : {}),
+    ...(drain ? {} : { drain: { enabled: false } }),
+  }));
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 20,
+    arbitrary: fc.record({
+      type: fc.constant('reconcile' as const),
+      statusLag: fc.nat({ max: 3 }),
+      crashAfter: fc.integer({ min: -1, max: 3 }),
+    }),
+  },
+  {
+    weight: 12,
+    arbitrary: fc.record({
+      type: fc.constant('finish' as const),
+      index: fc.nat(),
+      outcome: fc.constantFrom(
+        'succeeded' as const,
+        'succeeded' as const,
+        'succeeded' as const,
+        'succeeded' as const,
+        'failed' as const,
+        'noAnswer' as const,
+      ),
+      reboots: fc.boolean(),
+    }),
+  },
+  { weight: 2, arbitrary: fc.constant({ type: 'restart' as const }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ type: fc.constant('tick' as const), seconds: fc.constantFrom(1, 30, 600) }),
+  },
+  { weight: 3, arbitrary: fc.constant({ type: 'reboot' as const }) },
+  { weight: 1, arbitrary: fc.constant({ type: 'notReady' as const }) },
+);
+
+/** A value in a quarter of the runs, null in the others. */
+const sometimes = <T>(arb: fc.Arbitrary<T>): fc.Arbitrary<T | null> =>
+  fc.oneof({ weight: 3, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: arb });
+
+const scenarioArb: fc.Arbitrary<Scenario> = fc
+  .record({
+    spec: specArb,
+    osImage: fc.constantFrom('Talos (v1.13.0)', 'Talos (v1.13.0)', 'Talos (v1.12.4)'),
+    ops: fc.array(opArb, { minLength: 30, maxLength: 120 }),
+    // In some runs, somewhere: a deletion (a cancel), the Node deleted.
+    deleteAt: sometimes(fc.nat({ max: 100 })),
+    removeAt: sometimes(fc.nat({ max: 100 })),
+  })
+  .map(({ deleteAt, removeAt, ops, ...rest }) => {
+    const all: Op[] = [...ops];
+    if (removeAt !== null) all.splice(removeAt, 0, { type: 'removeNode' });
+    if (deleteAt !== null) all.splice(deleteAt, 0, { type: 'delete' });
+    return { ...rest, ops: all };
+  });
+
+/** What runs reached: the property is not passing on trivial runs. */
+const coverage = {
+  runs: 0,
+  calls: 0,
+  unknownAfterRestart: 0,
+  succeeded: 0,
+  failed: 0,
+  cancelled: 0,
+  staleWrites: 0,
+};
+
+interface Options {
+  /** Model a controller that keeps the call's record in memory only (the status loses it): must fail. */
+  forgetRecord?: boolean;
+}
+
+/** Runs a scenario against the real core; returns every violation seen. */
+function simulate(s: Scenario, options: Options = {}): string[] {
+  const violations: string[] = [];
+  let now = T0;
+  const spec = s.spec;
+  const history: ObservedNodeAction[] = [
+    action(
+      spec,
+      {
+        phase: 'Approved',
+        startTime: T0.toISOString(),
+        phaseTime: T0.toISOString(),
+        approvalTime: T0.toISOString(),
+        bootIDBefore: 'boot-0',
+      },
+      { name: NAME, resourceVersion: '1', finalizers: [FINALIZER] },
+    ),
+  ];
+  let nodeFacts: NodeFacts | undefined = node('w1', { bootID: 'boot-0', osImage: s.osImage });
+  /** The executor's memory, lost on a restart. */
+  let memory: ExecutionFacts = {};
+  let calls = 0;
+  let restartedWithCall = false;
+  let gone = false;
+
+  const current = () => history[history.length - 1] as ObservedNodeAction;
+  const write = (next: ObservedNodeAction) =>
+    history.push({ ...next, metadata: { ...next.metadata, resourceVersion: String(history.length + 1) } });
+
+  for (const op of s.ops) {
+    if (gone) break;
+    switch (op.type) {
+      case 'tick':
+        now = new Date(now.getTime() + op.seconds * 1000);
+        break;
+      case 'restart':
+        if (memory.call) restartedWithCall = true;
+        memory = {};
+        break;
+      case 'reboot':
+        nodeFacts = {
+          ...(nodeFacts ?? node('w1', { osImage: s.osImage })),
+          bootID: `boot-${history.length}-${now.getTime()}`,
+          ready: true,
+          // Into the new version once the upgrade was asked for.
+          osImage: calls > 0 && spec.action === 'Upgrade' ? 'Talos (v1.13.1)' : s.osImage,
+        };
+        break;
+      case 'notReady':
+        if (nodeFacts) nodeFacts = { ...nodeFacts, ready: false };
+        break;
+      case 'removeNode':
+        nodeFacts = undefined;
+        break;
+      case 'delete': {
+        const a = current();
+        if (!a.metadata.deletionTimestamp)
+          write({ ...a, metadata: { ...a.metadata, deletionTimestamp: now.toISOString() } });
+        break;
+      }
+      case 'finish': {
+        const running = (Object.keys(memory) as ExecutionStep[]).filter(
+          (k) => memory[k]?.state === 'running',
+        );
+        const step = running[op.index % Math.max(1, running.length)];
+        if (step === undefined) break;
+        memory = {
+          ...memory,
+          [step]:
+            op.outcome === 'succeeded'
+              ? {
+                  state: 'succeeded',
+                  message: 'done',
+                  ...(step === 'call' ? { disrupts: spec.action !== 'ConfigChange' || op.reboots } : {}),
+                }
+              : {
+                  state: 'failed',
+                  message: op.outcome,
+                  ...(step === 'call' ? { mayHaveReached: op.outcome === 'noAnswer' } : {}),
+                },
+        };
+        break;
+      }
+      case 'reconcile': {
+        const view = history[Math.max(0, history.length - 1 - op.statusLag)] as ObservedNodeAction;
+        const decision = decide({
+          now,
+          action: view,
+          node: nodeFacts,
+          checks: [],
+          hooks: [],
+          jobs: new Map(),
+          webhooks: new Map(),
+          execution: { ...memory },
+        });
+        if (decision.addFinalizer) break;
+        const changed = JSON.stringify(decision.status) !== JSON.stringify(view.status ?? {});
+        if (changed) {
+          if (view.metadata.resourceVersion !== current().metadata.resourceVersion) {
+            coverage.staleWrites++;
+            break;
+          }
+          let status = decision.status;
+          if (options.forgetRecord && status.execution?.callTime && status.phase === 'Executing') {
+            const { callTime: _lost, ...rest } = status.execution;
+            status = { ...status, execution: rest };
+          }
+          write({ ...view, status });
+        }
+        let done = 0;
+        for (const effect of decision.effects) {
+          if (op.crashAfter >= 0 && done >= op.crashAfter) break;
+          done++;
+          switch (effect.type) {
+            case 'drain':
+              if (!memory.drain) {
+                memory = { ...memory, drain: { state: 'running', message: 'draining' } };
+                nodeFacts = nodeFacts && { ...nodeFacts, cordonedBy: NAME };
+              }
+              break;
+            case 'talos': {
+              if (effect.step !== 'call') {
+                memory[effect.step] ??= { state: 'running', message: effect.step };
+                break;
+              }
+              if (memory.call) break;
+              const live = current();
+              const recorded = live.status?.execution;
+              // The executor's guard (TalosExecutor.call, confirmCall): a fresh read.
+              const confirmed =
+                !live.metadata.deletionTimestamp &&
+                live.status?.phase === 'Executing' &&
+                (options.forgetRecord || recorded?.callTime === effect.callTime) &&
+                recorded?.callResult === undefined;
+              if (!confirmed) {
+                memory = { ...memory, call: { state: 'failed', message: 'not made', mayHaveReached: false } };
+                break;
+              }
+              calls++;
+              coverage.calls++;
+              if (calls > 1) violations.push(`the Talos call was made ${calls} times`);
+              if (!options.forgetRecord && recorded?.callTime === undefined)
+                violations.push('the call was made before its record was persisted');
+              if (drainsBeforeCall(live.spec) && recorded?.drainTime === undefined)
+                violations.push('the call was made before a recorded drain');
+              memory = { ...memory, call: { state: 'running', message: 'waiting for Talos' } };
+              break;
+            }
+            case 'uncordon':
+              if (nodeFacts?.cordonedBy === NAME) nodeFacts = { ...nodeFacts, cordonedBy: undefined };
+              break;
+            case 'stopExecution':
+              for (const [step, facts] of Object.entries(memory) as [ExecutionStep, ExecutionFacts['call']][])
+                if (facts?.state === 'running')
+                  memory = {
+                    ...memory,
+                    [step]: {
+                      state: 'failed',
+                      message: 'stopped',
+                      ...(step === 'call' ? { mayHaveReached: true } : {}),
+                    },
+                  };
+              break;
+            default:
+              break;
+          }
+        }
+        if (decision.removeFinalizer && !changed && view.metadata.deletionTimestamp) gone = true;
+        break;
+      }
+    }
+  }
+  coverage.runs++;
+  const phases = new Set(history.map((h) => h.status?.phase));
+  if (phases.has('Succeeded')) coverage.succeeded++;
+  if (phases.has('Failed')) coverage.failed++;
+  if (phases.has('Cancelled')) coverage.cancelled++;
+  if (restartedWithCall && history.some((h) => h.status?.execution?.callResult === 'Unknown'))
+    coverage.unknownAfterRestart++;
+  return violations;
+}
+
+describe('Managed execution (property-based)', () => {
+  it('makes the Talos call at most once, only once recorded, and only after a recorded drain', () => {
+    fc.assert(
+      fc.property(scenarioArb, (s) => {
+        assert.deepEqual(simulate(s), []);
+      }),
+      { numRuns: RUNS },
+    );
+    const share = (n: number) => n / coverage.runs;
+    assert.ok(share(coverage.calls) > 0.1, `calls in ${JSON.stringify(coverage)}`);
+    assert.ok(coverage.unknownAfterRestart > 0, `restarts after the call in ${JSON.stringify(coverage)}`);
+    assert.ok(
+      coverage.succeeded > 0 && coverage.failed > 0 && coverage.cancelled > 0 && coverage.staleWrites > 0,
+      JSON.stringify(coverage),
+    );
+    console.log(`# coverage: ${JSON.stringify(coverage)}`);
+  });
+
+  it('can fail: a controller that kept the record in memory only calls again after a restart', () => {
+    const reconcile = { type: 'reconcile', statusLag: 0, crashAfter: -1 } as const;
+    const s: Scenario = {
+      spec: { action: 'Reboot', execution: 'Managed', drain: { enabled: false } },
+      osImage: 'Talos (v1.13.0)',
+      ops: [reconcile, reconcile, { type: 'restart' }, reconcile, reconcile],
+    };
+    assert.deepEqual(simulate(s), []);
+    assert.deepEqual(simulate(s, { forgetRecord: true }), ['the Talos call was made 2 times']);
+  });
+});
