@@ -67,14 +67,14 @@ class Observer {
   }
 
   async when(key: string, timeoutMs = 60_000): Promise<number> {
-    return waitFor(`${key}`, () => this.seen.get(key), { timeoutMs, intervalMs: 2 });
+    return waitFor(`the benchmark to see ${key}`, () => this.seen.get(key), { timeoutMs, intervalMs: 2 });
   }
 }
 
 async function requestsServed(api: RestClient): Promise<number> {
   const text = await api.request<string>('/metrics', { headers: { Accept: 'text/plain' } });
   let total = 0;
-  for (const line of String(text).split('\n')) {
+  for (const line of text.split('\n')) {
     if (line.startsWith('apiserver_request_total{')) total += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return total;

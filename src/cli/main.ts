@@ -1,19 +1,42 @@
 // The gatehouse command line.
 import { Command } from 'commander';
 import { errorMessage } from '../wait.ts';
+import { actionsCommand } from './actions.ts';
+import { checkCommand } from './check.ts';
+import { addConnectionOptions } from './connection.ts';
 import { controllerCommand } from './controller.ts';
 import { demoCommand } from './demo.ts';
+import { EXIT, EXIT_CODES_HELP } from './exit.ts';
 import { manifestsCommand } from './manifests.ts';
+import { nodeActionCommands } from './node-actions.ts';
 import { sandboxCommand } from './sandbox.ts';
+import { statusCommand } from './status.ts';
+
+/** Commander's own refusals (unknown option, missing argument) exit 2 like every usage error; help exits 0. */
+function usageExits(command: Command): void {
+  command.exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : EXIT.usage));
+  for (const sub of command.commands) usageExits(sub);
+}
 
 export function program(): Command {
-  return new Command('gatehouse')
+  // Connection options may come before the command (gatehouse --server URL status) or
+  // after it; before it they belong to the program, so each command keeps its own.
+  const gatehouse = addConnectionOptions(new Command('gatehouse'))
     .description('health checks and action hooks that gate every disruptive action on Talos Linux nodes')
+    .enablePositionalOptions()
     .showHelpAfterError()
+    .addCommand(statusCommand())
+    .addCommand(checkCommand());
+  for (const command of nodeActionCommands()) gatehouse.addCommand(command);
+  gatehouse
+    .addCommand(actionsCommand())
     .addCommand(sandboxCommand())
     .addCommand(manifestsCommand())
     .addCommand(controllerCommand())
-    .addCommand(demoCommand());
+    .addCommand(demoCommand())
+    .addHelpText('after', EXIT_CODES_HELP);
+  usageExits(gatehouse);
+  return gatehouse;
 }
 
 if (import.meta.main) {

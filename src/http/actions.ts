@@ -220,6 +220,11 @@ export class ActionsApi {
   readonly access: Access;
   private readonly o: ActionsApiOptions & { pollIntervalMs: number; heartbeatMs: number };
   private readonly validateRequest: (value: unknown) => ActionRequestBody;
+  /** The request in progress for each Idempotency-Key digest. */
+  private readonly keyed = new Map<string, Promise<Reply>>();
+  /** Long-polls and event streams waiting on each action, and on each node. */
+  private readonly actionFollowers = new Map<string, Set<() => void>>();
+  private readonly nodeFollowers = new Map<string, Set<() => void>>();
 
   constructor(options: ActionsApiOptions) {
     this.o = { pollIntervalMs: 5000, heartbeatMs: 15_000, ...options };
@@ -231,6 +236,7 @@ export class ActionsApi {
       ...(options.auth ? { auth: options.auth } : {}),
     });
     this.validateRequest = validator<ActionRequestBody>(actionRequestSchema(), 'the request body');
+    this.listen();
   }
 
   routes(router: Router): void {
@@ -327,7 +333,31 @@ export class ActionsApi {
       await this.access.authorize(caller, { verb: 'bypass', resource: 'nodeactions' }, 'gatehouse:bypass');
     }
     const fingerprint = `sha256:${sha256(canonicalJson(spec))}`;
-    const keyHash = key === undefined ? undefined : sha256(`${caller.username}\n${key}`).slice(0, 40);
+    if (key === undefined) return this.createAction(caller, spec, fingerprint);
+    const keyHash = sha256(`${caller.username}\n${key}`).slice(0, 40);
+    // One request per key at a time here: a lookup and a create must not interleave with
+    // another's, or two different requests under one key could both be created.
+    const previous = this.keyed.get(keyHash) ?? Promise.resolve();
+    const turn = previous.then(
+      () => this.createAction(caller, spec, fingerprint, { key, keyHash }),
+      () => this.createAction(caller, spec, fingerprint, { key, keyHash }),
+    );
+    this.keyed.set(keyHash, turn);
+    try {
+      return await turn;
+    } finally {
+      if (this.keyed.get(keyHash) === turn) this.keyed.delete(keyHash);
+    }
+  }
+
+  private async createAction(
+    caller: Caller,
+    spec: ActionRequestBody['spec'],
+    fingerprint: string,
+    idempotency?: { key: string; keyHash: string },
+  ): Promise<Reply> {
+    const key = idempotency?.key;
+    const keyHash = idempotency?.keyHash;
     if (keyHash !== undefined) {
       const earlier = await this.findByKey(keyHash);
       if (earlier) return this.replay(earlier, fingerprint, caller);
@@ -541,32 +571,43 @@ export class ActionsApi {
    * Returns a function that stops it.
    */
   private follow(name: string, nodeName: string, check: () => void): () => void {
-    const onAction = (a: ActionObject) => {
-      if (a.metadata.name === name) check();
+    const add = (map: Map<string, Set<() => void>>, key: string) => {
+      const set = map.get(key) ?? new Set();
+      set.add(check);
+      map.set(key, set);
+      return () => {
+        set.delete(check);
+        if (set.size === 0) map.delete(key);
+      };
     };
-    const onActionUpdate = (_: ActionObject, a: ActionObject) => onAction(a);
-    const onNode = (n: KubeObject) => {
-      if (n.metadata.name === nodeName) check();
-    };
-    const onNodeUpdate = (_: KubeObject, n: KubeObject) => onNode(n);
-    const { actions, nodes } = this.o;
-    actions.on('add', onAction);
-    actions.on('update', onActionUpdate);
-    actions.on('delete', onAction);
-    nodes.on('add', onNode);
-    nodes.on('update', onNodeUpdate);
-    nodes.on('delete', onNode);
+    const stopAction = add(this.actionFollowers, name);
+    const stopNode = add(this.nodeFollowers, nodeName);
     const poll = setInterval(check, this.o.pollIntervalMs);
     poll.unref();
     return () => {
       clearInterval(poll);
-      actions.off('add', onAction);
-      actions.off('update', onActionUpdate);
-      actions.off('delete', onAction);
-      nodes.off('add', onNode);
-      nodes.off('update', onNodeUpdate);
-      nodes.off('delete', onNode);
+      stopAction();
+      stopNode();
     };
+  }
+
+  /**
+   * One listener per informer event, whatever the number of followers: they are found by
+   * name (and an EventEmitter would warn of a leak past ten listeners).
+   */
+  private listen(): void {
+    const wake = (map: Map<string, Set<() => void>>, key: string) => {
+      for (const check of map.get(key) ?? []) check();
+    };
+    const onAction = (a: ActionObject) => wake(this.actionFollowers, a.metadata.name);
+    const onNode = (n: KubeObject) => wake(this.nodeFollowers, n.metadata.name);
+    const { actions, nodes } = this.o;
+    actions.on('add', onAction);
+    actions.on('update', (_, a) => onAction(a));
+    actions.on('delete', onAction);
+    nodes.on('add', onNode);
+    nodes.on('update', (_, n) => onNode(n));
+    nodes.on('delete', onNode);
   }
 
   /** A read of the action that never runs twice at once and runs again if asked meanwhile. */

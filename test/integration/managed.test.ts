@@ -638,7 +638,10 @@ describe('Managed execution', () => {
     const executed = conditionOf(failed, 'Executed');
     assert.equal(executed?.reason, 'OutcomeUnknown');
     assert.match(executed.message, /no answer from Talos: .*no answer within 3\.0s \(DEADLINE_EXCEEDED\)/);
-    assert.match(failed.status.message ?? '', /deadlines\.waitingForNode \(8\.0s\): waiting for node .* to reboot/);
+    assert.match(
+      failed.status.message ?? '',
+      /deadlines\.waitingForNode \(8\.0s\): waiting for node .* to reboot/,
+    );
     assert.deepEqual(await callsOn(nodeName), { Reboot: 1 }, 'asked once, never again');
   });
 

@@ -208,13 +208,15 @@ export async function controllerKubeConfig(kc: KubeConfig): Promise<KubeConfig> 
 /**
  * A ClusterHealthCheck gating Reboot on nodes labelled gatehouse.test/group=<group>, whose
  * health the test switches: a `nodes` probe over a Node kwok does not manage, made Ready
- * or NotReady at will. Both are deleted when the test ends.
+ * or NotReady at will. Both are deleted when the test ends. `labels` go on the check (a
+ * controller started with a checkSelector runs only the checks it selects).
  */
 export async function switchableCheck(
   t: TestContext,
   kc: KubeConfig,
   group: string,
   healthy: boolean,
+  labels: Record<string, string> = {},
 ): Promise<{ name: string; set: (healthy: boolean) => Promise<void> }> {
   const client = rest(kc);
   const name = uniqueName(`switch-${group}`);
@@ -261,7 +263,7 @@ export async function switchableCheck(
     body: {
       apiVersion: 'talos.dev/v1alpha1',
       kind: 'ClusterHealthCheck',
-      metadata: { name },
+      metadata: { name, labels },
       spec: {
         interval: '1s',
         timeout: '2s',

@@ -254,7 +254,7 @@ describe('gatehouse manifests', () => {
 
   it('refuses a bad namespace with a message that says what is allowed', async () => {
     const { code, stderr } = await node('src/cli/main.ts', 'manifests', '--namespace', 'Not_OK');
-    assert.equal(code, 1);
+    assert.equal(code, 2, 'a usage error (see src/cli/exit.ts)');
     assert.match(stderr, /--namespace .*must be a DNS label/);
   });
 });

@@ -1,0 +1,67 @@
+// What the CLI needs from gatehouse, whichever way it talks to it: straight to the
+// Kubernetes API with a kubeconfig (kube-backend.ts), or to the controller's HTTP API
+// with a bearer token (http-backend.ts). Commands only ever see this interface.
+import type { ActionObject } from '../actions/reconciler.ts';
+import type { NodeActionSpec } from '../api/node-action.ts';
+import type { KubeObject } from '../kube/informer.ts';
+import type { CheckSummary, NodeView } from '../http/schemas.ts';
+
+export type { ActionObject, CheckSummary, NodeView };
+
+export type RequestSpec = Omit<NodeActionSpec, 'requestedBy'>;
+
+export type PolicyObject = KubeObject & {
+  spec?: { maxConcurrent?: number | string; actions?: string[] };
+  status?: {
+    matchingNodes?: number;
+    allowedConcurrent?: number;
+    activeActions?: number;
+    windowOpen?: boolean;
+    nextWindowStart?: string;
+  };
+};
+
+/** One observation of an action being followed; `action` undefined once it is deleted. */
+export interface Progress {
+  action: ActionObject | undefined;
+  node: NodeView | undefined;
+}
+
+export interface CreateOptions {
+  /** With the HTTP API: makes a retried request return the same action. */
+  idempotencyKey?: string;
+  /** With a kubeconfig: a file to hand to a Managed ConfigChange through a Secret. */
+  configFile?: { content: Buffer; namespace: string };
+}
+
+export interface Backend {
+  /** Where the CLI is talking to, for messages: "cluster https://..." or "gatehouse API http://...". */
+  readonly target: string;
+  readonly mode: 'kubernetes' | 'http';
+  /** The caller's user name as the API server knows it. */
+  whoami(): Promise<string>;
+  checks(): Promise<CheckSummary[]>;
+  /**
+   * One check: with the HTTP API a fresh probe by the controller; with a kubeconfig the
+   * state the controller last recorded in its status. Undefined if there is no such check.
+   */
+  check(name: string): Promise<{ summary: CheckSummary; fresh: boolean } | undefined>;
+  policies(): Promise<PolicyObject[]>;
+  actions(): Promise<ActionObject[]>;
+  action(name: string): Promise<ActionObject | undefined>;
+  /** What is known of a node; `exists: false` when there is no such Node (or it cannot be told). */
+  node(name: string): Promise<NodeView | undefined>;
+  createAction(spec: RequestSpec, options?: CreateOptions): Promise<ActionObject>;
+  /** Cancels (deletes) an unfinished action; throws a CliError if it has already ended. */
+  cancel(name: string): Promise<void>;
+  markExecuted(name: string): Promise<ActionObject>;
+  /**
+   * Calls `onProgress` with the action and its node whenever either changes, until the
+   * action is final or deleted, `until` says stop, or `signal` aborts.
+   */
+  follow(
+    name: string,
+    onProgress: (progress: Progress) => void,
+    options: { until?: (progress: Progress) => boolean; signal?: AbortSignal },
+  ): Promise<Progress>;
+}

@@ -1,0 +1,71 @@
+// `gatehouse check NAME`: is this check healthy now?
+//
+// Through the HTTP API (--server) the controller probes it afresh — the same shared,
+// fresh evaluation a gate asks for. With a kubeconfig the CLI has no way to make the
+// controller probe (the API server's service proxy does not pass our credentials on),
+// so it shows what the controller last recorded in the check's status and how old that
+// is; the controller re-probes on the check's interval. See docs/decisions.md.
+import type { Command } from 'commander';
+import { clusterCommand, connect, type ConnectionOptions } from './connection.ts';
+import { CliError, EXIT, handled } from './exit.ts';
+import { formatDocument, outputOption, type Format } from './output.ts';
+import { colourWanted, makeStyle, type Style } from './style.ts';
+import type { CheckSummary } from './backend.ts';
+import { age } from './table.ts';
+
+export function checkText(summary: CheckSummary, fresh: boolean, now: Date, style: Style): string {
+  const state =
+    summary.state === 'Healthy'
+      ? style.good(summary.state)
+      : summary.state === 'Unhealthy'
+        ? style.bad(summary.state)
+        : style.warn(summary.state);
+  const probed = summary.lastProbeTime ? `${age(summary.lastProbeTime, now)} ago` : 'never';
+  const source = fresh
+    ? 'probed just now by the controller'
+    : `as the controller last recorded it (probed ${probed}; --server asks for a fresh probe)`;
+  const streak =
+    summary.consecutiveFailures > 0
+      ? `${String(summary.consecutiveFailures)} failed probes in a row`
+      : `${String(summary.consecutiveSuccesses)} successful probes in a row`;
+  return [
+    `${style.bold(summary.name)}: ${state} (${summary.probe} probe, ${summary.reason})`,
+    `  ${summary.message}`,
+    `  ${style.dim(`${source}; ${streak}`)}`,
+    '',
+  ].join('\n');
+}
+
+export function checkCommand(): Command {
+  return clusterCommand('check')
+    .description(
+      'show whether a ClusterHealthCheck holds: a fresh probe through the HTTP API (--server), or its recorded status with a kubeconfig',
+    )
+    .argument('<name>', 'the ClusterHealthCheck')
+    .addOption(outputOption())
+    .addHelpText(
+      'after',
+      `
+Exits 0 when the check is healthy and 1 when it is unhealthy or unknown (never probed
+counts as unhealthy, as it does for the gate). -o json prints the check's summary:
+name, healthy, state, reason, message, probe, consecutiveSuccesses, consecutiveFailures,
+lastProbeTime, lastTransitionTime, and fresh (whether it was probed for this command).`,
+    )
+    .action(
+      handled(async (name: string, _: unknown, command: Command) => {
+        const flags = command.optsWithGlobals<ConnectionOptions & { output: Format }>();
+        const backend = await connect(flags);
+        const found = await backend.check(name);
+        if (!found) throw new CliError(`ClusterHealthCheck ${name} does not exist`, EXIT.failed);
+        const { summary, fresh } = found;
+        if (flags.output === 'text') {
+          process.stdout.write(
+            checkText(summary, fresh, new Date(), makeStyle(colourWanted(process.stdout))),
+          );
+        } else {
+          process.stdout.write(formatDocument(flags.output, { ...summary, fresh }));
+        }
+        process.exitCode = summary.healthy ? EXIT.ok : EXIT.failed;
+      }),
+    );
+}

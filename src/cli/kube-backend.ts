@@ -1,0 +1,352 @@
+// The CLI talking straight to the Kubernetes API with a kubeconfig: NodeActions are
+// created by the caller itself (spec.requestedBy is its own name, from the
+// SelfSubjectReview API, which the admission policy checks), and progress is read by
+// polling the action and its node.
+import { createHash } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { isTerminal } from '../actions/phases.ts';
+import { INSTANCE_LABEL, NODE_ACTIONS_PATH, instanceSelector } from '../actions/reconciler.ts';
+import type { ClusterHealthCheckSpec, ClusterHealthCheckStatus } from '../api/cluster-health-check.ts';
+import { API_VERSION } from '../api/common.ts';
+import { EXECUTED_ANNOTATION } from '../api/node-action.ts';
+import { probeTypeOf } from '../checks/runner.ts';
+import {
+  REQUESTED_VIA_ANNOTATION,
+  actionNamePrefix,
+  canonicalJson,
+  executedRefusal,
+} from '../http/actions.ts';
+import { nodeView, type NodeObject } from '../http/node-view.ts';
+import type { KubeObject } from '../kube/informer.ts';
+import { KubeApiError, RestClient } from '../kube/rest.ts';
+import { errorMessage, sleep } from '../wait.ts';
+import type {
+  ActionObject,
+  Backend,
+  CheckSummary,
+  CreateOptions,
+  NodeView,
+  PolicyObject,
+  Progress,
+  RequestSpec,
+} from './backend.ts';
+import { CliError, EXIT } from './exit.ts';
+
+const CHECKS_PATH = '/apis/talos.dev/v1alpha1/clusterhealthchecks';
+const POLICIES_PATH = '/apis/talos.dev/v1alpha1/actionpolicies';
+
+/** Turns a failed request into what the user should hear, with the exit code it deserves. */
+export function kubeFailure(error: unknown, what: string): CliError {
+  if (error instanceof CliError) return error;
+  if (error instanceof KubeApiError) {
+    const message = `cannot ${what}: ${error.serverMessage || error.message}`;
+    if (error.code === 401)
+      return new CliError(`${message} (the kubeconfig's credentials were not accepted)`, EXIT.unreachable);
+    if (error.code === 400 || error.code === 422) return new CliError(message, EXIT.usage);
+    if (error.code >= 500 || error.code === 429) return new CliError(message, EXIT.unreachable);
+    return new CliError(message, EXIT.failed);
+  }
+  return new CliError(
+    `cannot ${what}: the cluster is unreachable (${errorMessage(error)})`,
+    EXIT.unreachable,
+  );
+}
+
+type CheckObject = KubeObject & { spec: ClusterHealthCheckSpec; status?: ClusterHealthCheckStatus };
+
+/** A check's summary from what the controller recorded in its status. */
+export function summaryFromStatus(check: CheckObject): CheckSummary {
+  const status = check.status ?? {};
+  const condition = status.conditions?.find((c) => c.type === 'Healthy');
+  const reasons = ['NotProbed', 'ProbeSucceeded', 'ProbeFailed', 'ProbeError', 'ProbeTimeout'] as const;
+  const reason = reasons.find((r) => r === condition?.reason) ?? 'NotProbed';
+  return {
+    name: check.metadata.name,
+    healthy: status.healthy === true,
+    state: status.healthy === undefined ? 'Unknown' : status.healthy ? 'Healthy' : 'Unhealthy',
+    reason,
+    message: status.message ?? 'not probed yet',
+    probe: probeTypeOf(check.spec),
+    consecutiveSuccesses: status.consecutiveSuccesses ?? 0,
+    consecutiveFailures: status.consecutiveFailures ?? 0,
+    lastProbeTime: status.lastProbeTime ?? null,
+    lastTransitionTime: status.lastTransitionTime ?? null,
+  };
+}
+
+export interface KubeBackendOptions {
+  /** The controller's namespace, where a Managed ConfigChange's configuration Secret goes. */
+  controllerNamespace?: string;
+  /** The controller instance whose actions to create and show (see ControllerOptions.instance). */
+  instance?: string;
+  pollIntervalMs?: number;
+}
+
+export class KubeBackend implements Backend {
+  readonly mode = 'kubernetes';
+  readonly target: string;
+  private readonly rest: RestClient;
+  private readonly pollIntervalMs: number;
+  private readonly instance: string | undefined;
+  private user: string | undefined;
+
+  constructor(kubeConfig: KubeConfig, options: KubeBackendOptions = {}) {
+    try {
+      this.rest = new RestClient(kubeConfig);
+    } catch (error) {
+      throw new CliError(errorMessage(error), EXIT.unreachable);
+    }
+    this.target = `cluster ${kubeConfig.getCurrentCluster()?.server ?? '?'} (context ${kubeConfig.getCurrentContext()})`;
+    this.pollIntervalMs = options.pollIntervalMs ?? 1000;
+    this.instance = options.instance;
+  }
+
+  private async call<T>(
+    what: string,
+    path: string,
+    init: Parameters<RestClient['request']>[1] = {},
+  ): Promise<T> {
+    try {
+      return await this.rest.request<T>(path, init);
+    } catch (error) {
+      throw kubeFailure(error, what);
+    }
+  }
+
+  private async maybe<T>(what: string, path: string): Promise<T | undefined> {
+    try {
+      return await this.rest.request<T>(path);
+    } catch (error) {
+      if (error instanceof KubeApiError && error.code === 404) return undefined;
+      throw kubeFailure(error, what);
+    }
+  }
+
+  async whoami(): Promise<string> {
+    if (this.user) return this.user;
+    const review = await this.call<{ status?: { userInfo?: { username?: string } } }>(
+      'learn who you are (SelfSubjectReview)',
+      '/apis/authentication.k8s.io/v1/selfsubjectreviews',
+      {
+        method: 'POST',
+        body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' },
+      },
+    );
+    const name = review.status?.userInfo?.username;
+    if (!name) throw new CliError('the API server did not say who you are (SelfSubjectReview)', EXIT.failed);
+    this.user = name;
+    return name;
+  }
+
+  async checks(): Promise<CheckSummary[]> {
+    const list = await this.call<{ items: CheckObject[] }>('list ClusterHealthChecks', CHECKS_PATH);
+    return list.items.map(summaryFromStatus).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  async check(name: string): Promise<{ summary: CheckSummary; fresh: boolean } | undefined> {
+    const check = await this.maybe<CheckObject>(
+      `read ClusterHealthCheck ${name}`,
+      `${CHECKS_PATH}/${encodeURIComponent(name)}`,
+    );
+    return check ? { summary: summaryFromStatus(check), fresh: false } : undefined;
+  }
+
+  async policies(): Promise<PolicyObject[]> {
+    const list = await this.call<{ items: PolicyObject[] }>('list ActionPolicies', POLICIES_PATH);
+    return list.items.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  }
+
+  async actions(): Promise<ActionObject[]> {
+    const list = await this.call<{ items: ActionObject[] }>('list NodeActions', NODE_ACTIONS_PATH, {
+      query: { labelSelector: instanceSelector(this.instance) },
+    });
+    return list.items;
+  }
+
+  action(name: string): Promise<ActionObject | undefined> {
+    return this.maybe<ActionObject>(
+      `read NodeAction ${name}`,
+      `${NODE_ACTIONS_PATH}/${encodeURIComponent(name)}`,
+    );
+  }
+
+  async node(name: string): Promise<NodeView> {
+    const node = await this.maybe<NodeObject>(
+      `read Node ${name}`,
+      `/api/v1/nodes/${encodeURIComponent(name)}`,
+    );
+    return nodeView(name, node);
+  }
+
+  /** A Secret holding the configuration, named after its content so every node of one run shares it. */
+  private async configSecret(content: Buffer, namespace: string): Promise<string> {
+    const name = `gatehouse-config-${createHash('sha256').update(content).digest('hex').slice(0, 16)}`;
+    const path = `/api/v1/namespaces/${namespace}/secrets`;
+    const data = { 'config.yaml': content.toString('base64') };
+    try {
+      await this.rest.request(path, {
+        method: 'POST',
+        body: {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name, labels: { 'app.kubernetes.io/part-of': 'gatehouse' } },
+          type: 'Opaque',
+          data,
+        },
+      });
+    } catch (error) {
+      if (!(error instanceof KubeApiError && error.code === 409)) {
+        throw kubeFailure(error, `create the configuration Secret in namespace ${namespace}`);
+      }
+      const existing = await this.call<{ data?: Record<string, string> }>(
+        'read the configuration Secret',
+        `${path}/${name}`,
+      );
+      if (existing.data?.['config.yaml'] !== data['config.yaml']) {
+        throw new CliError(
+          `Secret ${namespace}/${name} exists with other content; delete it and retry`,
+          EXIT.failed,
+        );
+      }
+    }
+    return name;
+  }
+
+  async createAction(spec: RequestSpec, options: CreateOptions = {}): Promise<ActionObject> {
+    const requestedBy = await this.whoami();
+    let full = { ...spec, requestedBy };
+    let secret: { name: string; namespace: string } | undefined;
+    if (options.configFile && spec.configChange) {
+      const { content, namespace } = options.configFile;
+      secret = { name: await this.configSecret(content, namespace), namespace };
+      full = {
+        ...full,
+        configChange: { ...spec.configChange, configSecretRef: { name: secret.name, key: 'config.yaml' } },
+      };
+    }
+    const created = await this.call<ActionObject>(
+      `create a ${spec.action} NodeAction for node ${spec.nodeName}`,
+      NODE_ACTIONS_PATH,
+      {
+        method: 'POST',
+        body: {
+          apiVersion: API_VERSION,
+          kind: 'NodeAction',
+          metadata: {
+            generateName: actionNamePrefix(spec.nodeName, spec.action, 5),
+            ...(this.instance ? { labels: { [INSTANCE_LABEL]: this.instance } } : {}),
+            annotations: { [REQUESTED_VIA_ANNOTATION]: 'cli' },
+          },
+          spec: full,
+        },
+      },
+    );
+    if (secret) {
+      // The Secret goes when the last action using it is garbage-collected.
+      await this.call(
+        'own the configuration Secret',
+        `/api/v1/namespaces/${secret.namespace}/secrets/${secret.name}`,
+        {
+          method: 'PATCH',
+          contentType: 'application/strategic-merge-patch+json',
+          body: {
+            metadata: {
+              ownerReferences: [
+                {
+                  apiVersion: API_VERSION,
+                  kind: 'NodeAction',
+                  name: created.metadata.name,
+                  uid: created.metadata.uid,
+                },
+              ],
+            },
+          },
+        },
+      );
+    }
+    return created;
+  }
+
+  async cancel(name: string): Promise<void> {
+    const action = await this.action(name);
+    if (!action) throw new CliError(`NodeAction ${name} does not exist`, EXIT.failed);
+    const phase = action.status?.phase;
+    if (isTerminal(phase)) {
+      throw new CliError(
+        `NodeAction ${name} has already ended (${String(phase)}): nothing to cancel`,
+        EXIT.failed,
+      );
+    }
+    if (action.metadata.deletionTimestamp) return;
+    try {
+      await this.rest.request(`${NODE_ACTIONS_PATH}/${encodeURIComponent(name)}`, {
+        method: 'DELETE',
+        body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: action.metadata.uid } },
+      });
+    } catch (error) {
+      if (error instanceof KubeApiError && error.code === 404) return;
+      throw kubeFailure(error, `cancel NodeAction ${name}`);
+    }
+  }
+
+  async markExecuted(name: string): Promise<ActionObject> {
+    for (let attempt = 1; ; attempt++) {
+      const action = await this.action(name);
+      if (!action) throw new CliError(`NodeAction ${name} does not exist`, EXIT.failed);
+      if (action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true') return action;
+      const refusal = executedRefusal(action);
+      if (refusal) throw new CliError(refusal, EXIT.failed);
+      try {
+        return await this.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${encodeURIComponent(name)}`, {
+          method: 'PATCH',
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: {
+              resourceVersion: action.metadata.resourceVersion,
+              annotations: { [EXECUTED_ANNOTATION]: 'true' },
+            },
+          },
+        });
+      } catch (error) {
+        if (error instanceof KubeApiError && error.code === 409 && attempt < 5) continue;
+        throw kubeFailure(error, `mark NodeAction ${name} executed`);
+      }
+    }
+  }
+
+  async follow(
+    name: string,
+    onProgress: (progress: Progress) => void,
+    options: { until?: (progress: Progress) => boolean; signal?: AbortSignal },
+  ): Promise<Progress> {
+    let last = '';
+    let failingSince: number | undefined;
+    let nodeName: string | undefined;
+    for (;;) {
+      options.signal?.throwIfAborted();
+      let progress: Progress;
+      try {
+        const action = await this.action(name);
+        nodeName = action?.spec.nodeName ?? nodeName;
+        const node: NodeView | undefined = nodeName ? await this.node(nodeName) : undefined;
+        progress = { action, node };
+        failingSince = undefined;
+      } catch (error) {
+        // A blip (API server restart, network) does not end the watch; a long outage does.
+        failingSince ??= Date.now();
+        if (Date.now() - failingSince > 60_000) throw error;
+        await sleep(this.pollIntervalMs, options.signal);
+        continue;
+      }
+      const text = canonicalJson(progress);
+      if (text !== last) {
+        last = text;
+        onProgress(progress);
+      }
+      if (!progress.action || isTerminal(progress.action.status?.phase) || options.until?.(progress)) {
+        return progress;
+      }
+      await sleep(this.pollIntervalMs, options.signal);
+    }
+  }
+}
