@@ -22,16 +22,10 @@ import {
   waitForPhase,
   whoami,
   type ActionObject,
+  installCephClusterKind,
+  setCephHealth,
 } from '../support/gate.ts';
-import {
-  freshNamespace,
-  rest,
-  serverSideApply,
-  testKubeConfig,
-  uniqueName,
-  waitFor,
-  waitForEstablished,
-} from '../support/kube.ts';
+import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -39,21 +33,6 @@ const CEPH_GROUP = 'ceph.test.gatehouse.dev';
 const instance = uniqueName('gate-rook');
 let controller: Controller;
 let me = '';
-
-async function setCephHealth(namespace: string, health: string): Promise<void> {
-  await client.apply(
-    `/apis/${CEPH_GROUP}/v1/namespaces/${namespace}/cephclusters/rook-ceph`,
-    {
-      apiVersion: `${CEPH_GROUP}/v1`,
-      kind: 'CephCluster',
-      metadata: { name: 'rook-ceph', namespace },
-      status: {
-        ceph: { health, details: health === 'HEALTH_OK' ? {} : { OSD_DOWN: { severity: 'HEALTH_WARN' } } },
-      },
-    },
-    'gate-rook-test',
-  );
-}
 
 interface Scenario {
   namespace: string;
@@ -67,7 +46,7 @@ async function scenario(t: TestContext, health = 'HEALTH_OK'): Promise<Scenario>
   const group = uniqueName('rook');
   const [node] = await createTestNodes(t, client, group, 1, { 'gatehouse.test/group': group });
   const namespace = await freshNamespace(t, kc);
-  await setCephHealth(namespace, health);
+  await cephHealth(namespace, health);
   const check = uniqueName('ceph-health-ok');
   await client.request(`${API}/clusterhealthchecks`, {
     method: 'POST',
@@ -94,6 +73,9 @@ async function scenario(t: TestContext, health = 'HEALTH_OK'): Promise<Scenario>
   deleteAfter(t, client, `${API}/clusterhealthchecks/${check}`);
   return { namespace, node: node as string, group, check };
 }
+
+const cephHealth = (namespace: string, health: string) =>
+  setCephHealth(client, CEPH_GROUP, namespace, health, 'gate-rook-test');
 
 async function createHook(
   s: Scenario,
@@ -123,27 +105,7 @@ function ms(time: string | undefined): number {
 
 before(async () => {
   await installGatehouseAPI(kc);
-  await serverSideApply(kc, [
-    {
-      apiVersion: 'apiextensions.k8s.io/v1',
-      kind: 'CustomResourceDefinition',
-      metadata: { name: `cephclusters.${CEPH_GROUP}` },
-      spec: {
-        group: CEPH_GROUP,
-        scope: 'Namespaced',
-        names: { plural: 'cephclusters', singular: 'cephcluster', kind: 'CephCluster' },
-        versions: [
-          {
-            name: 'v1',
-            served: true,
-            storage: true,
-            schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-          },
-        ],
-      },
-    } as never,
-  ]);
-  await waitForEstablished(kc, [`cephclusters.${CEPH_GROUP}`]);
+  await installCephClusterKind(CEPH_GROUP);
   me = await whoami(client);
   controller = await startGateController(instance);
 });
@@ -344,7 +306,7 @@ describe('the Rook scenario', () => {
     assert.equal(jobs.items.length, 0);
 
     const healthyAt = Date.now();
-    await setCephHealth(s.namespace, 'HEALTH_OK');
+    await cephHealth(s.namespace, 'HEALTH_OK');
     const approved = await waitForPhase(client, metadata.name, ['Approved', 'Failed']);
     assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
     assert.ok(

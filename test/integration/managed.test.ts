@@ -31,16 +31,16 @@ import {
   waitForPhase,
   whoami,
   type ActionObject,
+  installCephClusterKind,
+  setCephHealth,
 } from '../support/gate.ts';
 import {
   freshNamespace,
   rest,
-  serverSideApply,
   testKubeConfig,
   testSandboxState,
   uniqueName,
   waitFor,
-  waitForEstablished,
 } from '../support/kube.ts';
 
 const kc = testKubeConfig();
@@ -138,18 +138,8 @@ async function managedNodes(
   return names;
 }
 
-async function setCephHealth(namespace: string, health: string): Promise<void> {
-  await client.apply(
-    `/apis/${CEPH_GROUP}/v1/namespaces/${namespace}/cephclusters/rook-ceph`,
-    {
-      apiVersion: `${CEPH_GROUP}/v1`,
-      kind: 'CephCluster',
-      metadata: { name: 'rook-ceph', namespace },
-      status: { ceph: { health, details: {} } },
-    },
-    'managed-test',
-  );
-}
+const cephHealth = (namespace: string, health: string) =>
+  setCephHealth(client, CEPH_GROUP, namespace, health, 'managed-test');
 
 async function createHook(namespace: string, group: string, kind: string, name: string, template: unknown) {
   await client.request(`${API}/namespaces/${namespace}/${kind.toLowerCase()}s`, {
@@ -263,27 +253,7 @@ async function managedAction(
 
 before(async () => {
   await installGatehouseAPI(kc);
-  await serverSideApply(kc, [
-    {
-      apiVersion: 'apiextensions.k8s.io/v1',
-      kind: 'CustomResourceDefinition',
-      metadata: { name: `cephclusters.${CEPH_GROUP}` },
-      spec: {
-        group: CEPH_GROUP,
-        scope: 'Namespaced',
-        names: { plural: 'cephclusters', singular: 'cephcluster', kind: 'CephCluster' },
-        versions: [
-          {
-            name: 'v1',
-            served: true,
-            storage: true,
-            schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-          },
-        ],
-      },
-    } as never,
-  ]);
-  await waitForEstablished(kc, [`cephclusters.${CEPH_GROUP}`]);
+  await installCephClusterKind(CEPH_GROUP);
   me = await whoami(client);
   controller = await managedController(instance);
 });
@@ -297,7 +267,7 @@ describe('Managed execution', () => {
     const group = uniqueName('roll');
     const nodes = await managedNodes(t, group, 3);
     const namespace = await freshNamespace(t, kc);
-    await setCephHealth(namespace, 'HEALTH_OK');
+    await cephHealth(namespace, 'HEALTH_OK');
     const check = uniqueName('ceph-ok');
     await client.request(`${API}/clusterhealthchecks`, {
       method: 'POST',

@@ -12,7 +12,7 @@ import { Controller, type ControllerOptions } from '../../src/controller.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
 import { talosNode } from '../../sandbox/nodes.ts';
-import { rest, testKubeConfig, uniqueName, waitFor } from './kube.ts';
+import { rest, serverSideApply, testKubeConfig, uniqueName, waitFor, waitForEstablished } from './kube.ts';
 import { randomUUID } from 'node:crypto';
 
 export const API = '/apis/talos.dev/v1alpha1';
@@ -321,4 +321,55 @@ export function watchActions(
       await loop;
     },
   };
+}
+
+/**
+ * A stand-in for Rook's CephCluster in a group of the test file's own (so files do not
+ * share it), without a status subresource: tests set its health by applying status.
+ */
+export async function installCephClusterKind(group: string): Promise<void> {
+  const kc = testKubeConfig();
+  await serverSideApply(kc, [
+    {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: `cephclusters.${group}` },
+      spec: {
+        group,
+        scope: 'Namespaced',
+        names: { plural: 'cephclusters', singular: 'cephcluster', kind: 'CephCluster' },
+        versions: [
+          {
+            name: 'v1',
+            served: true,
+            storage: true,
+            schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+          },
+        ],
+      },
+    } as never,
+  ]);
+  await waitForEstablished(kc, [`cephclusters.${group}`]);
+}
+
+/** Sets the stand-in CephCluster rook-ceph's health, as Rook reports it (with a detail when not OK). */
+export async function setCephHealth(
+  client: RestClient,
+  group: string,
+  namespace: string,
+  health: string,
+  fieldManager: string,
+): Promise<void> {
+  await client.apply(
+    `/apis/${group}/v1/namespaces/${namespace}/cephclusters/rook-ceph`,
+    {
+      apiVersion: `${group}/v1`,
+      kind: 'CephCluster',
+      metadata: { name: 'rook-ceph', namespace },
+      status: {
+        ceph: { health, details: health === 'HEALTH_OK' ? {} : { OSD_DOWN: { severity: 'HEALTH_WARN' } } },
+      },
+    },
+    fieldManager,
+  );
 }
