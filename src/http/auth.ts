@@ -128,6 +128,21 @@ export interface AuthOptions {
   now?: () => number;
 }
 
+type ResolvedAuthOptions = Required<Omit<AuthOptions, 'rest' | 'log'>> & Pick<AuthOptions, 'rest' | 'log'>;
+
+/** The cache lifetimes and limits both reviewers share, unless the caller sets them. */
+function withDefaults(options: AuthOptions): ResolvedAuthOptions {
+  return {
+    authenticatedTtlMs: 10_000,
+    unauthenticatedTtlMs: 2_000,
+    allowedTtlMs: 10_000,
+    deniedTtlMs: 2_000,
+    maxEntries: 4096,
+    now: () => performance.now(),
+    ...options,
+  };
+}
+
 type Review = { authenticated: true; caller: Caller } | { authenticated: false; error: string };
 
 interface TokenReviewStatus {
@@ -137,22 +152,14 @@ interface TokenReviewStatus {
 }
 
 export class Authenticator {
-  private readonly options: Required<Omit<AuthOptions, 'rest' | 'log'>> & Pick<AuthOptions, 'rest' | 'log'>;
+  private readonly options: ResolvedAuthOptions;
   private readonly cache: TtlCache<Review>;
   /** Concurrent requests with one token share one TokenReview. */
   private readonly inflight = new Map<string, Promise<Review>>();
   readonly stats = { reviews: 0, cacheHits: 0 };
 
   constructor(options: AuthOptions) {
-    this.options = {
-      authenticatedTtlMs: 10_000,
-      unauthenticatedTtlMs: 2_000,
-      allowedTtlMs: 10_000,
-      deniedTtlMs: 2_000,
-      maxEntries: 4096,
-      now: () => performance.now(),
-      ...options,
-    };
+    this.options = withDefaults(options);
     this.cache = new TtlCache(this.options.maxEntries);
   }
 
@@ -230,21 +237,13 @@ interface Decision {
 }
 
 export class Authorizer {
-  private readonly options: Required<Omit<AuthOptions, 'rest' | 'log'>> & Pick<AuthOptions, 'rest' | 'log'>;
+  private readonly options: ResolvedAuthOptions;
   private readonly cache: TtlCache<Decision>;
   private readonly inflight = new Map<string, Promise<Decision>>();
   readonly stats = { reviews: 0, cacheHits: 0 };
 
   constructor(options: AuthOptions) {
-    this.options = {
-      authenticatedTtlMs: 10_000,
-      unauthenticatedTtlMs: 2_000,
-      allowedTtlMs: 10_000,
-      deniedTtlMs: 2_000,
-      maxEntries: 4096,
-      now: () => performance.now(),
-      ...options,
-    };
+    this.options = withDefaults(options);
     this.cache = new TtlCache(this.options.maxEntries);
   }
 
