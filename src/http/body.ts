@@ -1,6 +1,7 @@
 // Reading a request body as JSON, defensively: the size is bounded before and while
-// reading (413), the media type must be JSON (415), the bytes must be UTF-8 and the
-// text JSON (400) — each refusal saying what was wrong and what to send instead.
+// reading (413), the media type must be JSON (415), the bytes must be UTF-8, the text
+// JSON and its strings well-formed Unicode (400) — each refusal saying what was wrong
+// and what to send instead.
 import type { IncomingMessage } from 'node:http';
 import { ApiError } from './api-error.ts';
 
@@ -58,12 +59,44 @@ export async function readJson(req: IncomingMessage, limit = DEFAULT_BODY_LIMIT)
     throw new ApiError(400, 'the request body is not valid UTF-8; send JSON text');
   }
   if (text.trim() === '') throw new ApiError(400, 'the request body is empty; send a JSON object');
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (error) {
     throw new ApiError(
       400,
       `the request body is not valid JSON (${error instanceof Error ? error.message : String(error)})`,
     );
   }
+  const broken = illFormedString(value, '');
+  if (broken !== undefined) {
+    // JSON may escape a surrogate on its own (\ud800); Kubernetes (Go) would store it as
+    // U+FFFD, silently changing what was asked for, so it is refused here instead.
+    throw new ApiError(
+      400,
+      `the request body has an unpaired UTF-16 surrogate escape in ${broken || 'a string'}; send well-formed Unicode text (a character outside the BMP is escaped as a pair, e.g. \\ud83d\\ude00)`,
+    );
+  }
+  return value;
+}
+
+/** Where (a field path) the first string or key that is not well-formed Unicode is, if any. */
+function illFormedString(value: unknown, at: string): string | undefined {
+  if (typeof value === 'string') return value.isWellFormed() ? undefined : at;
+  if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) {
+      const found = illFormedString(item, `${at}[${String(i)}]`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      const path = at ? `${at}.${key}` : key;
+      if (!key.isWellFormed()) return at ? `a field name in ${at}` : 'a field name';
+      const found = illFormedString(item, path);
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }

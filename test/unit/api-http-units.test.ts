@@ -2,9 +2,12 @@
 // the caches of TokenReview and SubjectAccessReview answers, request validation and its
 // messages, action names, and the OpenAPI document's consistency with the schemas.
 import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { NodeActionSpec } from '../../src/api/node-action.ts';
 import { ApiError } from '../../src/http/api-error.ts';
+import { readJson } from '../../src/http/body.ts';
 import { actionNamePrefix, canonicalJson, isActionName } from '../../src/http/actions.ts';
 import { Authenticator, Authorizer, bearerToken } from '../../src/http/auth.ts';
 import { openApiDocument } from '../../src/http/openapi.ts';
@@ -191,6 +194,38 @@ describe('Authorizer', () => {
       .require(caller, { verb: 'get', resource: 'nodeactions', name: 'x' }, 'r')
       .catch(() => undefined);
     assert.equal(calls.length, 3, 'another verb or object is another question');
+  });
+});
+
+describe('reading a JSON body', () => {
+  function body(text: string): IncomingMessage {
+    return Object.assign(Readable.from([Buffer.from(text)]), {
+      headers: { 'content-type': 'application/json' },
+    }) as unknown as IncomingMessage;
+  }
+
+  async function refusal(text: string): Promise<string> {
+    try {
+      await readJson(body(text));
+    } catch (error) {
+      assert.ok(error instanceof ApiError);
+      assert.equal(error.status, 400);
+      return error.message;
+    }
+    return 'accepted';
+  }
+
+  it('reads escaped surrogate pairs as the one character they encode', async () => {
+    assert.deepEqual(await readJson(body('{"spec":{"reason":"\\ud83d\\ude00 ok"}}')), {
+      spec: { reason: '\u{1F600} ok' },
+    });
+  });
+
+  it('refuses an unpaired surrogate escape, naming where it is', async () => {
+    assert.match(await refusal('{"spec":{"reason":"a\\ud800b"}}'), /unpaired UTF-16 surrogate escape in spec\.reason;/);
+    assert.match(await refusal('{"spec":{"x":["ok","\\udc00"]}}'), /in spec\.x\[1\];/);
+    assert.match(await refusal('{"spec":{"\\ud800":1}}'), /in a field name in spec;/);
+    assert.match(await refusal('"\\ude00\\ud83d"'), /in a string;/);
   });
 });
 
