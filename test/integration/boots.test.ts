@@ -361,10 +361,16 @@ describe('boot hooks', () => {
     );
     assert.equal(event.type, 'Warning');
     assert.match(event.message, /breaks failed: .*keeps the talos\.dev\/preready taint/);
-    const hook = await client.request<{ status?: { conditions?: { type: string; status: string }[] } }>(
-      `${API}/namespaces/${p.namespace}/nodeprereadyjobs/breaks`,
-    );
-    assert.equal(hook.status?.conditions?.find((c) => c.type === 'LastRunSucceeded')?.status, 'False');
+    // The hook's own status is written after the node's record: read until it is there.
+    const lastRun = await waitFor('the hook to record its failed run', async (observe) => {
+      const hook = await client.request<{ status?: { conditions?: { type: string; status: string }[] } }>(
+        `${API}/namespaces/${p.namespace}/nodeprereadyjobs/breaks`,
+      );
+      const condition = hook.status?.conditions?.find((c) => c.type === 'LastRunSucceeded');
+      observe(JSON.stringify(hook.status ?? {}));
+      return condition;
+    });
+    assert.equal(lastRun.status, 'False');
 
     // It stays tainted, and the hook is not run again for this boot.
     await new Promise((r) => setTimeout(r, 4000));
