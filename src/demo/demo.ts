@@ -1,20 +1,23 @@
 // `gatehouse demo` (npm run demo): gatehouse on a local sandbox cluster, from nothing,
 // in a few minutes — the sandbox's control plane and simulated Talos nodes, gatehouse's
-// API and controller, a Rook/Ceph health check from examples/, and the gate at work.
+// API and controller with its Talos executor, the Rook/Ceph recipe from examples/
+// (health check, noout hooks) with a Ceph stand-in that degrades while a node is down,
+// and a rolling Talos upgrade through the CLI, the gate waiting Ceph out between nodes.
+import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { attachSandbox, startSandbox, type Sandbox } from '../../sandbox/cluster.ts';
-import { defaultNodeSpecs } from '../../sandbox/nodes.ts';
-import type { CheckState } from '../checks/state.ts';
+import { defaultNodeSpecs, TALOS_VERSION } from '../../sandbox/nodes.ts';
 import { Controller } from '../controller.ts';
 import { serverSideApply, type Manifest } from '../kube/apply.ts';
 import { RestClient } from '../kube/rest.ts';
 import { silentLogger } from '../log.ts';
 import { installGatehouse } from '../manifests/install.ts';
-import { formatDuration } from '../wait.ts';
-import { installCephCluster, setCephHealth } from './ceph.ts';
+import { loadTalosConfig } from '../talos/config.ts';
+import { formatDuration, waitFor } from '../wait.ts';
+import { CEPH_NAMESPACE, CephStandIn, installCephCluster } from './ceph.ts';
 
 export interface DemoOptions {
   /** Where the demo's sandbox lives; reused if it is already up. */
@@ -24,25 +27,93 @@ export interface DemoOptions {
   out?: (line: string) => void;
 }
 
-const examples = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'examples');
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const examples = join(root, 'examples');
 const CHECK = 'ceph-health-ok';
+const WORKERS = ['worker-1', 'worker-2', 'worker-3'];
+/** The release the demo upgrades the simulated nodes to: the sandbox's next patch. */
+const TARGET_VERSION = TALOS_VERSION.replace(/\d+$/, (patch) => String(Number(patch) + 1));
+const TARGET_IMAGE = `ghcr.io/siderolabs/installer:${TARGET_VERSION}`;
+/** How long the simulated nodes stay down in a reboot, and Ceph takes to recover after. */
+const BOOT_DELAY = '6s';
+const RECOVERY_MS = 10_000;
+/** The shipped check probes every 30s; the demo probes more often so that it moves along. */
+const DEMO_INTERVAL = '5s';
 
-async function example(file: string): Promise<Manifest[]> {
+type Document = Manifest & { spec?: Record<string, unknown> };
+
+async function example(file: string): Promise<Document[]> {
   return parseAllDocuments(await readFile(join(examples, file), 'utf8'))
-    .map((d) => d.toJS() as Manifest | null)
-    .filter((m): m is Manifest => m !== null);
+    .map((d) => d.toJS() as Document | null)
+    .filter((m): m is Document => m !== null);
 }
 
-function describeState(state: CheckState | undefined): string {
-  if (!state) return 'not known to the controller';
-  const word = state.healthy === undefined ? 'Unknown' : state.healthy ? 'Healthy' : 'Unhealthy';
-  return `${word} — ${state.message}`;
+/** The Rook/Ceph recipe as the demo applies it: examples/ as shipped, with the changes said. */
+async function rookRecipe(): Promise<Document[]> {
+  const check = await example('rook-ceph-health.yaml');
+  for (const m of check)
+    if (m.kind === 'ClusterHealthCheck') (m.spec as Record<string, unknown>).interval = DEMO_INTERVAL;
+  const hooks = await example('ceph-noout.yaml');
+  // An upgrade reboots the node too: the same noout Job, as a PreUpgradeJob.
+  const preReboot = hooks.find((m) => m.kind === 'PreRebootJob');
+  if (!preReboot) throw new Error('examples/ceph-noout.yaml has no PreRebootJob');
+  const preUpgrade = structuredClone(preReboot);
+  preUpgrade.kind = 'PreUpgradeJob';
+  const policy: Document = {
+    apiVersion: 'talos.dev/v1alpha1',
+    kind: 'ActionPolicy',
+    metadata: { name: 'workers-one-at-a-time' },
+    spec: {
+      nodeSelector: {
+        matchExpressions: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'DoesNotExist' }],
+      },
+      maxConcurrent: 1,
+    },
+  };
+  return [...check, ...hooks, preUpgrade, policy];
+}
+
+interface NodeFacts {
+  metadata: { name: string };
+  status?: { nodeInfo?: { osImage?: string; bootID?: string } };
+}
+
+async function nodeFacts(client: RestClient): Promise<Map<string, { osImage: string; bootID: string }>> {
+  const list = await client.request<{ items: NodeFacts[] }>('/api/v1/nodes');
+  return new Map(
+    list.items.map((n) => [
+      n.metadata.name,
+      { osImage: n.status?.nodeInfo?.osImage ?? '?', bootID: n.status?.nodeInfo?.bootID ?? '?' },
+    ]),
+  );
+}
+
+/** Runs the gatehouse CLI as a person would, its output (live on a terminal) straight to ours. */
+function runCli(args: readonly string[], signal: AbortSignal): Promise<number> {
+  const child = spawn(process.execPath, [join(root, 'src', 'cli', 'main.ts'), ...args], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const interrupt = () => child.kill('SIGINT');
+  signal.addEventListener('abort', interrupt, { once: true });
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code, killedBy) => {
+      signal.removeEventListener('abort', interrupt);
+      resolve(code ?? (killedBy === 'SIGINT' ? 130 : 1));
+    });
+  });
 }
 
 export async function runDemo(options: DemoOptions): Promise<void> {
   const out = options.out ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const step = (n: number, title: string) => out(`\n[${String(n)}/5] ${title}`);
+  const steps = 6;
+  const step = (n: number, title: string) => out(`\n[${String(n)}/${String(steps)}] ${title}`);
   const began = Date.now();
+  // Ctrl-C at any point stops what the demo started (the CLI cancels its own actions).
+  const interrupted = new AbortController();
+  const onSignal = () => interrupted.abort(new Error('interrupted'));
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
 
   step(1, 'sandbox: a real Kubernetes control plane with simulated Talos nodes');
   let sandbox: Sandbox | undefined = await attachSandbox(options.sandboxDir);
@@ -52,73 +123,115 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     sandbox = await startSandbox({
       dir: options.sandboxDir,
       nodes: defaultNodeSpecs(4, 1),
+      talosBootDelay: BOOT_DELAY,
       log: (line) => out(`  ${line}`),
     });
   }
   const client = new RestClient(sandbox.kubeConfig());
+  const talosconfig = sandbox.state.talosconfig;
 
   let controller: Controller | undefined;
-  const shutdown = async () => {
-    await controller?.stop();
-    if (startedHere) await sandbox.stop();
-  };
+  let ceph: CephStandIn | undefined;
   try {
+    if (!talosconfig) throw new Error(`the sandbox at ${options.sandboxDir} runs no Talos simulator`);
+
     step(2, 'install gatehouse: CRDs, RBAC, admission policy');
     await installGatehouse(client, { withoutDeployment: true, fieldManager: 'gatehouse-demo' });
     out('  applied the install set of `gatehouse manifests` (the controller runs here, not as a Deployment)');
 
-    step(3, 'start the controller');
+    step(3, 'start the controller, with the Talos executor');
     controller = await Controller.start({
       kubeConfig: sandbox.kubeConfig(),
       log: silentLogger(),
       host: '127.0.0.1',
       port: 0,
       leaderElection: { leaseDurationMs: 5000, renewDeadlineMs: 4000, retryPeriodMs: 1000 },
+      talos: { config: await loadTalosConfig({ path: talosconfig }) },
     });
     await controller.waitForSync();
+    out(`  serving ${controller.url} — dashboard ${controller.url}/, health ${controller.url}/v1/health`);
+    out(`  Managed actions go to the Talos API of the simulated nodes (talosconfig ${talosconfig})`);
+
+    step(4, 'Rook/Ceph: a CephCluster, the health check and the noout hooks (examples/)');
+    await installCephCluster(client);
+    ceph = new CephStandIn({ client, log: silentLogger(), osdNodes: WORKERS, recoveryMs: RECOVERY_MS });
+    await ceph.start();
     out(
-      `  serving ${controller.url} (health: ${controller.url}/v1/health, metrics: ${controller.url}/metrics)`,
+      `  CephCluster ${CEPH_NAMESPACE}/rook-ceph: one OSD on each of ${WORKERS.join(', ')}; a stand-in for`,
+    );
+    out(
+      `  Rook reports HEALTH_WARN while an OSD's node is down, and for ${formatDuration(RECOVERY_MS)} of recovery after`,
+    );
+    await serverSideApply(client, await rookRecipe(), 'gatehouse-demo');
+    out(
+      `  ClusterHealthCheck ${CHECK}       examples/rook-ceph-health.yaml (probing every ${DEMO_INTERVAL} here)`,
+    );
+    out('  PreUpgradeJob ceph-set-noout      examples/ceph-noout.yaml, the PreRebootJob as a PreUpgradeJob');
+    out('  NodeReadyJob ceph-unset-noout     examples/ceph-noout.yaml');
+    out('  ActionPolicy workers-one-at-a-time  maxConcurrent: 1 for nodes that are not control plane');
+    const running = controller;
+    await waitFor(`${CHECK} to be probed healthy`, () =>
+      running.checks.view(CHECK)?.state.healthy === true ? true : undefined,
+    );
+    const health = await fetch(`${running.url}/v1/health`);
+    out(
+      `  GET /v1/health → ${String(health.status)}: ${((await health.json()) as { message: string }).message}`,
     );
 
-    step(4, 'a Rook/Ceph health check (examples/rook-ceph-health.yaml)');
-    await installCephCluster(client);
-    await serverSideApply(client, await example('rook-ceph-health.yaml'), 'gatehouse-demo');
-    const running = controller;
-    const fresh = async () => (await running.checks.evaluateNow([CHECK])).get(CHECK);
-    const health = async () => {
-      const res = await fetch(`${running.url}/v1/health`);
-      const body = (await res.json()) as { message: string };
-      return `GET /v1/health → ${String(res.status)}: ${body.message}`;
-    };
-    // The check appears through the controller's watch; a gate then asks for a fresh probe.
-    for (let i = 0; i < 50 && !running.checks.view(CHECK); i++) await new Promise((r) => setTimeout(r, 100));
-    out(`  ${CHECK}: ${describeState(await fresh())}`);
-    out(`  ${await health()}`);
+    step(5, `a rolling upgrade to Talos ${TARGET_VERSION}, through the gate`);
+    const before = await nodeFacts(client);
+    const args = [
+      'upgrade',
+      '--kubeconfig',
+      sandbox.kubeconfig,
+      '--image',
+      TARGET_IMAGE,
+      '--concurrency',
+      String(WORKERS.length),
+      ...WORKERS,
+    ];
+    out(`  $ gatehouse ${args.join(' ')}`);
+    out('  (all three asked for at once: the policy lets one through at a time, and Ceph must be');
+    out('  HEALTH_OK again before the next; the CLI shows what each action waits for)\n');
+    const code = await runCli(args, interrupted.signal);
+    if (interrupted.signal.aborted) return;
+    out(`\n  the CLI exited ${String(code)}${code === 0 ? ': every node upgraded' : ''}`);
 
-    step(5, 'Ceph degrades, and the gate closes (fresh evaluations, as a gate asks for them)');
-    await setCephHealth(client, 'HEALTH_WARN', { code: 'OSD_DOWN', message: '1 osds down' });
-    out('  CephCluster rook-ceph reports HEALTH_WARN (OSD_DOWN: 1 osds down)');
-    out(`  probe 1: ${describeState(await fresh())}`);
-    out(`  probe 2: ${describeState(await fresh())}`);
-    out(`  ${await health()}`);
-    await setCephHealth(client, 'HEALTH_OK');
-    out('  CephCluster rook-ceph reports HEALTH_OK again');
-    out(`  probe 3: ${describeState(await fresh())}`);
-    out(`  ${await health()}`);
+    step(6, 'what happened');
+    const after = await nodeFacts(client);
+    for (const node of WORKERS) {
+      const was = before.get(node);
+      const is = after.get(node);
+      out(
+        `  ${node}: ${was?.osImage ?? '?'} → ${is?.osImage ?? '?'}, boot ${was?.bootID.slice(0, 8) ?? '?'} → ${is?.bootID.slice(0, 8) ?? '?'}`,
+      );
+    }
+    await ceph.recovered(interrupted.signal);
+    out('  Ceph, as the stand-in reported it:');
+    for (const change of ceph.changes)
+      out(`    ${change.at.toTimeString().slice(0, 8)} ${change.health} ${change.detail}`);
+    if (code !== 0) throw new Error(`the rolling upgrade did not succeed (the CLI exited ${String(code)})`);
 
     out(`\ndone in ${formatDuration(Date.now() - began)}. Where to look:`);
+    out(`  dashboard: ${controller.url}/`);
     out(`  export KUBECONFIG=${sandbox.kubeconfig}`);
-    out('  kubectl get clusterhealthchecks            # or: kubectl get gatehouse');
+    out(`  export TALOSCONFIG=${talosconfig}`);
+    out('  kubectl get gatehouse                       # checks, hooks, policies, actions');
+    out('  kubectl get nodeactions -o wide             # the three upgrades');
     out(`  kubectl describe clusterhealthcheck ${CHECK}  # status, conditions, events`);
-    out(`  curl -s ${controller.url}/v1/health`);
+    out(`  npm run gatehouse -- reboot --kubeconfig ${sandbox.kubeconfig} worker-2   # one more, live`);
     out(`  curl -s '${controller.url}/v1/health?action=Reboot&node=worker-1'`);
     if (options.exit) return;
     out('\nthe controller keeps running; Ctrl-C stops it and the sandbox');
     await new Promise<void>((resolve) => {
-      process.once('SIGINT', () => resolve());
-      process.once('SIGTERM', () => resolve());
+      if (interrupted.signal.aborted) resolve();
+      else interrupted.signal.addEventListener('abort', () => resolve(), { once: true });
     });
   } finally {
-    await shutdown();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await ceph?.stop();
+    await controller?.stop();
+    if (startedHere) await sandbox.stop();
   }
 }

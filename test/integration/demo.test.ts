@@ -1,46 +1,91 @@
 // The README's first command: the demo runs to completion with --exit, on a sandbox of
-// its own, and says what a newcomer should see.
+// its own, and shows what a newcomer should see — the rolling upgrade through the CLI,
+// the policy letting one node through at a time, the gate waiting for Ceph to recover.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { access, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { it } from 'node:test';
-import { promisify } from 'node:util';
 
-const run = promisify(execFile);
+/** Runs the demo with its stdout and stderr (where the CLI's progress goes) in one stream, in order. */
+function demo(sandboxDir: string): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, ['src/cli/main.ts', 'demo', '--exit', '--sandbox-dir', sandboxDir], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 420_000);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}
 
-it('runs the demo to completion and shows the gate closing and opening', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-demo-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  const { stdout } = await run(
-    process.execPath,
-    ['src/cli/main.ts', 'demo', '--exit', '--sandbox-dir', join(dir, 'sandbox')],
-    {
-      timeout: 300_000,
-    },
-  );
-  const expected = [
-    /\[1\/5\] sandbox/,
-    /sandbox up in .*: https:\/\/127\.0\.0\.1:\d+/,
-    /\[2\/5\] install gatehouse/,
-    /\[3\/5\] start the controller\n {2}serving http:\/\/127\.0\.0\.1:\d+/,
-    /ceph-health-ok: Healthy — 1\/1 CephCluster object/,
-    /GET \/v1\/health → 200: all 1 checks healthy/,
-    /probe 1: Healthy — .*HEALTH_WARN' \(failure 1\/2 before unhealthy\)/,
-    /probe 2: Unhealthy — .*rook-ceph\/rook-ceph has status\.ceph\.health == 'HEALTH_WARN'/,
-    /GET \/v1\/health → 503: 1 of 1 checks not healthy: ceph-health-ok/,
-    /probe 3: Healthy/,
-    /export KUBECONFIG=/,
-  ];
+function inOrder(output: string, expected: readonly RegExp[]): void {
   let from = 0;
   for (const pattern of expected) {
-    const match = pattern.exec(stdout.slice(from));
-    assert.ok(match, `expected ${String(pattern)} after position ${String(from)} in:\n${stdout}`);
+    const match = pattern.exec(output.slice(from));
+    assert.ok(match, `expected ${String(pattern)} after position ${String(from)} in:\n${output}`);
     from += match.index + match[0].length;
   }
-  // The demo stops what it started: nothing is left in its sandbox directory.
-  await assert.rejects(
-    import('node:fs/promises').then((fs) => fs.access(join(dir, 'sandbox', 'state.json'))),
+}
+
+it('runs the demo to completion: a rolling upgrade through the CLI, gated by Ceph and a policy', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-demo-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const { code, output } = await demo(join(dir, 'sandbox'));
+  assert.equal(code, 0, output);
+  inOrder(output, [
+    /\[1\/6\] sandbox/,
+    /sandbox up in .*: https:\/\/127\.0\.0\.1:\d+/,
+    /\[2\/6\] install gatehouse/,
+    /\[3\/6\] start the controller.*\n {2}serving http:\/\/127\.0\.0\.1:\d+ — dashboard http:\/\/127\.0\.0\.1:\d+\//,
+    /\[4\/6\] Rook\/Ceph/,
+    /ClusterHealthCheck ceph-health-ok/,
+    /GET \/v1\/health → 200: all 1 checks healthy/,
+    /\[5\/6\] a rolling upgrade to Talos v\d+\.\d+\.\d+/,
+    /\$ gatehouse upgrade --kubeconfig \S+ --image ghcr\.io\/siderolabs\/installer:v\S+ --concurrency 3 worker-1 worker-2 worker-3/,
+    /NODE\s+ACTION\s+NAME\s+PHASE\nworker-1\s+Upgrade\s+\S+\s+Succeeded\nworker-2\s+Upgrade\s+\S+\s+Succeeded\nworker-3\s+Upgrade\s+\S+\s+Succeeded/,
+    /the CLI exited 0: every node upgraded/,
+    /\[6\/6\] what happened/,
+    /worker-1: Talos \(v\S+\) → Talos \(v\S+\), boot \w+ → \w+/,
+    /HEALTH_WARN OSD_DOWN: 1 osds down \(osd\.\d on worker-\d\)/,
+    /HEALTH_WARN PG_DEGRADED/,
+    /HEALTH_OK/,
+    /done in .*\. Where to look:\n {2}dashboard: http:\/\/127\.0\.0\.1:\d+\//,
+    /export KUBECONFIG=/,
+  ]);
+  // The progress lines, as the CLI prints them to a pipe: each node's pre-upgrade hook,
+  // its reboot into the new version, its ready hook.
+  for (const node of ['worker-1', 'worker-2', 'worker-3']) {
+    inOrder(output, [
+      new RegExp(`${node}: hook PreUpgradeJob rook-ceph/ceph-set-noout Succeeded`),
+      new RegExp(`${node}: node ${node} runs Talos \\(v\\S+\\)`),
+      new RegExp(`${node}: hook NodeReadyJob rook-ceph/ceph-unset-noout Succeeded`),
+      new RegExp(`✓ ${node} Upgrade Succeeded`),
+    ]);
+  }
+  // The policy held the others back while one node was in progress…
+  assert.match(
+    output,
+    /worker-[23]: (phase Pending: )?waiting for its policies: ActionPolicy workers-one-at-a-time allows 1 at once/,
   );
+  // …and the gate waited for Ceph to recover from a node's absence before the next.
+  assert.match(output, /worker-[23]: check ceph-health-ok unhealthy: .*HEALTH_WARN/);
+  // One node at a time: each node was back before the next went down.
+  const outages = [...output.matchAll(/worker-\d: node (worker-\d) (NotReady|booted again)/g)].map(
+    (m) => `${m[1] ?? ''} ${m[2] === 'NotReady' ? 'down' : 'up'}`,
+  );
+  assert.equal(outages.length, 6, output);
+  for (let i = 0; i < outages.length; i += 2) {
+    const node = outages[i]?.split(' ')[0] ?? '';
+    assert.deepEqual(outages.slice(i, i + 2), [`${node} down`, `${node} up`], outages.join(', '));
+  }
+  // The demo stops what it started: nothing is left in its sandbox directory.
+  await assert.rejects(access(join(dir, 'sandbox', 'state.json')));
 });
