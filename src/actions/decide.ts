@@ -50,6 +50,7 @@ import {
 } from '../talos/version.ts';
 import { errorMessage, formatDuration } from '../wait.ts';
 import { findCondition, setCondition } from './conditions.ts';
+import type { SilenceEffect } from './silences.ts';
 import {
   PHASE_DEADLINES,
   PRE_HOOK_KIND,
@@ -169,7 +170,9 @@ export type ActionEffect =
   /** Lift the cordon this action made (talos.dev/cordoned-by). */
   | { type: 'uncordon' }
   /** Stop the executor's steps of this action that still run. */
-  | { type: 'stopExecution'; reason: string };
+  | { type: 'stopExecution'; reason: string }
+  /** Hold (create or renew) or release an Alertmanager silence (silences.ts). */
+  | SilenceEffect;
 
 export interface ActionDecision {
   status: NodeActionStatus;

@@ -26,6 +26,7 @@ import { WorkQueue, type ReconcileResult } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { reportPolicy, type ActionRef, type NodeLabels, type PolicyFacts } from '../policies/evaluate.ts';
+import { SilenceLeases } from '../silences/leases.ts';
 import { CORDONED_BY_ANNOTATION, uncordonFor } from '../talos/drain.ts';
 import type { TalosExecutor } from '../talos/execution.ts';
 import { errorMessage } from '../wait.ts';
@@ -40,8 +41,9 @@ import {
   type NodeFacts,
   type ObservedNodeAction,
 } from './decide.ts';
-import { holdsSlot, isTerminal } from './phases.ts';
+import { APPROVED_PHASES, holdsSlot, isTerminal } from './phases.ts';
 import { DEFAULT_RETENTION, planRetention, type RetentionPolicy } from './retention.ts';
+import { holdSilences } from './silences.ts';
 
 export const NODE_ACTIONS_PATH = '/apis/talos.dev/v1alpha1/nodeactions';
 export const ACTION_POLICIES_PATH = '/apis/talos.dev/v1alpha1/actionpolicies';
@@ -81,6 +83,8 @@ export interface ActionReconcilerOptions {
   instance?: string;
   retention?: RetentionPolicy;
   concurrency?: number;
+  /** Makes the Alertmanager silence calls; one of its own by default. */
+  silences?: SilenceLeases;
 }
 
 interface NodeObject extends KubeObject {
@@ -130,11 +134,15 @@ export class ActionReconciler {
   /** Action name → the resourceVersion our last write replaced: a cache still showing it is stale. */
   private readonly superseded = new Map<string, string>();
   private readonly uidToName = new Map<string, string>();
+  private readonly silences: SilenceLeases;
   private started = false;
+  private leading = false;
 
   constructor(options: ActionReconcilerOptions) {
     this.o = { retention: DEFAULT_RETENTION, ...options };
     this.log = options.log;
+    this.silences =
+      options.silences ?? new SilenceLeases({ log: options.log.child({ component: 'silences' }) });
     this.queue = new WorkQueue({
       name: 'nodeactions',
       log: options.log,
@@ -162,6 +170,7 @@ export class ActionReconciler {
 
   stop(): void {
     this.queue.stop();
+    this.silences.stop();
   }
 
   /** Every action, the admission pass and retention: after a start or on becoming leader. */
@@ -196,6 +205,7 @@ export class ActionReconciler {
       this.superseded.delete(a.metadata.name);
       this.o.runner.forget(`action/${a.metadata.uid}/`);
       this.o.executor?.forget(a.metadata.uid);
+      this.silences.forget(a.metadata.uid);
       if (holdsSlot(a.status?.phase)) this.queue.add(ADMISSION_KEY);
     });
     const onNode = (old: KubeObject | undefined, node: KubeObject) => {
@@ -234,15 +244,39 @@ export class ActionReconciler {
       for (const a of actions.list())
         if (a.status?.phase === 'WaitingForHealth') this.queue.add(a.metadata.name);
     });
-    policies.on('add', () => this.queue.add(ADMISSION_KEY));
-    policies.on('update', (old, p) => {
-      if (old.metadata.generation !== p.metadata.generation) this.queue.add(ADMISSION_KEY);
+    // A policy that asks for silences, or no longer does: approved actions look again.
+    const onSilencePolicy = (...changed: PolicyObject[]) => {
+      if (!changed.some((p) => p.spec.alertmanagerSilence)) return;
+      for (const a of actions.list()) {
+        const phase = a.status?.phase;
+        if (phase !== undefined && APPROVED_PHASES.has(phase)) this.queue.add(a.metadata.name);
+      }
+    };
+    policies.on('add', (p) => {
+      this.queue.add(ADMISSION_KEY);
+      onSilencePolicy(p);
     });
-    policies.on('delete', () => this.queue.add(ADMISSION_KEY));
+    policies.on('update', (old, p) => {
+      if (old.metadata.generation === p.metadata.generation) return;
+      this.queue.add(ADMISSION_KEY);
+      onSilencePolicy(old, p);
+    });
+    policies.on('delete', (p) => {
+      this.queue.add(ADMISSION_KEY);
+      onSilencePolicy(p);
+    });
   }
 
   private async reconcile(key: string): Promise<ReconcileResult | undefined> {
-    if (!this.o.isLeader()) return undefined;
+    if (!this.o.isLeader()) {
+      this.leading = false;
+      return undefined;
+    }
+    if (!this.leading) {
+      // What this replica knew of its silence calls may be stale after another led.
+      this.silences.forgetAll();
+      this.leading = true;
+    }
     if (key === ADMISSION_KEY) return this.admission();
     if (key === RETENTION_KEY) return this.retention();
     return this.reconcileAction(key);
@@ -296,12 +330,20 @@ export class ActionReconciler {
       webhooks: this.o.runner.webhookFacts(),
       ...(this.o.executor ? { execution: this.o.executor.facts(action.metadata.uid) } : {}),
     };
+    let now = input.now;
     let decision = decide(input);
     if (decision.evaluateChecks) {
       const states = await this.o.checks.evaluateNow(decision.evaluateChecks);
-      const at = new Date();
-      decision = decide({ ...input, now: at, fresh: { at, states } });
+      now = new Date();
+      decision = decide({ ...input, now, fresh: { at: now, states } });
     }
+    const nodeObject = this.o.nodes.get(action.spec.nodeName);
+    decision = holdSilences(decision, action, {
+      now,
+      policies: this.policyFacts(),
+      nodeLabels: nodeObject ? (nodeObject.metadata.labels ?? {}) : undefined,
+      facts: this.silences.facts(action.metadata.uid),
+    });
     if (!this.o.isLeader()) return undefined;
 
     if (decision.addFinalizer) {
@@ -341,6 +383,21 @@ export class ActionReconciler {
     }
     if (effects.some((e) => e.type === 'admission')) this.queue.add(ADMISSION_KEY);
     const name = action.metadata.name;
+    for (const e of effects) {
+      if (e.type !== 'silence' || !this.o.isLeader()) continue;
+      this.silences.start(
+        {
+          op: e.op,
+          url: e.url,
+          nodeLabel: e.nodeLabel,
+          node: action.spec.nodeName,
+          action: { name, uid: action.metadata.uid },
+          ...(e.op === 'hold' ? { notAfter: new Date(e.notAfter) } : {}),
+        },
+        () => this.queue.add(name),
+        log,
+      );
+    }
     await this.applyExecution(effects, action, log);
     for (const e of effects) if (e.type === 'announceBoot') await this.announceBoot(e, action, log);
     const hookEffects = effects.flatMap((e): HookEffect[] =>

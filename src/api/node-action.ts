@@ -405,6 +405,37 @@ export const ExecutionRecord = Type.Object(
   },
 );
 
+/** The states of a silence gatehouse holds for an action (src/actions/silences.ts). */
+export const SILENCE_STATES = ['Pending', 'Active', 'Expired', 'Lapsed'] as const;
+export type SilenceState = (typeof SILENCE_STATES)[number];
+
+export const SilenceRecord = Type.Object(
+  {
+    url: Type.String({
+      description: 'The Alertmanager the silence is held in (alertmanagerSilence.url of a governing policy).',
+      maxLength: 2048,
+    }),
+    nodeLabel: Type.String({
+      description: "The alert label the silence matches, equal to the action's node.",
+      maxLength: 128,
+    }),
+    state: StringEnum(SILENCE_STATES, {
+      description:
+        'Pending: asked for, not yet confirmed by Alertmanager. Active: Alertmanager holds it until endsAt; the controller renews it while the action runs. Expired: the controller expired it when the action ended (or no policy asked for it any more). Lapsed: it ended, or ends, by itself at endsAt — its duration ran out, or Alertmanager could not be reached to expire it.',
+    }),
+    id: Type.Optional(Type.String({ description: "Alertmanager's ID of the silence.", maxLength: 128 })),
+    endsAt: Type.Optional(
+      Timestamp(
+        'When the silence ends unless renewed: as Alertmanager confirmed it, or, while Pending, as asked for.',
+      ),
+    ),
+  },
+  {
+    description:
+      "A silence of the node's alerts held in Alertmanager while the approved action runs, as a lease renewed every few minutes.",
+  },
+);
+
 export const NodeActionStatus = Type.Object(
   {
     observedGeneration: Type.Optional(Int64('The metadata.generation the status reflects.', { minimum: 0 })),
@@ -416,7 +447,7 @@ export const NodeActionStatus = Type.Object(
     ),
     conditions: Type.Optional(
       Conditions(
-        'Standard conditions: HealthChecksPassed, PreHooksSucceeded, Approved, Drained (Managed), Executed, NodeReturned, PostHooksSucceeded, and Bypassed (naming who bypassed what, and why).',
+        "Standard conditions: HealthChecksPassed, PreHooksSucceeded, Approved, Drained (Managed), Executed, NodeReturned, PostHooksSucceeded, Bypassed (naming who bypassed what, and why), and Silenced (whether the node's alerts are silenced in Alertmanager, when a policy asks for it).",
       ),
     ),
     checks: Type.Optional(
@@ -452,6 +483,15 @@ export const NodeActionStatus = Type.Object(
     ),
     execution: Type.Optional(ExecutionRecord),
     completionTime: Type.Optional(Timestamp('When the action finished, whatever the outcome.')),
+    silences: Type.Optional(
+      Type.Array(SilenceRecord, {
+        description:
+          'Alertmanager silences held for the action, one per distinct (url, nodeLabel) of the ActionPolicies with alertmanagerSilence that govern it: created at approval, expired when it ends. A courtesy, never a gate: the action goes on without them.',
+        maxItems: 32,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['url', 'nodeLabel'],
+      }),
+    ),
     message: Type.Optional(Text('What is happening now, or why it ended, in words.')),
   },
   { description: 'The record of how the action was judged and carried out, written by the controller.' },
@@ -468,6 +508,7 @@ export type NodeAction = Static<typeof NodeAction>;
 export type NodeActionSpec = Static<typeof NodeActionSpec>;
 export type NodeActionStatus = Static<typeof NodeActionStatus>;
 export type ExecutionRecord = Static<typeof ExecutionRecord>;
+export type SilenceRecord = Static<typeof SilenceRecord>;
 
 export const nodeActionKind: KindDefinition = {
   kind: 'NodeAction',

@@ -1,7 +1,8 @@
 // Alertmanager silences held as a lease while an action runs (kured's and tuppr's
 // users asked not to be paged for a planned reboot). A silence is found again by the
-// action's UID in its comment, so nothing about it needs to live in gatehouse's own
-// state: a restarted controller finds, renews or expires the same silence.
+// action's UID in its comment, not by an ID remembered anywhere: a restarted controller
+// finds, renews or expires the same silence (the action's status records it for people
+// and for knowing when it ends; src/actions/silences.ts decides when to call).
 //
 // Lease: each renewal sets endsAt to now + LEASE_MS (never past the policy's duration
 // since approval), so if gatehouse dies mid-action the silence lapses by itself within
@@ -39,34 +40,74 @@ export interface SilenceRequest {
 
 export class AlertmanagerError extends Error {
   override readonly name = 'AlertmanagerError';
+  /** No answer at all (refused, reset, timed out), as opposed to an answer refusing the request. */
+  readonly unreachable: boolean;
+
+  constructor(message: string, options: { cause?: unknown; unreachable?: boolean } = {}) {
+    super(message, options.cause === undefined ? {} : { cause: options.cause });
+    this.unreachable = options.unreachable ?? false;
+  }
 }
 
-function marker(uid: string): string {
+export interface AlertmanagerClientOptions {
+  /** Aborts every call in flight (the controller is stopping). */
+  signal?: AbortSignal;
+  /** How long one call may take. Defaults to 10s. */
+  timeoutMs?: number;
+}
+
+/** fetch's own message ("fetch failed") hides the reason: ECONNREFUSED and the like are in its cause. */
+function causeOf(error: unknown): string {
+  const cause = error instanceof Error ? error.cause : undefined;
+  return cause instanceof Error && cause.message
+    ? `${errorMessage(error)} (${cause.message})`
+    : errorMessage(error);
+}
+
+/** What a silence's comment carries so that gatehouse finds it again by the action. */
+export function marker(uid: string): string {
   return `[gatehouse action ${uid}]`;
+}
+
+/** The form in which gatehouse keeps an Alertmanager URL: without trailing slashes. */
+export function normalizeAlertmanagerURL(url: string): string {
+  return url.replace(/\/+$/, '');
 }
 
 export class AlertmanagerClient {
   private readonly base: string;
+  private readonly options: AlertmanagerClientOptions;
 
-  constructor(url: string) {
-    this.base = url.replace(/\/+$/, '');
+  constructor(url: string, options: AlertmanagerClientOptions = {}) {
+    this.base = normalizeAlertmanagerURL(url);
+    this.options = options;
   }
 
-  private async call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 10_000);
     let res: Response;
     try {
       res = await fetch(`${this.base}${path}`, {
         method,
         headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: signal ?? AbortSignal.timeout(10_000),
+        signal: this.options.signal ? AbortSignal.any([this.options.signal, timeout]) : timeout,
       });
     } catch (error) {
-      throw new AlertmanagerError(`Alertmanager at ${this.base} unreachable: ${errorMessage(error)}`, {
+      throw new AlertmanagerError(`Alertmanager at ${this.base} unreachable: ${causeOf(error)}`, {
         cause: error,
+        unreachable: true,
       });
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (error) {
+      throw new AlertmanagerError(`Alertmanager at ${this.base} broke off its answer: ${causeOf(error)}`, {
+        cause: error,
+        unreachable: true,
+      });
+    }
     if (!res.ok)
       throw new AlertmanagerError(
         `Alertmanager ${method} ${path} answered ${String(res.status)}: ${text.slice(0, 300)}`,

@@ -2,62 +2,14 @@
 // gatehouse uses: list with a matcher filter, create/update, expire).
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import {
-  AlertmanagerClient,
-  AlertmanagerError,
-  LEASE_MS,
-  type Silence,
-} from '../../src/silences/alertmanager.ts';
-
-class FakeAlertmanager {
-  readonly silences = new Map<string, Silence>();
-  server!: Server;
-  url = '';
-
-  async start(): Promise<void> {
-    this.server = createServer((req, res) => {
-      let body = '';
-      req.on('data', (c: Buffer) => (body += c.toString()));
-      req.on('end', () => {
-        const url = new URL(req.url ?? '/', 'http://x');
-        const send = (status: number, value: unknown) => {
-          res.writeHead(status, { 'Content-Type': 'application/json' });
-          res.end(JSON.stringify(value));
-        };
-        if (req.method === 'GET' && url.pathname === '/api/v2/silences') {
-          const filter = /^(\w+)="(.*)"$/.exec(url.searchParams.get('filter') ?? '');
-          const list = [...this.silences.values()].filter(
-            (s) => !filter || s.matchers.some((m) => m.name === filter[1] && m.value === filter[2]),
-          );
-          send(200, list);
-        } else if (req.method === 'POST' && url.pathname === '/api/v2/silences') {
-          const s = JSON.parse(body) as Omit<Silence, 'id'> & { id?: string };
-          if (!s.matchers.length || !s.createdBy || !s.comment)
-            return send(400, 'missing matchers, createdBy or comment');
-          const id = s.id ?? randomUUID();
-          if (s.id && !this.silences.has(s.id)) return send(404, `silence ${s.id} not found`);
-          this.silences.set(id, { ...s, id, status: { state: 'active' } });
-          send(200, { silenceID: id });
-        } else if (req.method === 'DELETE' && url.pathname.startsWith('/api/v2/silence/')) {
-          const s = this.silences.get(decodeURIComponent(url.pathname.slice('/api/v2/silence/'.length)));
-          if (!s) return send(404, 'not found');
-          s.status = { state: 'expired' };
-          send(200, {});
-        } else send(404, 'no such route');
-      });
-    });
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${String((this.server.address() as AddressInfo).port)}`;
-  }
-}
+import { AlertmanagerClient, AlertmanagerError, LEASE_MS } from '../../src/silences/alertmanager.ts';
+import { FakeAlertmanager } from '../support/alertmanager.ts';
 
 describe('Alertmanager silences', () => {
   const am = new FakeAlertmanager();
   before(() => am.start());
-  after(() => new Promise<void>((resolve) => am.server.close(() => resolve())));
+  after(() => am.stop());
   const action = { name: 'reboot-worker-1', uid: randomUUID() };
   const request = { node: 'worker-1', nodeLabel: 'node', action };
 
@@ -109,10 +61,17 @@ describe('Alertmanager silences', () => {
   });
 
   it('says clearly when Alertmanager cannot be reached or refuses', async () => {
+    const gone = new FakeAlertmanager();
+    await gone.start();
+    await gone.stop();
     await assert.rejects(
-      new AlertmanagerClient('http://127.0.0.1:1').find(request),
-      (e: unknown) => e instanceof AlertmanagerError && /unreachable/.test(e.message),
+      new AlertmanagerClient(gone.url).find(request),
+      (e: unknown) =>
+        e instanceof AlertmanagerError && e.unreachable && /unreachable: .*ECONNREFUSED/.test(e.message),
     );
-    await assert.rejects(new AlertmanagerClient(`${am.url}/nothing-here`).find(request), /answered 404/);
+    await assert.rejects(
+      new AlertmanagerClient(`${am.url}/nothing-here`).find(request),
+      (e: unknown) => e instanceof AlertmanagerError && !e.unreachable && /answered 404/.test(e.message),
+    );
   });
 });

@@ -222,7 +222,10 @@ describe('reading a JSON body', () => {
   });
 
   it('refuses an unpaired surrogate escape, naming where it is', async () => {
-    assert.match(await refusal('{"spec":{"reason":"a\\ud800b"}}'), /unpaired UTF-16 surrogate escape in spec\.reason;/);
+    assert.match(
+      await refusal('{"spec":{"reason":"a\\ud800b"}}'),
+      /unpaired UTF-16 surrogate escape in spec\.reason;/,
+    );
     assert.match(await refusal('{"spec":{"x":["ok","\\udc00"]}}'), /in spec\.x\[1\];/);
     assert.match(await refusal('{"spec":{"\\ud800":1}}'), /in a field name in spec;/);
     assert.match(await refusal('"\\ude00\\ud83d"'), /in a string;/);
