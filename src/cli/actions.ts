@@ -111,6 +111,15 @@ export function describeText(
     lines.push('Hooks:');
     for (const h of hooks) lines.push(`  ${hookLine(h, now, style)}`);
   }
+  const silences = status.silences ?? [];
+  if (silences.length > 0) {
+    lines.push('Silences:');
+    for (const silence of silences) {
+      const until = silence.endsAt ? ` until ${silence.endsAt}` : '';
+      const id = silence.id ? ` (id ${silence.id})` : '';
+      lines.push(`  ${silence.state} ${silence.nodeLabel}="${s.nodeName}" in ${silence.url}${until}${id}`);
+    }
+  }
   const conditions = status.conditions ?? [];
   if (conditions.length > 0) {
     lines.push('Conditions:');

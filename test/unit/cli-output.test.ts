@@ -11,6 +11,7 @@ import type {
   Progress,
   RequestSpec,
 } from '../../src/cli/backend.ts';
+import { describeText } from '../../src/cli/actions.ts';
 import { LiveDisplay } from '../../src/cli/display.ts';
 import { CliError, EXIT } from '../../src/cli/exit.ts';
 import { commonSpec } from '../../src/cli/node-actions.ts';
@@ -227,6 +228,30 @@ describe('gatehouse status -o json', () => {
         'ACTIONS: none',
         '',
       ].join('\n'),
+    );
+  });
+});
+
+describe('gatehouse actions describe', () => {
+  it("lists the action's silences with their state, matcher and end", () => {
+    const action = act('worker-1-reboot-x', 'Executing', '2026-11-30T10:00:00Z');
+    action.status = {
+      ...action.status,
+      silences: [
+        {
+          url: 'http://alertmanager:9093',
+          nodeLabel: 'node',
+          state: 'Active',
+          id: 'a1b2',
+          endsAt: '2026-11-30T10:10:00Z',
+        },
+        { url: 'http://other:9093', nodeLabel: 'instance', state: 'Pending' },
+      ],
+    };
+    const text = describeText(action, undefined, new Date('2026-11-30T10:01:00Z'), PLAIN);
+    assert.match(
+      text,
+      /\nSilences:\n {2}Active node="worker-1" in http:\/\/alertmanager:9093 until 2026-11-30T10:10:00Z \(id a1b2\)\n {2}Pending instance="worker-1" in http:\/\/other:9093\n/,
     );
   });
 });
