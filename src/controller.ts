@@ -18,6 +18,7 @@ import { HOOK_JOB_SELECTOR } from './hooks/job.ts';
 import { HookRunner } from './hooks/runner.ts';
 import { loadClusterCA } from './hooks/webhook.ts';
 import { actionRoutes, type ActionsApiOptions } from './http/actions.ts';
+import { dashboardRoutes, type Dashboard } from './http/dashboard.ts';
 import { healthRoutes } from './http/health.ts';
 import { Router, serverUrl, startServer } from './http/server.ts';
 import { EventRecorder } from './kube/events.ts';
@@ -79,6 +80,11 @@ export interface ControllerOptions {
   checkSelector?: string;
   /** How long finished actions are kept, and how many per node always (default 7 days, 3). */
   retention?: Partial<RetentionPolicy>;
+  /**
+   * Serve the read-only dashboard at / and /v1/dashboard (default true): checks,
+   * policies, actions and nodes, unauthenticated like /v1/health (docs/dashboard.md).
+   */
+  dashboard?: boolean;
   /** Limits and auth caching of the /v1/actions HTTP API (see src/http/access.ts for the defaults). */
   api?: Pick<ActionsApiOptions, 'limits' | 'auth' | 'pollIntervalMs' | 'heartbeatMs'>;
   /**
@@ -119,6 +125,8 @@ export class Controller {
   readonly actions: ActionReconciler | undefined;
   /** Undefined when the controller was started with `boots: false` (or `actions: false`). */
   readonly boots: BootReconciler | undefined;
+  /** Undefined when the controller was started with `dashboard: false`. */
+  dashboard: Dashboard | undefined;
   private server: Server | undefined;
   private stopping: AbortController | undefined;
   private readonly log: Logger;
@@ -328,6 +336,18 @@ export class Controller {
       ...(options.instance ? { instance: options.instance } : {}),
       ...options.api,
     });
+    if (options.dashboard !== false) {
+      controller.dashboard = dashboardRoutes(router, {
+        checks: controller.checks,
+        checkInformer: controller.checkInformer,
+        nodes: controller.nodeInformer,
+        actions: controller.actionInformer,
+        // Watched only when the controller gates actions or boots (see namedInformers).
+        ...(controller.actions || controller.boots ? { policies: controller.policyInformer } : {}),
+        ...(options.instance ? { instance: options.instance } : {}),
+        log: options.log,
+      });
+    }
     controller.server = await startServer(router, {
       host: options.host ?? '0.0.0.0',
       port: options.port ?? 8080,

@@ -83,6 +83,7 @@ export function controllerCommand(): Command {
     )
     .option('--check-selector <selector>', 'run only the ClusterHealthChecks matching this label selector')
     .option('--no-leader-elect', 'act without taking the Lease (only when no other replica runs)')
+    .option('--no-dashboard', 'do not serve the read-only dashboard at / and /v1/dashboard')
     .action(
       async (opts: {
         kubeconfig?: string;
@@ -94,6 +95,7 @@ export function controllerCommand(): Command {
         instance?: string;
         checkSelector?: string;
         leaderElect: boolean;
+        dashboard: boolean;
         talosconfig?: string;
         talosContext?: string;
       }) => {
@@ -108,6 +110,7 @@ export function controllerCommand(): Command {
           ...(opts.instance ? { instance: opts.instance } : {}),
           ...(opts.checkSelector ? { checkSelector: opts.checkSelector } : {}),
           ...(opts.leaderElect ? {} : { leaderElection: false as const }),
+          dashboard: opts.dashboard,
           talos: talos ? { config: talos } : false,
         });
         await new Promise<void>((resolve) => {

@@ -1,0 +1,298 @@
+// The dashboard: a read-only page of the checks, policies, actions and nodes, served by
+// the controller next to /v1/health, with its data as JSON and as server-sent events.
+//
+//   GET /, /dashboard                  the page (HTML; its script and style below)
+//   GET /dashboard/app.js, /dashboard/dashboard.css, /dashboard/icon.svg
+//   GET /v1/dashboard                  the snapshot (the view model of dashboard-view.ts)
+//   GET /v1/dashboard/events           a snapshot now and a new one whenever it changes
+//
+// Unauthenticated, like /v1/health (docs/decisions.md says why and how to expose it): it
+// shows no Secret or token, never writes, never triggers a probe, and every open page
+// shares one snapshot, rebuilt at most every coalesceMs, so viewers cannot load the cluster.
+import { readFileSync } from 'node:fs';
+import type { ServerResponse } from 'node:http';
+import type { ActionObject } from '../actions/reconciler.ts';
+import type { CheckView } from '../checks/runner.ts';
+import type { CheckState } from '../checks/state.ts';
+import type { Logger } from '../log.ts';
+import { dashboardView, type NodeInput, type PolicyObject } from './dashboard-view.ts';
+import type { Reply, Request, Router } from './server.ts';
+
+/** What the dashboard reads from an informer: its cache, and that something changed. */
+export interface WatchedCache<T> {
+  list(): T[];
+  on(event: 'add' | 'update' | 'delete', listener: () => void): unknown;
+}
+
+export interface DashboardSources {
+  checks: { views(): CheckView[] };
+  /** Check objects: a check that comes, goes or changes its spec. */
+  checkInformer: WatchedCache<unknown>;
+  nodes: WatchedCache<NodeInput>;
+  actions: WatchedCache<ActionObject>;
+  /** Undefined when the controller does not watch ActionPolicies (actions and boots off). */
+  policies?: WatchedCache<PolicyObject>;
+  instance?: string;
+  log: Logger;
+}
+
+export interface DashboardOptions {
+  /** Shortest time between two snapshots pushed to the pages (default 250ms). */
+  coalesceMs?: number;
+  /** How often the check runner's states are compared with the last snapshot's (default 1s). */
+  checkPollMs?: number;
+  /** Rebuild at least this often, for what changes with time alone: a window opening (default 10s). */
+  refreshMs?: number;
+  /** Comment lines that keep an idle stream open through proxies (default 15s). */
+  heartbeatMs?: number;
+  /** Open event streams at most; more get 503 (default 64). */
+  maxStreams?: number;
+}
+
+// The page may load only what this server serves, and only as what it is: no inline
+// script or style, no string-to-DOM sinks (Trusted Types), no framing, no referrer.
+export const DASHBOARD_HEADERS: Readonly<Record<string, string>> = {
+  'Content-Security-Policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'; require-trusted-types-for 'script'; trusted-types 'none'",
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'X-Frame-Options': 'DENY',
+  'Cross-Origin-Resource-Policy': 'same-origin',
+};
+
+function asset(file: string): string {
+  return readFileSync(new URL(`./dashboard/${file}`, import.meta.url), 'utf8');
+}
+
+// Read once at start: the image's filesystem is read-only and the files never change.
+const ASSETS: Record<string, { body: string; contentType: string }> = {
+  page: { body: asset('index.html'), contentType: 'text/html; charset=utf-8' },
+  'app.js': { body: asset('app.js'), contentType: 'text/javascript; charset=utf-8' },
+  'dashboard.css': { body: asset('dashboard.css'), contentType: 'text/css; charset=utf-8' },
+  'icon.svg': { body: asset('icon.svg'), contentType: 'image/svg+xml' },
+};
+
+interface Stream {
+  res: ServerResponse;
+  /** The version last written to it. */
+  sent: number;
+}
+
+interface Snapshot {
+  /** The view model (DashboardView) as JSON. */
+  json: string;
+  /** Increases whenever the content (not just generatedAt) changes. */
+  version: number;
+}
+
+export class Dashboard {
+  private readonly sources: DashboardSources;
+  private readonly o: Required<DashboardOptions>;
+  private readonly streams = new Set<Stream>();
+  private latest: Snapshot | undefined;
+  /** The latest snapshot's content without its time, to tell a change from a rebuild. */
+  private latestKey = '';
+  private builtAt = 0;
+  /** The check states the latest snapshot was built from (states are replaced, never mutated). */
+  private builtStates = new Map<string, CheckState>();
+  private lastFlushAt = 0;
+  private flushTimer: NodeJS.Timeout | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+
+  constructor(sources: DashboardSources, options: DashboardOptions = {}) {
+    this.sources = sources;
+    this.o = {
+      coalesceMs: 250,
+      checkPollMs: 1000,
+      refreshMs: 10_000,
+      heartbeatMs: 15_000,
+      maxStreams: 64,
+      ...options,
+    };
+    const changed = () => this.changed();
+    const caches = [sources.checkInformer, sources.nodes, sources.actions, sources.policies];
+    for (const cache of caches) {
+      cache?.on('add', changed);
+      cache?.on('update', changed);
+      cache?.on('delete', changed);
+    }
+  }
+
+  /** Event streams open now. */
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  routes(router: Router): void {
+    const page = (): Reply => this.asset('page');
+    router.on('GET', '/', page);
+    router.on('GET', '/dashboard', page);
+    for (const file of ['app.js', 'dashboard.css', 'icon.svg']) {
+      router.on('GET', `/dashboard/${file}`, () => this.asset(file));
+    }
+    router.on('GET', '/v1/dashboard', () => {
+      const snapshot = this.recent();
+      // A change this read found first is pushed to the open pages too.
+      if ([...this.streams].some((s) => s.sent < snapshot.version)) this.changed();
+      return {
+        status: 200,
+        contentType: 'application/json; charset=utf-8',
+        body: `${snapshot.json}\n`,
+        headers: { ...DASHBOARD_HEADERS },
+      };
+    });
+    router.on('GET', '/v1/dashboard/events', (req, res) => this.open(req, res));
+  }
+
+  private asset(name: string): Reply {
+    const file = ASSETS[name];
+    if (!file) return { status: 404, body: { error: `no such dashboard file: ${name}` } };
+    return { status: 200, body: file.body, contentType: file.contentType, headers: { ...DASHBOARD_HEADERS } };
+  }
+
+  /** A snapshot of now: rebuilt from the caches, with a new version only if its content changed. */
+  snapshot(): Snapshot {
+    const views = this.sources.checks.views();
+    const view = dashboardView({
+      now: new Date(),
+      checks: views,
+      policies: this.sources.policies?.list(),
+      nodes: this.sources.nodes.list(),
+      actions: this.sources.actions.list(),
+      ...(this.sources.instance ? { instance: this.sources.instance } : {}),
+    });
+    this.builtAt = Date.now();
+    this.builtStates = new Map(views.map((v) => [v.name, v.state]));
+    const key = JSON.stringify({ ...view, generatedAt: '' });
+    const json = JSON.stringify(view);
+    if (!this.latest || key !== this.latestKey) {
+      this.latest = { json, version: (this.latest?.version ?? 0) + 1 };
+      this.latestKey = key;
+    } else {
+      this.latest = { ...this.latest, json };
+    }
+    return this.latest;
+  }
+
+  /**
+   * The latest snapshot if it is younger than coalesceMs, else a new one: however many
+   * requests arrive, the caches are walked at most that often for them.
+   */
+  private recent(): Snapshot {
+    if (this.latest && Date.now() - this.builtAt < this.o.coalesceMs) return this.latest;
+    return this.snapshot();
+  }
+
+  private open(req: Request, res: ServerResponse): Reply | undefined {
+    const headers = {
+      ...DASHBOARD_HEADERS,
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-store',
+      'X-Accel-Buffering': 'no',
+    };
+    if (req.method === 'HEAD') return { status: 200, contentType: 'text/event-stream', headers };
+    if (this.streams.size >= this.o.maxStreams) {
+      return {
+        status: 503,
+        body: {
+          error: `the dashboard already serves ${String(this.o.maxStreams)} live pages; close some, or read GET /v1/dashboard`,
+        },
+        headers: { ...DASHBOARD_HEADERS, 'Retry-After': '10' },
+      };
+    }
+    res.writeHead(200, { ...headers, Connection: 'keep-alive' });
+    res.write('retry: 2000\n\n');
+    const stream: Stream = { res, sent: 0 };
+    this.streams.add(stream);
+    this.startTimers();
+    // A slow reader gets the latest snapshot once it has caught up, not every one between.
+    res.on('drain', () => {
+      if (this.latest && stream.sent < this.latest.version) this.send(stream, this.latest);
+    });
+    res.once('close', () => {
+      this.streams.delete(stream);
+      if (this.streams.size === 0) this.stopTimers();
+    });
+    this.send(stream, this.recent());
+    // That one may predate a change seen while no page was open: look again shortly.
+    this.changed();
+    return undefined;
+  }
+
+  private send(stream: Stream, snapshot: Snapshot): void {
+    const { res } = stream;
+    if (res.writableEnded || res.destroyed || res.writableNeedDrain) return;
+    stream.sent = snapshot.version;
+    res.write(`event: snapshot\nid: ${String(snapshot.version)}\ndata: ${snapshot.json}\n\n`);
+  }
+
+  /** Something a snapshot shows may have changed: push one soon, if anyone is watching. */
+  private changed(): void {
+    if (this.streams.size === 0 || this.flushTimer) return;
+    const wait = Math.max(0, this.lastFlushAt + this.o.coalesceMs - Date.now());
+    this.flushTimer = setTimeout(() => this.flush(), wait);
+    this.flushTimer.unref();
+  }
+
+  private flush(): void {
+    this.flushTimer = undefined;
+    this.lastFlushAt = Date.now();
+    if (this.streams.size === 0) return;
+    let snapshot: Snapshot;
+    try {
+      snapshot = this.snapshot();
+    } catch (error) {
+      // A bug of ours must not take the controller down; the next change tries again.
+      this.sources.log.error({ err: String(error) }, 'could not build the dashboard snapshot');
+      return;
+    }
+    for (const stream of this.streams) if (stream.sent < snapshot.version) this.send(stream, snapshot);
+  }
+
+  /**
+   * The check runner has no change events (a probe changes a check's state in memory,
+   * and its status is written only when a reader would act on it), so its states are
+   * compared by identity with those of the last snapshot: cheap, and only while a page
+   * is open.
+   */
+  private checksChanged(): boolean {
+    const views = this.sources.checks.views();
+    return (
+      views.length !== this.builtStates.size || views.some((v) => this.builtStates.get(v.name) !== v.state)
+    );
+  }
+
+  private startTimers(): void {
+    if (this.pollTimer) return;
+    this.pollTimer = setInterval(() => {
+      if (this.checksChanged() || Date.now() - this.builtAt >= this.o.refreshMs) this.changed();
+    }, this.o.checkPollMs);
+    this.pollTimer.unref();
+    this.heartbeatTimer = setInterval(() => {
+      for (const { res } of this.streams) if (!res.writableNeedDrain) res.write(': keep-alive\n\n');
+    }, this.o.heartbeatMs);
+    this.heartbeatTimer.unref();
+  }
+
+  private stopTimers(): void {
+    clearInterval(this.pollTimer);
+    clearInterval(this.heartbeatTimer);
+    clearTimeout(this.flushTimer);
+    this.pollTimer = undefined;
+    this.heartbeatTimer = undefined;
+    this.flushTimer = undefined;
+  }
+}
+
+/** Registers the dashboard's routes on the controller's router. */
+export function dashboardRoutes(
+  router: Router,
+  sources: DashboardSources,
+  options: DashboardOptions = {},
+): Dashboard {
+  const dashboard = new Dashboard(sources, options);
+  dashboard.routes(router);
+  return dashboard;
+}

@@ -1,0 +1,333 @@
+// The dashboard in a real browser (Debian's Chromium, driven by playwright-core) against
+// a controller on the sandbox: what a person sees of a check, two policies and an action
+// with a hook; the page following the world live over server-sent events, without a
+// reload; the keyboard; forced colours, dark mode and reduced motion; the connection
+// state; and no console error (a CSP violation would be one).
+//
+// Screenshots go to test-artifacts/ (gitignored): dashboard.png, dashboard-dark.png,
+// dashboard-forced-colors.png.
+import assert from 'node:assert/strict';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
+import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import type { Controller } from '../../src/controller.ts';
+import { installGatehouseAPI, repoRoot } from '../support/install.ts';
+import {
+  API,
+  createAction,
+  createTestNodes,
+  deleteActionsAfter,
+  deleteAfter,
+  hookTemplate,
+  markExecuted,
+  rebootNode,
+  startGateController,
+  waitForPhase,
+  whoami,
+} from '../support/gate.ts';
+import {
+  freshNamespace,
+  rest,
+  switchableCheck,
+  testKubeConfig,
+  uniqueName,
+  waitFor,
+} from '../support/kube.ts';
+
+const CHROMIUM = process.env.GATEHOUSE_TEST_CHROMIUM ?? '/usr/bin/chromium';
+const ARTIFACTS = join(repoRoot, 'test-artifacts');
+
+const kc = testKubeConfig();
+const client = rest(kc);
+const instance = uniqueName('dashboard');
+let controller: Controller;
+let browser: Browser;
+let me = '';
+
+before(async () => {
+  await installGatehouseAPI(kc);
+  me = await whoami(client);
+  controller = await startGateController(instance);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  await mkdir(ARTIFACTS, { recursive: true });
+});
+
+after(async () => {
+  await browser.close();
+  await controller.stop();
+});
+
+/** Waits until the element's visible text matches. */
+async function shows(locator: Locator, pattern: RegExp, timeoutMs = 15_000): Promise<string> {
+  return waitFor(
+    `${locator.toString()} to show ${String(pattern)}`,
+    async (observe) => {
+      const text = (await locator.innerText({ timeout: 1000 })).replace(/\s+/g, ' ').trim();
+      observe(text);
+      return pattern.test(text) ? text : undefined;
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
+}
+
+// The browser's own, for functions that run in the page (the project's types have no DOM).
+declare const getComputedStyle: (element: unknown) => Record<string, string>;
+
+/** A computed CSS property of the element, as the browser resolved it. */
+async function computed(locator: Locator, property: string): Promise<string> {
+  return locator.evaluate((element, name) => getComputedStyle(element)[name] ?? '', property);
+}
+
+function literal(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** A page that records console errors, uncaught exceptions and navigations. */
+async function openPage(url: string): Promise<{ page: Page; errors: string[]; navigations: () => number }> {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const errors: string[] = [];
+  let navigations = 0;
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(message.text());
+  });
+  page.on('pageerror', (error) => errors.push(error.message));
+  page.on('framenavigated', (frame) => {
+    if (frame === page.mainFrame()) navigations++;
+  });
+  await page.goto(url);
+  return { page, errors, navigations: () => navigations };
+}
+
+describe('dashboard in a browser', () => {
+  it('shows checks, policies and an action, follows them live, and works by keyboard and without colour', async (t) => {
+    const group = uniqueName('dash');
+    const labels = { 'gatehouse.test/group': group };
+    const [node] = (await createTestNodes(t, client, group, 2, labels)) as [string, string];
+    const namespace = await freshNamespace(t, kc);
+    const check = await switchableCheck(t, kc, group, true, { [INSTANCE_LABEL]: instance });
+    const budget = uniqueName('budget');
+    const nights = uniqueName('nights');
+    for (const [name, spec] of [
+      [budget, { nodeSelector: { matchLabels: labels }, maxConcurrent: 2 }],
+      // Governs only upgrades, so it does not hold the test's reboot; closed but on New Year's night.
+      [
+        nights,
+        {
+          nodeSelector: { matchLabels: labels },
+          actions: ['Upgrade'],
+          windows: [{ schedule: '0 0 1 1 *', duration: '1m' }],
+        },
+      ],
+    ] as const) {
+      await client.request(`${API}/actionpolicies`, {
+        method: 'POST',
+        body: {
+          apiVersion: 'talos.dev/v1alpha1',
+          kind: 'ActionPolicy',
+          metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
+          spec,
+        },
+      });
+      deleteAfter(t, client, `${API}/actionpolicies/${name}`);
+    }
+    await client.request(`${API}/namespaces/${namespace}/prerebootjobs`, {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'PreRebootJob',
+        metadata: { name: 'set-noout' },
+        spec: { nodeSelector: { matchLabels: labels }, template: hookTemplate('Succeeded', '1s') },
+      },
+    });
+    const created = await createAction(client, instance, me, { nodeName: node });
+    const actionName = created.metadata.name;
+    deleteActionsAfter(t, client, actionName);
+    await waitForPhase(client, actionName, 'Approved');
+
+    const started = Date.now();
+    const { page, errors, navigations } = await openPage(`${controller.url}/`);
+    await page.evaluate('window.__sameDocument = true');
+    const checks = page.getByRole('table', { name: 'Checks' });
+    const policies = page.getByRole('table', { name: 'Policies' });
+    const actions = page.getByRole('table', { name: 'Actions' });
+    const toggle = page.getByRole('button', { name: `Timeline of ${actionName}` });
+    const timeline = page.getByRole('list', { name: `Phases of ${actionName}` });
+
+    await t.test('what a person sees', async () => {
+      await shows(page.locator('#connection'), /^● live$/);
+      assert.equal(await page.getByRole('heading', { level: 1 }).innerText(), 'gatehouse');
+      for (const landmark of ['banner', 'main', 'navigation']) {
+        assert.equal(await page.getByRole(landmark as 'main').count(), 1, `one ${landmark} landmark`);
+      }
+      assert.ok((await page.locator('th[scope="col"]').count()) >= 19, 'column headers are scoped');
+
+      const checkRow = checks.getByRole('row', { name: check.name });
+      await shows(checkRow, /✓ Healthy/);
+      await shows(
+        checkRow,
+        new RegExp(`Reboot on 2 nodes \\(${group}-1, ${group}-2\\) matching gatehouse.test/group=${group}`),
+      );
+      assert.match(await checkRow.innerText(), /\d{1,2}:\d{2}:\d{2}/, 'the last probe time');
+
+      await shows(policies.getByRole('row', { name: budget }), /1 of 2 in use.*held by .*Open.*always open/);
+      await shows(policies.getByRole('row', { name: nights }), /0 of 1 in use.*Closed.*next opens/);
+
+      const actionRow = actions.getByRole('row', { name: actionName }).first();
+      await shows(
+        actionRow,
+        new RegExp(`Reboot · External.*${node}.*Approved.*${literal(me)}.*none.*Timeline`),
+      );
+      assert.equal(await toggle.getAttribute('aria-expanded'), 'false');
+      assert.equal(await timeline.isVisible(), false, 'the timeline starts closed');
+    });
+
+    await t.test(
+      'by keyboard: Tab reaches the timeline control, Enter and Space open and close it',
+      async () => {
+        await page.locator('body').focus();
+        const focusKeys: string[] = [];
+        for (let i = 0; i < 40; i++) {
+          await page.keyboard.press('Tab');
+          const key = await page.locator(':focus').getAttribute('data-focus-key');
+          focusKeys.push(key ?? '');
+          if (key === `toggle:${actionName}`) break;
+        }
+        assert.equal(
+          focusKeys.at(-1),
+          `toggle:${actionName}`,
+          `focus went through ${String(focusKeys.length)} stops`,
+        );
+        const outline = await computed(page.locator(':focus'), 'outlineStyle');
+        assert.equal(outline, 'solid', 'the focus is visible');
+
+        await page.keyboard.press('Enter');
+        assert.equal(await toggle.getAttribute('aria-expanded'), 'true');
+        // Each step: symbol (set on the timeline's line, no space in the text), phase, state, time.
+        await shows(
+          timeline,
+          /✓ ?Pending done .*✓ ?WaitingForHealth done .*✓ ?RunningPreHooks done .*▶ ?Approved in progress .*○ ?Executing not yet/,
+        );
+        await shows(
+          timeline,
+          new RegExp(
+            `✓ Succeeded PreRebootJob ${namespace}/set-noout, attempt 1 — Job \\S+ started .* finished `,
+          ),
+        );
+        await page.keyboard.press('Space');
+        assert.equal(await toggle.getAttribute('aria-expanded'), 'false');
+        assert.equal(await timeline.isVisible(), false);
+        await page.keyboard.press('Space');
+        assert.equal(await timeline.isVisible(), true);
+      },
+    );
+
+    await t.test(
+      'live, without a reload: the check turns unhealthy, the action runs to the end',
+      async () => {
+        await check.set(false);
+        await shows(
+          checks.getByRole('row', { name: check.name }),
+          /✗ Unhealthy.*switched unhealthy by the test/,
+        );
+        await shows(page.getByRole('log'), new RegExp(`Check ${check.name} is now Unhealthy`));
+
+        await markExecuted(client, actionName);
+        await rebootNode(client, node);
+        await waitForPhase(client, actionName, 'Succeeded');
+        await shows(actions.getByRole('row', { name: actionName }).first(), /✓ Succeeded/);
+        await shows(timeline, /✓ ?WaitingForNode done .*✓ ?Succeeded done/);
+        await shows(
+          page.getByRole('log'),
+          new RegExp(`Action ${actionName} \\(Reboot of ${node}\\) is now Succeeded`),
+        );
+        await shows(policies.getByRole('row', { name: budget }), /0 of 2 in use/);
+
+        assert.equal(await page.evaluate('window.__sameDocument'), true, 'the same document all along');
+        assert.equal(navigations(), 1, 'no navigation after the first');
+        assert.equal(
+          await page.locator(':focus').getAttribute('data-focus-key'),
+          `toggle:${actionName}`,
+          'the updates left the focus where it was',
+        );
+        await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png'), fullPage: true });
+      },
+    );
+
+    await t.test('without colour: forced colours keep state words, symbols and borders', async () => {
+      await page.emulateMedia({ forcedColors: 'active' });
+      const state = checks.getByRole('row', { name: check.name }).locator('.badge');
+      assert.equal(await state.innerText(), '✗ Unhealthy');
+      assert.equal(await computed(state, 'borderTopStyle'), 'solid');
+      await shows(timeline, /✓ ?Succeeded done/);
+      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-forced-colors.png'), fullPage: true });
+      await page.emulateMedia({ forcedColors: 'none', colorScheme: 'dark' });
+      assert.equal(await computed(page.locator('body'), 'backgroundColor'), 'rgb(13, 17, 23)');
+      await page.screenshot({ path: join(ARTIFACTS, 'dashboard-dark.png'), fullPage: true });
+      const dot = page.locator('#connection .connection-symbol');
+      await page.emulateMedia({ colorScheme: 'light', reducedMotion: 'no-preference' });
+      assert.equal(await computed(dot, 'animationName'), 'pulse');
+      await page.emulateMedia({ reducedMotion: 'reduce' });
+      assert.equal(await computed(dot, 'animationName'), 'none');
+    });
+
+    assert.deepEqual(errors, [], 'no console errors (a CSP violation would be one)');
+    const streams = controller.dashboard?.streamCount ?? -1;
+    assert.ok(streams >= 1, `the page's stream is open (${String(streams)})`);
+    await page.close();
+    await waitFor(
+      'the stream to be let go',
+      () => (controller.dashboard?.streamCount === 0 ? true : undefined),
+      {
+        timeoutMs: 5000,
+      },
+    );
+    t.diagnostic(`browser part took ${String(Date.now() - started)}ms`);
+  });
+
+  it('says when the controller is gone, and is not served with dashboard: false', async () => {
+    const other = await startGateController(uniqueName('dashboard-alone'), { actions: false });
+    let running = true;
+    const { page, errors } = await openPage(`${other.url}/dashboard`);
+    try {
+      await shows(page.locator('#connection'), /live/);
+      await shows(page.locator('#policies'), /does not watch ActionPolicies/);
+      running = false;
+      await other.stop();
+      await shows(page.locator('#connection'), /reconnecting…|disconnected/);
+      // Reconnection attempts to a closed port are logged by the browser; nothing else is.
+      assert.deepEqual(
+        errors.filter((e) => !/ERR_CONNECTION_REFUSED|Failed to load resource/.test(e)),
+        [],
+      );
+    } finally {
+      await page.close();
+      if (running) await other.stop();
+    }
+    const hidden = await startGateController(uniqueName('no-dashboard'), {
+      actions: false,
+      dashboard: false,
+    });
+    try {
+      for (const path of ['/', '/dashboard', '/v1/dashboard', '/v1/dashboard/events']) {
+        assert.equal((await fetch(`${hidden.url}${path}`)).status, 404, path);
+      }
+      assert.equal((await fetch(`${hidden.url}/v1/health`)).status, 200, 'the rest of the API is there');
+    } finally {
+      await hidden.stop();
+    }
+  });
+});
