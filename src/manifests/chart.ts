@@ -15,6 +15,7 @@ const REPLICAS = '__GATEHOUSE_REPLICAS__';
 const RESOURCES = '__GATEHOUSE_RESOURCES__';
 const PULL_POLICY = '__GATEHOUSE_PULL_POLICY__';
 const LOG_LEVEL = '__GATEHOUSE_LOG_LEVEL__';
+const DASHBOARD_ARG = '__GATEHOUSE_DASHBOARD_ARG__';
 
 export const CHART_VERSION = '0.1.0';
 const APP_VERSION = DEFAULT_IMAGE.split(':').at(-1) ?? CHART_VERSION;
@@ -38,7 +39,7 @@ function withPlaceholders(objects: ManifestObject[]): ManifestObject[] {
         for (const container of copy.spec.template?.spec?.containers ?? []) {
           container.resources = RESOURCES;
           container.imagePullPolicy = PULL_POLICY;
-          container.args = ['controller', `--log-level=${LOG_LEVEL}`];
+          container.args = ['controller', `--log-level=${LOG_LEVEL}`, DASHBOARD_ARG];
         }
       }
       return copy;
@@ -55,6 +56,11 @@ function templated(yaml: string): string {
     .replaceAll(PULL_POLICY, '{{ .Values.image.pullPolicy }}')
     .replaceAll(LOG_LEVEL, '{{ .Values.logLevel }}')
     .replace(
+      new RegExp(`^( *)- ${DASHBOARD_ARG}$`, 'gm'),
+      (_, indent: string) =>
+        `${indent}{{- if not .Values.dashboard.enabled }}\n${indent}- --no-dashboard\n${indent}{{- end }}`,
+    )
+    .replace(
       new RegExp(`^( *)resources: ${RESOURCES}$`, 'gm'),
       (_, indent: string) =>
         `${indent}resources:\n${indent}  {{- toYaml .Values.resources | nindent ${String(indent.length + 2)} }}`,
@@ -65,6 +71,7 @@ export const chartValues = {
   image: { repository: DEFAULT_IMAGE.split(':').slice(0, -1).join(':'), tag: '', pullPolicy: 'IfNotPresent' },
   replicaCount: 2,
   logLevel: 'info',
+  dashboard: { enabled: true },
   resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } },
 };
 
@@ -91,6 +98,17 @@ const valuesSchema = {
       description: 'Controller replicas; one leads (Lease), the others keep warm caches and serve reads.',
     },
     logLevel: { type: 'string', enum: ['debug', 'info', 'warn', 'error'] },
+    dashboard: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: {
+          type: 'boolean',
+          description:
+            'Serve the read-only dashboard at / on the controller port (unauthenticated, like /v1/health; see docs/dashboard.md).',
+        },
+      },
+    },
     resources: {
       type: 'object',
       description: 'Container resources (requests and limits), as in a Pod spec.',

@@ -32,6 +32,24 @@ describe('Helm chart', () => {
   it('refuses values that break its schema', async () => {
     await assert.rejects(helm('template', 'gh', chart, '--set', 'replicaCount=0'), /replicaCount/);
     await assert.rejects(helm('template', 'gh', chart, '--set', 'image.pullPolicy=Sometimes'), /pullPolicy/);
+    await assert.rejects(helm('template', 'gh', chart, '--set', 'dashboard.enabled=maybe'), /dashboard/);
+  });
+
+  it('serves the dashboard unless dashboard.enabled is false', async () => {
+    const args = async (...set: string[]) => {
+      const rendered = await helm('template', 'gh', chart, ...set);
+      const deployment = parseAllDocuments(rendered)
+        .map((d) => d.toJS() as (Manifest & { spec?: unknown }) | null)
+        .find((o) => o?.kind === 'Deployment') as
+        { spec: { template: { spec: { containers: { args: string[] }[] } } } } | undefined;
+      return deployment?.spec.template.spec.containers[0]?.args;
+    };
+    assert.deepEqual(await args(), ['controller', '--log-level=info']);
+    assert.deepEqual(await args('--set', 'dashboard.enabled=false'), [
+      'controller',
+      '--log-level=info',
+      '--no-dashboard',
+    ]);
   });
 
   it('renders manifests that apply to the sandbox', async () => {
@@ -73,6 +91,12 @@ describe('Helm chart', () => {
     };
     assert.equal(crd.metadata.annotations?.['helm.sh/resource-policy'], 'keep');
     const kc = testKubeConfig();
+    // What `helm install --create-namespace` does first (other suites may have made it).
+    await serverSideApply(
+      kc,
+      [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'gatehouse-system' } }],
+      'gatehouse-helm-test',
+    );
     const applied = await serverSideApply(kc, objects, 'gatehouse-helm-test');
     assert.equal(applied.length, objects.length);
     // No controller image runs here, and its simulated pods would only get in the way of
