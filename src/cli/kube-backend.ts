@@ -15,6 +15,7 @@ import {
   actionNamePrefix,
   canonicalJson,
   executedRefusal,
+  performanceObserved,
 } from '../http/actions.ts';
 import { nodeView, type NodeObject } from '../http/node-view.ts';
 import type { KubeObject } from '../kube/informer.ts';
@@ -293,7 +294,8 @@ export class KubeBackend implements Backend {
     for (let attempt = 1; ; attempt++) {
       const action = await this.action(name);
       if (!action) throw new CliError(`NodeAction ${name} does not exist`, EXIT.failed);
-      if (action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true') return action;
+      if (action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true' || performanceObserved(action))
+        return action;
       const refusal = executedRefusal(action);
       if (refusal) throw new CliError(refusal, EXIT.failed);
       try {

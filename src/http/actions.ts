@@ -199,6 +199,20 @@ function refusedByApiServer(error: KubeApiError): ApiError {
  * Why an action cannot be marked executed now, or undefined if it can: only an
  * External action, only once Approved and before it ended.
  */
+/**
+ * Whether the controller has already seen an External action performed (the node went
+ * down or came back with a new boot): marking it executed then changes nothing, and
+ * succeeds, so that `talosctl reboot` (which waits for the node) followed by the mark
+ * works however quickly gatehouse noticed.
+ */
+export function performanceObserved(action: ActionObject): boolean {
+  const phase = phaseOf(action);
+  return (
+    (action.spec.execution ?? 'Managed') === 'External' &&
+    (phase === 'WaitingForNode' || phase === 'RunningPostHooks' || phase === 'Succeeded')
+  );
+}
+
 export function executedRefusal(action: ActionObject): string | undefined {
   const name = action.metadata.name;
   if ((action.spec.execution ?? 'Managed') !== 'External') {
@@ -742,7 +756,7 @@ export class ActionsApi {
     );
     for (let attempt = 1; ; attempt++) {
       const action = await this.mustRead(name);
-      if (action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true') {
+      if (action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true' || performanceObserved(action)) {
         return { status: 200, body: actionView(action) };
       }
       const refusal = executedRefusal(action);

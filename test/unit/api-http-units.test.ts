@@ -8,7 +8,13 @@ import { describe, it } from 'node:test';
 import { NodeActionSpec } from '../../src/api/node-action.ts';
 import { ApiError } from '../../src/http/api-error.ts';
 import { readJson } from '../../src/http/body.ts';
-import { actionNamePrefix, canonicalJson, isActionName } from '../../src/http/actions.ts';
+import {
+  actionNamePrefix,
+  canonicalJson,
+  executedRefusal,
+  isActionName,
+  performanceObserved,
+} from '../../src/http/actions.ts';
 import { Authenticator, Authorizer, bearerToken } from '../../src/http/auth.ts';
 import { openApiDocument } from '../../src/http/openapi.ts';
 import { ConcurrencyLimiter, RateLimiter } from '../../src/http/rate-limit.ts';
@@ -338,6 +344,33 @@ describe('request validation', () => {
       'spec.drain.podSelector.matchLabels["app.kubernetes.io/name"]',
     );
     assert.equal(fieldPath(''), '');
+  });
+});
+
+describe('marking an action executed', () => {
+  const action = (phase: string, execution = 'External') =>
+    ({
+      metadata: { name: 'worker-1-reboot-x' },
+      spec: { nodeName: 'worker-1', action: 'Reboot', execution, requestedBy: 'alice' },
+      status: { phase },
+    }) as unknown as Parameters<typeof executedRefusal>[0];
+
+  it('is a no-op success once the controller has seen the action performed', () => {
+    for (const phase of ['WaitingForNode', 'RunningPostHooks', 'Succeeded'])
+      assert.equal(performanceObserved(action(phase)), true, phase);
+    for (const phase of ['Pending', 'WaitingForHealth', 'RunningPreHooks', 'Approved', 'Failed', 'Cancelled'])
+      assert.equal(performanceObserved(action(phase)), false, phase);
+    assert.equal(performanceObserved(action('WaitingForNode', 'Managed')), false);
+  });
+
+  it('is allowed when Approved, refused before and after, and for Managed actions', () => {
+    assert.equal(executedRefusal(action('Approved')), undefined);
+    assert.match(
+      executedRefusal(action('WaitingForHealth')) ?? '',
+      /not approved yet \(phase WaitingForHealth\)/,
+    );
+    assert.match(executedRefusal(action('Failed')) ?? '', /has already ended \(Failed\)/);
+    assert.match(executedRefusal(action('Approved', 'Managed')) ?? '', /Managed execution/);
   });
 });
 
