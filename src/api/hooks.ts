@@ -231,7 +231,7 @@ export const HookStatus = Type.Object(
     ),
     conditions: Type.Optional(
       Conditions(
-        'Standard conditions; type Valid says whether the hook can run (e.g. its webhook Service exists).',
+        'Standard conditions; type LastRunSucceeded says whether the latest finished run succeeded, and for which action or boot.',
       ),
     ),
   },

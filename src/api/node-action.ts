@@ -447,7 +447,7 @@ export const NodeActionStatus = Type.Object(
     ),
     conditions: Type.Optional(
       Conditions(
-        "Standard conditions: HealthChecksPassed, PreHooksSucceeded, Approved, Drained (Managed), Executed, NodeReturned, PostHooksSucceeded, Bypassed (naming who bypassed what, and why), and Silenced (whether the node's alerts are silenced in Alertmanager, when a policy asks for it).",
+        "Standard conditions: Admitted (whether its ActionPolicies let it in now), HealthChecksPassed, PreHooksSucceeded, Approved, Drained (Managed), Executed, NodeReturned, PostHooksSucceeded, Bypassed (naming who bypassed what, and why), and Silenced (whether the node's alerts are silenced in Alertmanager, when a policy asks for it).",
       ),
     ),
     checks: Type.Optional(
