@@ -946,7 +946,7 @@ function waitingMessage(completion: ReturnType<typeof completionOf>): string {
     case 'down':
       return 'waiting for the node to go down';
     case 'removed':
-      return 'waiting for the node to be removed';
+      return 'waiting for its Node object to be deleted (a reset machine leaves it behind: kubectl delete node once the reset is done)';
     case 'mark':
       return 'waiting for the node to be Ready';
   }
