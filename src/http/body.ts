@@ -80,22 +80,26 @@ export async function readJson(req: IncomingMessage, limit = DEFAULT_BODY_LIMIT)
   return value;
 }
 
-/** Where (a field path) the first string or key that is not well-formed Unicode is, if any. */
-function illFormedString(value: unknown, at: string): string | undefined {
-  if (typeof value === 'string') return value.isWellFormed() ? undefined : at;
-  if (Array.isArray(value)) {
-    for (const [i, item] of value.entries()) {
-      const found = illFormedString(item, `${at}[${String(i)}]`);
-      if (found !== undefined) return found;
-    }
-    return undefined;
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      const path = at ? `${at}.${key}` : key;
-      if (!key.isWellFormed()) return at ? `a field name in ${at}` : 'a field name';
-      const found = illFormedString(item, path);
-      if (found !== undefined) return found;
+/**
+ * Where (a field path) the first string or key that is not well-formed Unicode is, if
+ * any. Iterative: JSON.parse takes nesting far deeper than the call stack would.
+ */
+function illFormedString(root: unknown, rootPath: string): string | undefined {
+  const stack: [unknown, string][] = [[root, rootPath]];
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const [value, at] = next;
+    if (typeof value === 'string') {
+      if (!value.isWellFormed()) return at;
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) stack.push([value[i], `${at}[${String(i)}]`]);
+    } else if (value !== null && typeof value === 'object') {
+      const entries = Object.entries(value);
+      for (const [key] of entries)
+        if (!key.isWellFormed()) return at ? `a field name in ${at}` : 'a field name';
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, item] = entries[i] as [string, unknown];
+        stack.push([item, at ? `${at}.${key}` : key]);
+      }
     }
   }
   return undefined;

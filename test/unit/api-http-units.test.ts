@@ -236,6 +236,12 @@ describe('reading a JSON body', () => {
     assert.match(await refusal('{"spec":{"\\ud800":1}}'), /in a field name in spec;/);
     assert.match(await refusal('"\\ude00\\ud83d"'), /in a string;/);
   });
+
+  it('walks nesting as deep as JSON.parse takes, without running out of stack', async () => {
+    const depth = 30_000; // within the 64 KiB limit, far past a recursive walk's stack
+    assert.equal(await refusal(`${'['.repeat(depth)}${']'.repeat(depth)}`), 'accepted');
+    assert.match(await refusal(`${'['.repeat(depth)}"\\ud800"${']'.repeat(depth)}`), /in \[0\]\[0\]/);
+  });
 });
 
 describe('request validation', () => {
