@@ -5,7 +5,7 @@
 import type { ActionPolicySpec } from '../api/action-policy.ts';
 import { ACTIONS, type Action } from '../api/common.ts';
 import type { HookKindName } from '../api/hooks.ts';
-import type { NodeActionPhase, NodeActionStatus } from '../api/node-action.ts';
+import { NODE_ACTION_PHASES, type NodeActionPhase, type NodeActionStatus } from '../api/node-action.ts';
 import { holdsSlot, isTerminal } from '../actions/phases.ts';
 import type { ActionObject } from '../actions/reconciler.ts';
 import { isBootHookKind } from '../boots/record.ts';
@@ -164,16 +164,10 @@ export interface DashboardView {
 }
 
 /** The phases of an action that goes all the way, in order. */
-export const MAIN_PHASES: readonly NodeActionPhase[] = [
-  'Pending',
-  'WaitingForHealth',
-  'RunningPreHooks',
-  'Approved',
-  'Executing',
-  'WaitingForNode',
-  'RunningPostHooks',
-  'Succeeded',
-];
+export const MAIN_PHASES: readonly NodeActionPhase[] = NODE_ACTION_PHASES.slice(
+  0,
+  NODE_ACTION_PHASES.indexOf('Succeeded') + 1,
+);
 
 const NAMES_SHOWN = 8;
 

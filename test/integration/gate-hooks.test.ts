@@ -16,13 +16,14 @@ import {
   deleteActionsAfter,
   events,
   getAction,
+  waitForActionGone,
   hookTemplate,
   startGateController,
   waitForPhase,
   watchActions,
   whoami,
 } from '../support/gate.ts';
-import { KubeApiError, freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -230,19 +231,7 @@ describe('hooks', () => {
     });
     assert.equal((await jobsOf(p.namespace, created.metadata.uid)).length, 1);
     await client.request(`${API}/nodeactions/${created.metadata.name}`, { method: 'DELETE' });
-    await waitFor(
-      'the action to be gone',
-      async () => {
-        try {
-          await getAction(client, created.metadata.name);
-          return undefined;
-        } catch (error) {
-          if (error instanceof KubeApiError && error.code === 404) return true;
-          throw error;
-        }
-      },
-      { timeoutMs: 30_000 },
-    );
+    await waitForActionGone(client, created.metadata.name, 'the action to be gone', 30_000);
     await waitFor('its Job to be deleted', async () => {
       const jobs = await jobsOf(p.namespace, created.metadata.uid);
       return jobs.every((j) => j.metadata.deletionTimestamp) ? true : undefined;

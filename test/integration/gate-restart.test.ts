@@ -11,6 +11,7 @@ import {
   createTestNodes,
   deleteActionsAfter,
   getAction,
+  waitForActionGone,
   hookTemplate,
   markExecuted,
   rebootNode,
@@ -18,7 +19,7 @@ import {
   waitForPhase,
   whoami,
 } from '../support/gate.ts';
-import { KubeApiError, freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -115,18 +116,11 @@ describe('controller restarts', () => {
       ],
     );
 
-    await waitFor(
+    await waitForActionGone(
+      client,
+      action.metadata.name,
       'the finished action to be garbage-collected',
-      async () => {
-        try {
-          await getAction(client, action.metadata.name);
-          return undefined;
-        } catch (error) {
-          if (error instanceof KubeApiError && error.code === 404) return true;
-          throw error;
-        }
-      },
-      { timeoutMs: 30_000 },
+      30_000,
     );
   });
 });

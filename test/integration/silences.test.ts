@@ -17,6 +17,7 @@ import {
   deleteAfter,
   events,
   getAction,
+  waitForActionGone,
   markExecuted,
   rebootNode,
   startGateController,
@@ -24,7 +25,7 @@ import {
   whoami,
   type ActionObject,
 } from '../support/gate.ts';
-import { KubeApiError, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -180,19 +181,7 @@ describe('Alertmanager silences', () => {
 
     await client.request(`${API}/nodeactions/${action.metadata.name}`, { method: 'DELETE' });
     await silenceIn(am, action.metadata.uid, 'expired');
-    await waitFor(
-      'the cancelled action to be gone',
-      async () => {
-        try {
-          await getAction(client, action.metadata.name);
-          return undefined;
-        } catch (error) {
-          if (error instanceof KubeApiError && error.code === 404) return true;
-          throw error;
-        }
-      },
-      { timeoutMs: 20_000 },
-    );
+    await waitForActionGone(client, action.metadata.name, 'the cancelled action to be gone', 20_000);
   });
 
   it('never holds an action back: Alertmanager down is reported, retried, and the silence comes when it is back', async (t) => {

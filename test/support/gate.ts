@@ -9,7 +9,7 @@ import type { TestContext } from 'node:test';
 import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
 import type { NodeAction, NodeActionSpec } from '../../src/api/node-action.ts';
 import { Controller, type ControllerOptions } from '../../src/controller.ts';
-import type { RestClient } from '../../src/kube/rest.ts';
+import { KubeApiError, type RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
 import { talosNode } from '../../sandbox/nodes.ts';
 import { rest, serverSideApply, testKubeConfig, uniqueName, waitFor, waitForEstablished } from './kube.ts';
@@ -158,6 +158,23 @@ export async function createAction(
 
 export async function getAction(client: RestClient, name: string): Promise<ActionObject> {
   return client.request<ActionObject>(`${API}/nodeactions/${name}`);
+}
+
+/** Waits until the NodeAction is gone (its finalizer released, or garbage-collected). */
+export async function waitForActionGone(client: RestClient, name: string, what: string, timeoutMs = 30_000) {
+  await waitFor(
+    what,
+    async () => {
+      try {
+        await getAction(client, name);
+        return undefined;
+      } catch (error) {
+        if (error instanceof KubeApiError && error.code === 404) return true;
+        throw error;
+      }
+    },
+    { timeoutMs },
+  );
 }
 
 export async function waitForPhase(
