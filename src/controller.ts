@@ -29,6 +29,7 @@ import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import type { TalosClientOptions } from './talos/client.ts';
 import type { TalosContext } from './talos/config.ts';
+import { TalosConfigReloader } from './talos/config-reload.ts';
 import { TalosExecutor } from './talos/execution.ts';
 
 export interface ControllerOptions {
@@ -89,14 +90,15 @@ export interface ControllerOptions {
   api?: Pick<ActionsApiOptions, 'limits' | 'auth' | 'pollIntervalMs' | 'heartbeatMs'>;
   /**
    * The Talos executor: Managed actions are performed through the Talos API with this
-   * talosconfig context. `false` (the default): Managed actions are approved and then
-   * wait for someone to perform them, like External ones (condition Executed,
-   * reason ExecutorNotInstalled).
+   * talosconfig context, or with the one a followed file gives, switched when the file
+   * changes (src/talos/config-reload.ts). `false` (the default), or a file with no usable
+   * context yet: Managed actions are approved and then wait for someone to perform them,
+   * like External ones (condition Executed, reason ExecutorNotInstalled).
    */
   talos?:
     | false
     | {
-        config: TalosContext;
+        config: TalosContext | TalosConfigReloader;
         /** Where a ConfigChange's configSecretRef is: the controller's namespace (default $POD_NAMESPACE, else gatehouse-system). */
         namespace?: string;
         client?: TalosClientOptions;
@@ -119,7 +121,10 @@ export class Controller {
   readonly hookInformers: ReadonlyMap<HookKindName, Informer<KubeObject & { spec: HookSpec }>>;
   readonly jobInformer: Informer<KubeObject>;
   readonly hooks: HookRunner;
-  /** Undefined without a talosconfig (`talos: false`), or with `actions: false`. */
+  /**
+   * Undefined with `talos: false` or `actions: false`. Without credentials yet (a followed
+   * talosconfig that does not exist yet) it exists and acts as if it did not.
+   */
   readonly executor: TalosExecutor | undefined;
   /** Undefined when the controller was started with `actions: false`. */
   readonly actions: ActionReconciler | undefined;
@@ -130,6 +135,8 @@ export class Controller {
   private server: Server | undefined;
   private stopping: AbortController | undefined;
   private readonly log: Logger;
+  /** The talosconfig file the executor's credentials come from, when followed. */
+  private readonly talosConfig: TalosConfigReloader | undefined;
 
   private constructor(options: ControllerOptions, probe: ProbeFunction, clusterCA: string | undefined) {
     this.log = options.log;
@@ -207,19 +214,21 @@ export class Controller {
       },
     });
     const talos = options.talos;
+    const followed = talos && talos.config instanceof TalosConfigReloader ? talos.config : undefined;
     this.executor =
       options.actions === false || !talos
         ? undefined
         : new TalosExecutor({
             rest: this.rest,
             log: options.log,
-            context: talos.config,
+            context: talos.config instanceof TalosConfigReloader ? talos.config.current : talos.config,
             namespace: talos.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
             node: (name) => this.nodeInformer.get(name),
             mayWrite: () => this.isLeader(),
             ...(talos.client ? { client: talos.client } : {}),
             ...(talos.drainRetryMs !== undefined ? { drainRetryMs: talos.drainRetryMs } : {}),
           });
+    this.talosConfig = this.executor ? followed : undefined;
     this.actions =
       options.actions === false
         ? undefined
@@ -291,6 +300,12 @@ export class Controller {
   static async start(options: ControllerOptions): Promise<Controller> {
     const probe: ProbeFunction = options.probe ?? (await import('./checks/probes/index.ts')).runProbe;
     const controller = new Controller(options, probe, await loadClusterCA());
+    const executor = controller.executor;
+    if (executor)
+      controller.talosConfig?.start({
+        onChange: (context) => executor.useCredentials(context),
+        registry: controller.metrics.registry,
+      });
     for (const informer of controller.informers()) informer.start();
     controller.leader?.start();
     const stopping = new AbortController();
@@ -375,6 +390,7 @@ export class Controller {
     this.stopping?.abort(new Error('controller stopping'));
     this.actions?.stop();
     this.boots?.stop();
+    this.talosConfig?.stop();
     this.executor?.close();
     await this.leader?.stop();
     this.checks.stop();

@@ -1,10 +1,10 @@
 // `gatehouse controller`: the long-running controller (what the Deployment runs).
-import { access } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { Controller } from '../controller.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { IN_CLUSTER_TALOSCONFIG, loadTalosConfig, type TalosContext } from '../talos/config.ts';
+import { IN_CLUSTER_TALOSCONFIG, TalosConfigError } from '../talos/config.ts';
+import { TalosConfigReloader } from '../talos/config-reload.ts';
 
 function port(value: string): number {
   const n = Number(value);
@@ -23,39 +23,35 @@ export function loadKubeConfig(options: { kubeconfig?: string; context?: string 
 
 /**
  * The talosconfig for Managed execution: --talosconfig, else $TALOSCONFIG, else the one
- * Talos mounts into pods it grants API access (the Deployment mounts it there). None
- * at all is not an error: Managed actions then wait for someone to perform them.
+ * Talos mounts into pods it grants API access (the Deployment mounts it there). The file
+ * is followed while the controller runs (a renewed certificate is used without a
+ * restart). None at all is not an error: Managed actions then wait for someone to
+ * perform them, until the in-cluster one appears. A file named explicitly must exist,
+ * and any file there at start must be usable.
  */
 export async function controllerTalosConfig(
   options: { talosconfig?: string; talosContext?: string },
   log: Logger,
   env: NodeJS.ProcessEnv = process.env,
   inClusterPath: string = IN_CLUSTER_TALOSCONFIG,
-): Promise<TalosContext | undefined> {
-  let path = options.talosconfig ?? env.TALOSCONFIG;
-  if (path === undefined) {
-    const mounted = await access(inClusterPath).then(
-      () => true,
-      () => false,
-    );
-    if (!mounted) {
-      log.warn(
-        { looked: inClusterPath },
-        'no talosconfig (--talosconfig, $TALOSCONFIG or the in-cluster one): Managed actions are approved but not performed',
-      );
-      return undefined;
-    }
-    path = inClusterPath;
-  }
-  const config = await loadTalosConfig({
-    path,
+): Promise<TalosConfigReloader> {
+  const named = options.talosconfig
+    ? { path: options.talosconfig, why: 'given' }
+    : env.TALOSCONFIG
+      ? { path: env.TALOSCONFIG, why: '$TALOSCONFIG' }
+      : undefined;
+  const reloader = new TalosConfigReloader({
+    path: named?.path ?? inClusterPath,
+    log,
     ...(options.talosContext ? { context: options.talosContext } : {}),
   });
-  log.info(
-    { talosconfig: config.source, context: config.name, endpoints: config.endpoints },
-    'Talos executor on',
+  if (await reloader.load()) return reloader;
+  if (named) throw new TalosConfigError(`talosconfig ${named.path} (${named.why}) does not exist`);
+  log.warn(
+    { looked: inClusterPath },
+    'no talosconfig (--talosconfig, $TALOSCONFIG or the in-cluster one): Managed actions are approved but not performed until it appears',
   );
-  return config;
+  return reloader;
 }
 
 export function controllerCommand(): Command {
@@ -74,7 +70,7 @@ export function controllerCommand(): Command {
     .option('--log-level <level>', 'debug, info, warn or error', 'info')
     .option(
       '--talosconfig <path>',
-      `talosconfig for Managed execution (default: $TALOSCONFIG, else ${IN_CLUSTER_TALOSCONFIG} when Talos mounts it; without one, Managed actions are approved but not performed)`,
+      `talosconfig for Managed execution, reread when it changes (default: $TALOSCONFIG, else ${IN_CLUSTER_TALOSCONFIG}; until it exists, Managed actions are approved but not performed)`,
     )
     .option('--talos-context <name>', "talosconfig context to use (default: the file's current one)")
     .option(
@@ -111,7 +107,7 @@ export function controllerCommand(): Command {
           ...(opts.checkSelector ? { checkSelector: opts.checkSelector } : {}),
           ...(opts.leaderElect ? {} : { leaderElection: false as const }),
           dashboard: opts.dashboard,
-          talos: talos ? { config: talos } : false,
+          talos: { config: talos },
         });
         await new Promise<void>((resolve) => {
           const shutdown = (signal: string) => {

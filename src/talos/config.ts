@@ -12,6 +12,7 @@
 // Found, in order: an explicit path, $TALOSCONFIG, the in-cluster path Talos mounts into
 // pods it grants API access (/var/run/secrets/talos.dev/config), then talosctl's
 // default ~/.talos/config. Or read from a Kubernetes Secret.
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -139,6 +140,48 @@ export function selectContext(file: TalosConfigFile, source: string, name?: stri
     crt: decodePem(ctx.crt, 'crt', /-----BEGIN CERTIFICATE-----/, where),
     key: decodePem(ctx.key, 'key', /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/, where),
     source,
+  };
+}
+
+/** What the controller logs about the client certificate it uses. */
+export interface ClientCertificate {
+  subject: string;
+  /** Talos roles: the certificate's organisations (O=os:admin). */
+  roles: string[];
+  notAfter: Date;
+}
+
+/**
+ * Parses the context's certificates and checks that the key belongs to the client
+ * certificate: a talosconfig half-replaced (a new crt with the old key) is refused here
+ * rather than at the first TLS handshake.
+ */
+export function clientCertificate(context: TalosContext): ClientCertificate {
+  const where = `talosconfig ${context.source}, context "${context.name}"`;
+  const parse = (field: 'ca' | 'crt', pem: string) => {
+    try {
+      return new X509Certificate(pem);
+    } catch (error) {
+      throw new TalosConfigError(
+        `${where}: "${field}" is not a valid certificate (${(error as Error).message})`,
+      );
+    }
+  };
+  parse('ca', context.ca);
+  const crt = parse('crt', context.crt);
+  let matches: boolean;
+  try {
+    matches = crt.checkPrivateKey(createPrivateKey(context.key));
+  } catch (error) {
+    throw new TalosConfigError(`${where}: "key" is not a valid private key (${(error as Error).message})`);
+  }
+  if (!matches)
+    throw new TalosConfigError(`${where}: "key" is not the private key of the client certificate "crt"`);
+  const lines = crt.subject.split('\n');
+  return {
+    subject: lines.join(', '),
+    roles: lines.filter((l) => l.startsWith('O=')).map((l) => l.slice(2)),
+    notAfter: crt.validToDate,
   };
 }
 

@@ -8,6 +8,13 @@
 // The call is guarded twice: its record (callTime) is written to the status before the
 // reconciler hands it over, and it is made only if a fresh read of the action still
 // shows that record, the action unfinished and not deleted.
+//
+// Its credentials can change while it runs (the talosconfig file is followed:
+// config-reload.ts). A step takes the client in use when it starts talking to Talos and
+// keeps it to the end, so a call is never cut off or sent again by a switch; the old
+// client is closed once the last step holding it ends. Until it has credentials at all
+// the executor knows nothing (facts() is undefined), which the decision core reads as
+// no executor: Managed actions are approved for their requester to perform.
 import type { RestClient } from '../kube/rest.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import type { Logger } from '../log.ts';
@@ -28,8 +35,8 @@ import { callTalos, installTalosUpgrade, prepareTalosAction, type TalosTarget } 
 export interface TalosExecutorOptions {
   rest: RestClient;
   log: Logger;
-  /** The talosconfig context the controller uses. */
-  context: TalosContext;
+  /** The talosconfig context the controller uses; undefined: none yet (see useCredentials). */
+  context: TalosContext | undefined;
   /** The controller's namespace: where a ConfigChange's configSecretRef is. */
   namespace: string;
   /** The Node as the controller's cache shows it. */
@@ -47,6 +54,14 @@ export interface StepRequest {
   onChange: () => void;
   /** For the call: whether the action, read afresh, still records this call and is unfinished. */
   confirm?: () => Promise<boolean>;
+}
+
+/** A client and the steps talking to Talos through it. */
+interface ClientInUse {
+  client: TalosClient;
+  users: number;
+  /** Replaced by newer credentials: closed when its last user is done. */
+  retired: boolean;
 }
 
 interface RunningStep {
@@ -73,17 +88,39 @@ function definitelyNotMade(error: unknown): boolean {
 
 export class TalosExecutor {
   private readonly o: TalosExecutorOptions;
-  private readonly client: TalosClient;
+  private credentials: ClientInUse | undefined;
   /** By `<action uid>/<step>`. */
   private readonly steps = new Map<string, RunningStep>();
 
   constructor(options: TalosExecutorOptions) {
     this.o = options;
-    this.client = new TalosClient(options.context, options.client);
+    if (options.context) this.useCredentials(options.context);
   }
 
-  /** What this process knows of the action's steps. */
-  facts(uid: string): ExecutionFacts {
+  /** The talosconfig context new steps use; undefined until there is one. */
+  get context(): TalosContext | undefined {
+    return this.credentials?.client.context;
+  }
+
+  /**
+   * Makes steps that start talking to Talos from now on use these credentials. Steps
+   * already talking to Talos finish on the client they have, which is closed after them.
+   */
+  useCredentials(context: TalosContext): void {
+    const old = this.credentials;
+    this.credentials = { client: new TalosClient(context, this.o.client), users: 0, retired: false };
+    if (old) {
+      old.retired = true;
+      if (old.users === 0) old.client.close();
+    }
+  }
+
+  /**
+   * What this process knows of the action's steps; undefined without credentials, so
+   * that the decision core treats this controller as one without an executor.
+   */
+  facts(uid: string): ExecutionFacts | undefined {
+    if (!this.credentials) return undefined;
     const facts: ExecutionFacts = {};
     for (const step of ['prepare', 'drain', 'install', 'call'] as const) {
       const s = this.steps.get(`${uid}/${step}`);
@@ -169,7 +206,22 @@ export class TalosExecutor {
 
   close(): void {
     this.stopAll('the controller is stopping');
-    this.client.close();
+    // The aborted steps close the retired clients they hold as they end.
+    this.credentials?.client.close();
+  }
+
+  /** The client in use, held until `release` (see useCredentials). */
+  private hold(): { client: TalosClient; release: () => void } {
+    const held = this.credentials;
+    if (!held) throw new Error('the controller has no talosconfig yet: no Talos call can be made');
+    held.users += 1;
+    return {
+      client: held.client,
+      release: () => {
+        held.users -= 1;
+        if (held.retired && held.users === 0) held.client.close();
+      },
+    };
   }
 
   // --- the steps --------------------------------------------------------------------
@@ -251,11 +303,16 @@ export class TalosExecutor {
     }
     const target = this.target(action);
     const options = { signal, progress };
-    const message =
-      step === 'prepare'
-        ? await prepareTalosAction(this.client, action.spec, target, options)
-        : await installTalosUpgrade(this.client, action.spec, target, options);
-    return { state: 'succeeded', message };
+    const { client, release } = this.hold();
+    try {
+      const message =
+        step === 'prepare'
+          ? await prepareTalosAction(client, action.spec, target, options)
+          : await installTalosUpgrade(client, action.spec, target, options);
+      return { state: 'succeeded', message };
+    } finally {
+      release();
+    }
   }
 
   private async call(
@@ -279,15 +336,19 @@ export class TalosExecutor {
     const target = this.target(action);
     const machineConfig =
       action.spec.action === 'ConfigChange' ? await this.machineConfig(action, signal) : undefined;
+    // Held before the call: failing to get a client is a call not made.
+    const { client, release } = this.hold();
     progress(`waiting for Talos to answer (node ${target.address})`);
     try {
-      const outcome = await callTalos(this.client, action.spec, target, {
+      const outcome = await callTalos(client, action.spec, target, {
         signal,
         ...(machineConfig !== undefined ? { machineConfig } : {}),
       });
       return { state: 'succeeded', message: outcome.message, disrupts: outcome.disrupts };
     } catch (error) {
       return { state: 'failed', mayHaveReached: !definitelyNotMade(error), message: errorMessage(error) };
+    } finally {
+      release();
     }
   }
 }
