@@ -57,7 +57,8 @@ export interface Backend {
   markExecuted(name: string): Promise<ActionObject>;
   /**
    * Calls `onProgress` with the action and its node whenever either changes, until the
-   * action is final or deleted, `until` says stop, or `signal` aborts.
+   * action is final or deleted, `until` says stop, or `signal` aborts (then rejects with
+   * its reason). Every phase the action went through is seen, in order, however short.
    */
   follow(
     name: string,

@@ -1,7 +1,8 @@
 // The CLI talking straight to the Kubernetes API with a kubeconfig: NodeActions are
 // created by the caller itself (spec.requestedBy is its own name, from the
-// SelfSubjectReview API, which the admission policy checks), and progress is read by
-// polling the action and its node.
+// SelfSubjectReview API, which the admission policy checks), and progress comes from
+// watches of the action and its node, so that every phase the action went through is
+// shown, however briefly it lasted.
 import { createHash } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { isTerminal } from '../actions/phases.ts';
@@ -20,7 +21,8 @@ import {
 import { nodeView, type NodeObject } from '../http/node-view.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import { KubeApiError, RestClient } from '../kube/rest.ts';
-import { errorMessage, sleep } from '../wait.ts';
+import { ObjectWatch, type ObjectWatchOptions } from '../kube/watch.ts';
+import { errorMessage } from '../wait.ts';
 import type {
   ActionObject,
   Backend,
@@ -80,16 +82,26 @@ export interface KubeBackendOptions {
   controllerNamespace?: string;
   /** The controller instance whose actions to create and show (see ControllerOptions.instance). */
   instance?: string;
-  pollIntervalMs?: number;
+  /** Following an action: the server ends each watch after this long, and it is resumed. Default 300. */
+  watchTimeoutSeconds?: number;
+  /** Following an action: how often to make sure a watch has not silently stalled. Default 10s. */
+  safetyPollMs?: number;
 }
 
 export class KubeBackend implements Backend {
   readonly mode = 'kubernetes';
   readonly target: string;
   private readonly rest: RestClient;
-  private readonly pollIntervalMs: number;
+  private readonly watchTiming: Pick<ObjectWatchOptions<KubeObject>, 'watchTimeoutSeconds' | 'safetyPollMs'>;
   private readonly instance: string | undefined;
   private user: string | undefined;
+  /**
+   * The latest version of each action this backend wrote (created, marked executed) or
+   * followed. Following starts from it rather than from a fresh read, so that no phase
+   * after our own write is missed, and a second follow (after Ctrl-C cancels) goes on
+   * from where the first stopped instead of telling the story again.
+   */
+  private readonly lastSeen = new Map<string, ActionObject>();
 
   constructor(kubeConfig: KubeConfig, options: KubeBackendOptions = {}) {
     try {
@@ -98,7 +110,12 @@ export class KubeBackend implements Backend {
       throw new CliError(errorMessage(error), EXIT.unreachable);
     }
     this.target = `cluster ${kubeConfig.getCurrentCluster()?.server ?? '?'} (context ${kubeConfig.getCurrentContext()})`;
-    this.pollIntervalMs = options.pollIntervalMs ?? 1000;
+    this.watchTiming = {
+      ...(options.watchTimeoutSeconds !== undefined
+        ? { watchTimeoutSeconds: options.watchTimeoutSeconds }
+        : {}),
+      ...(options.safetyPollMs !== undefined ? { safetyPollMs: options.safetyPollMs } : {}),
+    };
     this.instance = options.instance;
   }
 
@@ -242,6 +259,7 @@ export class KubeBackend implements Backend {
         },
       },
     );
+    this.lastSeen.set(created.metadata.name, created);
     if (secret) {
       // The Secret goes when the last action using it is garbage-collected.
       await this.call(
@@ -299,16 +317,21 @@ export class KubeBackend implements Backend {
       const refusal = executedRefusal(action);
       if (refusal) throw new CliError(refusal, EXIT.failed);
       try {
-        return await this.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${encodeURIComponent(name)}`, {
-          method: 'PATCH',
-          contentType: 'application/merge-patch+json',
-          body: {
-            metadata: {
-              resourceVersion: action.metadata.resourceVersion,
-              annotations: { [EXECUTED_ANNOTATION]: 'true' },
+        const marked = await this.rest.request<ActionObject>(
+          `${NODE_ACTIONS_PATH}/${encodeURIComponent(name)}`,
+          {
+            method: 'PATCH',
+            contentType: 'application/merge-patch+json',
+            body: {
+              metadata: {
+                resourceVersion: action.metadata.resourceVersion,
+                annotations: { [EXECUTED_ANNOTATION]: 'true' },
+              },
             },
           },
-        });
+        );
+        this.lastSeen.set(name, marked);
+        return marked;
       } catch (error) {
         if (error instanceof KubeApiError && error.code === 409 && attempt < 5) continue;
         throw kubeFailure(error, `mark NodeAction ${name} executed`);
@@ -321,34 +344,90 @@ export class KubeBackend implements Backend {
     onProgress: (progress: Progress) => void,
     options: { until?: (progress: Progress) => boolean; signal?: AbortSignal },
   ): Promise<Progress> {
-    let last = '';
-    let failingSince: number | undefined;
-    let nodeName: string | undefined;
-    for (;;) {
-      options.signal?.throwIfAborted();
-      let progress: Progress;
-      try {
-        const action = await this.action(name);
-        nodeName = action?.spec.nodeName ?? nodeName;
-        const node: NodeView | undefined = nodeName ? await this.node(nodeName) : undefined;
-        progress = { action, node };
-        failingSince = undefined;
-      } catch (error) {
-        // A blip (API server restart, network) does not end the watch; a long outage does.
-        failingSince ??= Date.now();
-        if (Date.now() - failingSince > 60_000) throw error;
-        await sleep(this.pollIntervalMs, options.signal);
-        continue;
-      }
+    options.signal?.throwIfAborted();
+    const stop = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
+    const ended = Promise.withResolvers<Progress>();
+    const finish = (settle: () => void) => {
+      if (stop.signal.aborted) return;
+      stop.abort();
+      settle();
+    };
+    const onAbort = () => finish(() => ended.reject(options.signal?.reason));
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    const runs: Promise<void>[] = [];
+    const run = <T extends KubeObject>(what: string, watch: ObjectWatchOptions<T>) => {
+      runs.push(
+        new ObjectWatch({ ...this.watchTiming, ...watch })
+          .run(signal)
+          .catch((error: unknown) => finish(() => ended.reject(kubeFailure(error, what)))),
+      );
+    };
+
+    let shown = '';
+    let node: NodeView | undefined;
+    let latest: ActionObject | undefined;
+    let nodeWatched = false;
+    // Versions of the action seen before the node's first state: shown with it, in order.
+    let early: ActionObject[] | undefined = [];
+    const emit = (action: ActionObject | undefined) => {
+      if (stop.signal.aborted) return;
+      const progress = { action, node };
       const text = canonicalJson(progress);
-      if (text !== last) {
-        last = text;
+      if (text !== shown) {
+        shown = text;
         onProgress(progress);
       }
-      if (!progress.action || isTerminal(progress.action.status?.phase) || options.until?.(progress)) {
-        return progress;
+      if (!action || isTerminal(action.status?.phase) || options.until?.(progress)) {
+        finish(() => ended.resolve(progress));
       }
-      await sleep(this.pollIntervalMs, options.signal);
+    };
+    const flushEarly = () => {
+      const versions = early ?? [];
+      early = undefined;
+      for (const version of versions) emit(version);
+    };
+    const followNode = (nodeName: string) => {
+      nodeWatched = true;
+      run<NodeObject & KubeObject>(`read Node ${nodeName}`, {
+        rest: this.rest,
+        path: '/api/v1/nodes',
+        name: nodeName,
+        onVersion: (object) => {
+          if (stop.signal.aborted) return;
+          node = nodeView(nodeName, object);
+          if (early) flushEarly();
+          else emit(latest);
+        },
+      });
+    };
+    const from = this.lastSeen.get(name);
+    run<ActionObject>(`read NodeAction ${name}`, {
+      rest: this.rest,
+      path: NODE_ACTIONS_PATH,
+      name,
+      ...(from ? { from } : {}),
+      onVersion: (action) => {
+        if (stop.signal.aborted) return;
+        latest = action;
+        if (!action) {
+          flushEarly();
+          emit(undefined);
+          return;
+        }
+        this.lastSeen.set(name, action);
+        if (!nodeWatched) followNode(action.spec.nodeName);
+        if (early) early.push(action);
+        else emit(action);
+      },
+    });
+    try {
+      return await ended.promise;
+    } finally {
+      stop.abort();
+      options.signal?.removeEventListener('abort', onAbort);
+      // Both watches closed (sockets, timers) before returning: nothing keeps the process up.
+      await Promise.all(runs);
     }
   }
 }

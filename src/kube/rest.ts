@@ -91,13 +91,16 @@ export class RestClient {
   /**
    * Streams a watch: calls `onEvent` for every event until the server ends the stream
    * (resolves) or the connection fails or `signal` aborts (rejects). A watch the server
-   * refuses (e.g. 410 Gone) rejects with a KubeApiError.
+   * refuses (e.g. 410 Gone) rejects with a KubeApiError. `onOpen` is called once the
+   * server has accepted the watch, before any event: a sign that the server is there even
+   * when nothing changes.
    */
   async watch(
     path: string,
     query: Record<string, string | number | boolean | undefined>,
     onEvent: (event: WatchEvent) => void,
     signal?: AbortSignal,
+    onOpen?: () => void,
   ): Promise<void> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
@@ -128,6 +131,7 @@ export class RestClient {
           });
           return;
         }
+        onOpen?.();
         res.on('data', (chunk: string) => {
           buffer += chunk;
           let newline: number;
