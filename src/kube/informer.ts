@@ -53,6 +53,9 @@ export function objectKey(o: { metadata: { name: string; namespace?: string } })
 
 class Gone extends Error {}
 
+/** The server ended a watch with an error of its own (other than 410) in the stream. */
+class WatchStatusError extends Error {}
+
 const LIST_PAGE = 500;
 
 /**
@@ -152,8 +155,17 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
           continue;
         }
         this.stats.errors++;
+        // An error the server put in the stream is about the watch at this version (seen:
+        // a 500 while etcd compacts); resuming from it would repeat it, so relist instead.
+        // A dropped connection resumes from where it was.
+        if (error instanceof WatchStatusError) this.resourceVersion = undefined;
         this.options.log.warn(
-          { path: this.options.path, err: String(error), retryInMs: backoff },
+          {
+            path: this.options.path,
+            err: String(error),
+            retryInMs: backoff,
+            relist: this.resourceVersion === undefined,
+          },
           'watch failed',
         );
         await sleep(backoff + Math.random() * backoff * 0.2, signal).catch(() => undefined);
@@ -206,6 +218,8 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   }
 
   private async watchOnce(signal: AbortSignal): Promise<void> {
+    // Stopped while the list ran: the listener below would never hear of it.
+    signal.throwIfAborted();
     this.stats.watches++;
     const watch = new AbortController();
     this.currentWatch = watch;
@@ -255,7 +269,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
     if (event.type === 'ERROR') {
       const status = event.object as { code?: number; message?: string };
       if (status.code === 410) throw new Gone(status.message ?? 'Gone');
-      throw new Error(`watch error: ${status.message ?? JSON.stringify(status)}`);
+      throw new WatchStatusError(`watch error: ${status.message ?? JSON.stringify(status)}`);
     }
     const object = slim(event.object as unknown as T);
     if (object.metadata.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;

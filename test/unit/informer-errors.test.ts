@@ -1,0 +1,76 @@
+// How the informer recovers from what the API server says inside a watch stream, and
+// from being stopped at any moment — with a RestClient stand-in that scripts the server.
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { Informer, type KubeObject } from '../../src/kube/informer.ts';
+import type { RestClient, WatchEvent } from '../../src/kube/rest.ts';
+import { silentLogger } from '../../src/log.ts';
+
+const item = (name: string, rv: string): KubeObject => ({ metadata: { name, resourceVersion: rv } });
+
+it('relists after an error the server put in the stream, instead of resuming into it again', async () => {
+  const lists: string[] = [];
+  const watchedFrom: (string | undefined)[] = [];
+  const server = {
+    request: (): Promise<unknown> => {
+      lists.push('list');
+      return Promise.resolve(
+        lists.length === 1
+          ? { items: [item('a', '1')], metadata: { resourceVersion: '1' } }
+          : { items: [item('a', '1'), item('b', '7')], metadata: { resourceVersion: '7' } },
+      );
+    },
+    watch: (
+      _path: string,
+      query: Record<string, unknown>,
+      onEvent: (e: WatchEvent) => void,
+      signal?: AbortSignal,
+    ): Promise<void> => {
+      watchedFrom.push(query.resourceVersion as string | undefined);
+      if (watchedFrom.length === 1) {
+        onEvent({ type: 'ERROR', object: { code: 500, message: 'etcd is compacting' } });
+        return Promise.resolve();
+      }
+      return new Promise((_, reject) =>
+        signal?.addEventListener('abort', () => reject(signal.reason as Error)),
+      );
+    },
+  } as unknown as RestClient;
+  const informer = new Informer<KubeObject>({
+    rest: server,
+    path: '/x',
+    log: silentLogger(),
+    minBackoffMs: 1,
+  });
+  const added: string[] = [];
+  informer.on('add', (o) => added.push(o.metadata.name));
+  informer.start();
+  const deadline = Date.now() + 5000;
+  while (watchedFrom.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  await informer.stop();
+  assert.deepEqual(lists, ['list', 'list']);
+  assert.deepEqual(watchedFrom, ['1', '7']);
+  assert.deepEqual(added, ['a', 'b'], 'what the relist found is reported');
+});
+
+it('stops at once when stopped while listing, without opening a watch', async () => {
+  let release: () => void = () => undefined;
+  let watches = 0;
+  const server = {
+    request: () =>
+      new Promise((resolve) => {
+        release = () => resolve({ items: [], metadata: { resourceVersion: '1' } });
+      }),
+    watch: () => {
+      watches++;
+      return new Promise(() => undefined); // a watch that would never end by itself
+    },
+  } as unknown as RestClient;
+  const informer = new Informer<KubeObject>({ rest: server, path: '/x', log: silentLogger() });
+  informer.start();
+  await new Promise((r) => setTimeout(r, 10));
+  const stopped = informer.stop();
+  release();
+  await stopped;
+  assert.equal(watches, 0);
+});
