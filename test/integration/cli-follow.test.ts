@@ -273,6 +273,8 @@ describe('ObjectWatch', () => {
     const stop = new AbortController();
     const running = watch.run(stop.signal);
     t.after(() => stop.abort());
+    // The first version comes from a read: change nothing before it has.
+    await waitFor('the first version', () => (delivered.length > 0 ? true : undefined));
     for (let i = 1; i <= 25; i++) {
       const patched = await client.request<KubeObject>(`${path}/counter`, {
         method: 'PATCH',
