@@ -15,6 +15,7 @@ import {
   REQUESTED_VIA_ANNOTATION,
   actionNamePrefix,
   canonicalJson,
+  executedMark,
   executedRefusal,
   performanceObserved,
 } from '../http/actions.ts';
@@ -322,12 +323,7 @@ export class KubeBackend implements Backend {
           {
             method: 'PATCH',
             contentType: 'application/merge-patch+json',
-            body: {
-              metadata: {
-                resourceVersion: action.metadata.resourceVersion,
-                annotations: { [EXECUTED_ANNOTATION]: 'true' },
-              },
-            },
+            body: executedMark(action),
           },
         );
         this.lastSeen.set(name, marked);

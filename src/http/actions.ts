@@ -213,6 +213,16 @@ export function performanceObserved(action: ActionObject): boolean {
   );
 }
 
+/** The merge patch that marks an action executed, conditional on the version judged Approved. */
+export function executedMark(action: ActionObject): Record<string, unknown> {
+  return {
+    metadata: {
+      resourceVersion: action.metadata.resourceVersion,
+      annotations: { [EXECUTED_ANNOTATION]: 'true' },
+    },
+  };
+}
+
 export function executedRefusal(action: ActionObject): string | undefined {
   const name = action.metadata.name;
   if ((action.spec.execution ?? 'Managed') !== 'External') {
@@ -765,13 +775,7 @@ export class ActionsApi {
         const patched = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`, {
           method: 'PATCH',
           contentType: 'application/merge-patch+json',
-          // Conditional on the version judged Approved above.
-          body: {
-            metadata: {
-              resourceVersion: action.metadata.resourceVersion,
-              annotations: { [EXECUTED_ANNOTATION]: 'true' },
-            },
-          },
+          body: executedMark(action),
         });
         this.o.log.info({ action: name, by: caller.username }, 'action marked executed over HTTP');
         return { status: 200, body: actionView(patched) };
