@@ -92,12 +92,33 @@ export class CheckRunner {
   private stopped = false;
   /** Names in order, rebuilt only when checks come or go. */
   private sortedNames: string[] | undefined;
+  /** Told the name of a check whose state was replaced, or that came or went. */
+  private readonly listeners = new Set<(name: string) => void>();
   /** Scheduling lag of periodic probes (ms), kept for the benchmark. */
   readonly lagSamples: number[] = [];
   recordLag = false;
 
   constructor(options: CheckRunnerOptions) {
     this.options = { statusRefreshMs: 300_000, jitter: 0.1, ...options };
+  }
+
+  /**
+   * Calls `listener` with a check's name whenever its state is replaced (every probe, a
+   * new spec) or it comes or goes, so readers need not poll. Returns the unsubscribe.
+   */
+  onChange(listener: (name: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private changed(name: string): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(name);
+      } catch (error) {
+        this.options.log.error({ check: name, err: errorMessage(error) }, 'a check listener failed');
+      }
+    }
   }
 
   /** Adds or updates a check; a changed spec (generation) starts it over as unknown. */
@@ -131,6 +152,7 @@ export class CheckRunner {
     }
     if (!existing) this.sortedNames = undefined;
     this.entries.set(name, entry);
+    this.changed(name);
     // The first probe comes soon, spread over a fraction of the interval so that a
     // thousand checks appearing at once (a restart) do not probe in the same instant.
     this.schedule(entry, Math.random() * Math.min(entry.intervalMs, 1000));
@@ -144,6 +166,7 @@ export class CheckRunner {
     this.entries.delete(name);
     this.sortedNames = undefined;
     this.options.metrics?.forgetCheck(name);
+    this.changed(name);
   }
 
   stop(): void {
@@ -250,6 +273,7 @@ export class CheckRunner {
     const previous = entry.state;
     entry.state = applyOutcome(previous, outcome, entry.thresholds, new Date());
     this.options.metrics?.observeProbe(name, entry.probeType, outcome, entry.state, seconds);
+    this.changed(name);
     if (previous.healthy !== entry.state.healthy) {
       this.options.log.info(
         {

@@ -13,7 +13,6 @@ import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import type { ActionObject } from '../actions/reconciler.ts';
 import type { CheckView } from '../checks/runner.ts';
-import type { CheckState } from '../checks/state.ts';
 import type { Logger } from '../log.ts';
 import { dashboardView, type NodeInput, type PolicyObject } from './dashboard-view.ts';
 import type { Reply, Request, Router } from './server.ts';
@@ -25,7 +24,7 @@ export interface WatchedCache<T> {
 }
 
 export interface DashboardSources {
-  checks: { views(): CheckView[] };
+  checks: { views(): CheckView[]; onChange(listener: (name: string) => void): unknown };
   /** Check objects: a check that comes, goes or changes its spec. */
   checkInformer: WatchedCache<unknown>;
   nodes: WatchedCache<NodeInput>;
@@ -39,8 +38,6 @@ export interface DashboardSources {
 export interface DashboardOptions {
   /** Shortest time between two snapshots pushed to the pages (default 250ms). */
   coalesceMs?: number;
-  /** How often the check runner's states are compared with the last snapshot's (default 1s). */
-  checkPollMs?: number;
   /** Rebuild at least this often, for what changes with time alone: a window opening (default 10s). */
   refreshMs?: number;
   /** Comment lines that keep an idle stream open through proxies (default 15s). */
@@ -94,8 +91,6 @@ export class Dashboard {
   /** The latest snapshot's content without its time, to tell a change from a rebuild. */
   private latestKey = '';
   private builtAt = 0;
-  /** The check states the latest snapshot was built from (states are replaced, never mutated). */
-  private builtStates = new Map<string, CheckState>();
   private lastFlushAt = 0;
   private flushTimer: NodeJS.Timeout | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
@@ -105,13 +100,14 @@ export class Dashboard {
     this.sources = sources;
     this.o = {
       coalesceMs: 250,
-      checkPollMs: 1000,
       refreshMs: 10_000,
       heartbeatMs: 15_000,
       maxStreams: 64,
       ...options,
     };
     const changed = () => this.changed();
+    // Every probe replaces a check's state (its last-probe time at least): coalesced below.
+    sources.checks.onChange(changed);
     const caches = [sources.checkInformer, sources.nodes, sources.actions, sources.policies];
     for (const cache of caches) {
       cache?.on('add', changed);
@@ -164,7 +160,6 @@ export class Dashboard {
       ...(this.sources.instance ? { instance: this.sources.instance } : {}),
     });
     this.builtAt = Date.now();
-    this.builtStates = new Map(views.map((v) => [v.name, v.state]));
     const key = JSON.stringify({ ...view, generatedAt: '' });
     const json = JSON.stringify(view);
     if (!this.latest || key !== this.latestKey) {
@@ -251,24 +246,10 @@ export class Dashboard {
     for (const stream of this.streams) if (stream.sent < snapshot.version) this.send(stream, snapshot);
   }
 
-  /**
-   * The check runner has no change events (a probe changes a check's state in memory,
-   * and its status is written only when a reader would act on it), so its states are
-   * compared by identity with those of the last snapshot: cheap, and only while a page
-   * is open.
-   */
-  private checksChanged(): boolean {
-    const views = this.sources.checks.views();
-    return (
-      views.length !== this.builtStates.size || views.some((v) => this.builtStates.get(v.name) !== v.state)
-    );
-  }
-
   private startTimers(): void {
     if (this.pollTimer) return;
-    this.pollTimer = setInterval(() => {
-      if (this.checksChanged() || Date.now() - this.builtAt >= this.o.refreshMs) this.changed();
-    }, this.o.checkPollMs);
+    // What changes with time alone (a window opening) shows without any object changing.
+    this.pollTimer = setInterval(() => this.changed(), this.o.refreshMs);
     this.pollTimer.unref();
     this.heartbeatTimer = setInterval(() => {
       for (const { res } of this.streams) if (!res.writableNeedDrain) res.write(': keep-alive\n\n');

@@ -70,6 +70,31 @@ describe('CheckRunner', () => {
     }
   });
 
+  it('tells its listeners of every new state, and of checks that come and go', async () => {
+    const r = runner(() => Promise.resolve({ healthy: true, message: 'fine' }));
+    const heard: string[] = [];
+    r.onChange(() => {
+      throw new Error('a listener that fails does not stop the others, or the probe');
+    });
+    const unsubscribe = r.onChange((name) => heard.push(name));
+    try {
+      r.upsert(check('a', { interval: '1h' }));
+      assert.deepEqual(heard, ['a'], 'a new check, as unknown');
+      await r.evaluateNow(['a']);
+      assert.deepEqual(heard, ['a', 'a'], 'a probe replaced its state');
+      assert.equal(r.view('a')?.state.healthy, true);
+      r.upsert(check('a', { interval: '1h' }));
+      assert.equal(heard.length, 2, 'the same generation again changes nothing');
+      r.remove('a');
+      assert.deepEqual(heard, ['a', 'a', 'a']);
+      unsubscribe();
+      r.upsert(check('b', { interval: '1h' }));
+      assert.equal(heard.length, 3);
+    } finally {
+      r.stop();
+    }
+  });
+
   it('reports a probe that throws as a probe error', async () => {
     const r = runner(() => Promise.reject(new Error('discovery failed: no such kind CephCluster')));
     try {

@@ -82,7 +82,11 @@ class EventReader {
 }
 
 const checks: CheckView[] = [];
-const runner = { views: () => [...checks] };
+const checkListeners = new Set<(name: string) => void>();
+const runner = {
+  views: () => [...checks],
+  onChange: (listener: (name: string) => void) => checkListeners.add(listener),
+};
 const checkInformer = new FakeCache<KubeObject>();
 const nodes = new FakeCache<NodeInput>();
 const actions = new FakeCache<ActionObject>();
@@ -102,7 +106,7 @@ before(async () => {
   dashboard = dashboardRoutes(
     router,
     { checks: runner, checkInformer, nodes, actions, log: silentLogger() },
-    { coalesceMs: 200, checkPollMs: 50, heartbeatMs: 100, maxStreams: 2, refreshMs: 60_000 },
+    { coalesceMs: 200, heartbeatMs: 100, maxStreams: 2, refreshMs: 60_000 },
   );
   server = await startServer(router, { host: '127.0.0.1', port: 0, log: silentLogger() });
   url = serverUrl(server);
@@ -200,8 +204,9 @@ describe('dashboard: the event stream', () => {
       await new Promise((r) => setTimeout(r, 500));
       assert.equal(reader.snapshots().length, before);
 
-      // A probe changes a check's state without any informer event: the poll finds it.
+      // A probe changes a check's state without any informer event: the runner says so.
       checks.push({ name: 'ceph', generation: 1, state: state(false, 'HEALTH_WARN'), spec: { nodes: {} } });
+      for (const listener of checkListeners) listener('ceph');
       await waitFor(
         'the check to appear',
         () => (reader.snapshots().at(-1)?.checks[0]?.state === 'Unhealthy' ? true : undefined),
