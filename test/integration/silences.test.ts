@@ -150,10 +150,11 @@ describe('Alertmanager silences', () => {
       [[am.url, 'node', 'Active', silence.id, new Date(silence.endsAt).toISOString()]],
     );
     assert.equal(silenced(held)?.status, 'True');
-    assert.ok(
-      (await events(client, action.metadata.name)).some(
-        (e) => e.reason === 'Silenced' && e.type === 'Normal',
-      ),
+    // The Event is recorded after the status that it reports is written.
+    await waitFor('a Silenced event', async () =>
+      (await events(client, action.metadata.name)).some((e) => e.reason === 'Silenced' && e.type === 'Normal')
+        ? true
+        : undefined,
     );
 
     await finish(action.metadata.name, node);
