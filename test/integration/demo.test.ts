@@ -77,15 +77,26 @@ it('runs the demo to completion: a rolling upgrade through the CLI, gated by Cep
   );
   // …and the gate waited for Ceph to recover from a node's absence before the next.
   assert.match(output, /worker-[23]: check ceph-health-ok unhealthy: .*HEALTH_WARN/);
-  // One node at a time: each node was back before the next went down.
-  const outages = [...output.matchAll(/worker-\d: node (worker-\d) (NotReady|booted again)/g)].map(
-    (m) => `${m[1] ?? ''} ${m[2] === 'NotReady' ? 'down' : 'up'}`,
-  );
-  assert.equal(outages.length, 6, output);
-  for (let i = 0; i < outages.length; i += 2) {
-    const node = outages[i]?.split(' ')[0] ?? '';
-    assert.deepEqual(outages.slice(i, i + 2), [`${node} down`, `${node} up`], outages.join(', '));
+  // One node at a time: no node went down while another was still away (down, and not
+  // yet booted again). A node may be reported down more than once in one reboot: under
+  // load kwok can show it Ready for a moment before the simulator's power-off holds again.
+  const away = new Set<string>();
+  const booted = new Set<string>();
+  for (const m of output.matchAll(/worker-\d: node (worker-\d) (NotReady|booted again)/g)) {
+    const node = m[1] ?? '';
+    if (m[2] === 'NotReady') {
+      assert.deepEqual(
+        [...away].filter((n) => n !== node),
+        [],
+        `${node} went down while others were away`,
+      );
+      away.add(node);
+    } else {
+      away.delete(node);
+      booted.add(node);
+    }
   }
+  assert.deepEqual([...booted].sort(), ['worker-1', 'worker-2', 'worker-3']);
   // The demo stops what it started: nothing is left in its sandbox directory.
   await assert.rejects(access(join(dir, 'sandbox', 'state.json')));
 });
