@@ -2,11 +2,11 @@
 // per node, rolled through the nodes one at a time (or --concurrency N, still within the
 // controller's policies), with live progress; Ctrl-C cancels the actions in flight.
 import { readFile } from 'node:fs/promises';
-import { type Command, InvalidArgumentError, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import type { Action } from '../api/common.ts';
-import { parseDuration } from '../duration.ts';
 import { objectView } from '../http/actions.ts';
 import { errorMessage } from '../wait.ts';
+import { duration, wholeNumber } from './arguments.ts';
 import type { ActionObject, CreateOptions, RequestSpec } from './backend.ts';
 import { clusterCommand, connect, type ConnectionOptions } from './connection.ts';
 import { LiveDisplay } from './display.ts';
@@ -27,20 +27,7 @@ interface CommonFlags extends ConnectionOptions {
   output: 'text' | 'json' | 'name';
 }
 
-function positiveInteger(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number, 1 or more');
-  return n;
-}
-
-function duration(value: string): string {
-  try {
-    parseDuration(value);
-  } catch (error) {
-    throw new InvalidArgumentError(errorMessage(error));
-  }
-  return value;
-}
+const positiveInteger = wholeNumber(1);
 
 function usage(message: string): CliError {
   return new CliError(message, EXIT.usage);

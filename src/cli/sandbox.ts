@@ -1,9 +1,8 @@
 // `gatehouse sandbox up|down|env`: a local control plane for trying gatehouse out.
 import { join } from 'node:path';
-import { Command, InvalidArgumentError } from 'commander';
-import { parseDuration } from '../duration.ts';
-import { errorMessage } from '../wait.ts';
+import { Command } from 'commander';
 import { cacheDir } from '../../sandbox/binaries.ts';
+import { duration, wholeNumber } from './arguments.ts';
 import {
   attachSandbox,
   readState,
@@ -16,20 +15,7 @@ export function defaultSandboxDir(): string {
   return process.env.GATEHOUSE_SANDBOX_DIR ?? join(cacheDir(), 'sandboxes', 'default');
 }
 
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a whole number, 0 or more');
-  return n;
-}
-
-function duration(value: string): string {
-  try {
-    parseDuration(value);
-  } catch (error) {
-    throw new InvalidArgumentError(errorMessage(error));
-  }
-  return value;
-}
+const nodeCount = wholeNumber(0);
 
 function envLines(state: SandboxState): string {
   return [
@@ -48,8 +34,8 @@ export function sandboxCommand(): Command {
     .command('up')
     .description('build (first time only) and start the sandbox; it runs until `gatehouse sandbox down`')
     .option(...dirOption)
-    .option('--nodes <n>', 'simulated nodes in all', positiveInt, 4)
-    .option('--control-planes <n>', 'how many of them are control-plane nodes', positiveInt, 1)
+    .option('--nodes <n>', 'simulated nodes in all', nodeCount, 4)
+    .option('--control-planes <n>', 'how many of them are control-plane nodes', nodeCount, 1)
     .option('--no-talos', 'do not start the Talos API simulator')
     .option(
       '--talos-boot-delay <duration>',
