@@ -15,6 +15,7 @@ import { LABELS, PREREADY_TAINT } from '../../src/hooks/job.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
+  createGroupHook,
   API,
   createAction,
   createTestNodes,
@@ -59,25 +60,13 @@ async function place(t: TestContext, owner = instance): Promise<Place> {
   return { namespace: await freshNamespace(t, kc), node: node as string, group };
 }
 
-async function createHook(
+function createHook(
   p: Place,
   kind: 'NodePrereadyJob' | 'NodeReadyJob',
   name: string,
   spec: Record<string, unknown>,
 ): Promise<{ uid: string }> {
-  const hook = await client.request<{ metadata: { uid: string } }>(
-    `${API}/namespaces/${p.namespace}/${kind.toLowerCase()}s`,
-    {
-      method: 'POST',
-      body: {
-        apiVersion: 'talos.dev/v1alpha1',
-        kind,
-        metadata: { name, namespace: p.namespace },
-        spec: { nodeSelector: { matchLabels: { 'gatehouse.test/group': p.group } }, ...spec },
-      },
-    },
-  );
-  return hook.metadata;
+  return createGroupHook(client, p, kind, name, spec);
 }
 
 interface NodeView {

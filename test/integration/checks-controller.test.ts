@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { Controller } from '../../src/controller.ts';
 import { silentLogger } from '../../src/log.ts';
 import { installGatehouseAPI } from '../support/install.ts';
-import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { freshNamespace, rest, setNodeReady, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 import { probeScenarios } from '../support/probe-scenarios.ts';
 
 const kc = testKubeConfig();
@@ -29,26 +29,8 @@ async function createOwnNode(name: string, label: string): Promise<void> {
   await setReady(name, true);
 }
 
-async function setReady(name: string, ready: boolean): Promise<void> {
-  const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-  await api.request(`/api/v1/nodes/${name}/status`, {
-    method: 'PATCH',
-    contentType: 'application/strategic-merge-patch+json',
-    body: {
-      status: {
-        conditions: [
-          {
-            type: 'Ready',
-            status: ready ? 'True' : 'False',
-            reason: ready ? 'KubeletReady' : 'KubeletNotReady',
-            message: ready ? 'ready' : 'container runtime down',
-            lastHeartbeatTime: now,
-            lastTransitionTime: now,
-          },
-        ],
-      },
-    },
-  });
+function setReady(name: string, ready: boolean): Promise<void> {
+  return setNodeReady(api, name, ready, ready ? 'ready' : 'container runtime down');
 }
 
 interface HealthBody {

@@ -10,6 +10,7 @@ import type { Controller } from '../../src/controller.ts';
 import type { HookRequest } from '../../src/hooks/webhook.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
+  createGroupHook,
   API,
   createAction,
   createTestNodes,
@@ -43,25 +44,13 @@ async function place(t: TestContext): Promise<Place> {
   return { namespace: await freshNamespace(t, kc), node: node as string, group };
 }
 
-async function createHook(
+function createHook(
   p: Place,
   kind: string,
   name: string,
   spec: Record<string, unknown>,
 ): Promise<{ uid: string }> {
-  const hook = await client.request<{ metadata: { uid: string } }>(
-    `${API}/namespaces/${p.namespace}/${kind.toLowerCase()}s`,
-    {
-      method: 'POST',
-      body: {
-        apiVersion: 'talos.dev/v1alpha1',
-        kind,
-        metadata: { name, namespace: p.namespace },
-        spec: { nodeSelector: { matchLabels: { 'gatehouse.test/group': p.group } }, ...spec },
-      },
-    },
-  );
-  return hook.metadata;
+  return createGroupHook(client, p, kind, name, spec);
 }
 
 async function jobsOf(

@@ -8,6 +8,7 @@ import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
 import type { Controller } from '../../src/controller.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
+  createGroupHook,
   API,
   createAction,
   createTestNodes,
@@ -83,15 +84,7 @@ async function createHook(
   name: string,
   spec: Record<string, unknown>,
 ): Promise<void> {
-  await client.request(`${API}/namespaces/${s.namespace}/${kind.toLowerCase()}s`, {
-    method: 'POST',
-    body: {
-      apiVersion: 'talos.dev/v1alpha1',
-      kind,
-      metadata: { name, namespace: s.namespace },
-      spec: { nodeSelector: { matchLabels: { 'gatehouse.test/group': s.group } }, ...spec },
-    },
-  });
+  await createGroupHook(client, s, kind, name, spec);
 }
 
 function cleanupAction(t: TestContext, name: string): void {

@@ -20,6 +20,7 @@ import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
 import { CORDONED_BY_ANNOTATION, cordon } from '../../src/talos/drain.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
+  createGroupHook,
   API,
   createAction,
   deleteActionsAfter,
@@ -142,15 +143,7 @@ const cephHealth = (namespace: string, health: string) =>
   setCephHealth(client, CEPH_GROUP, namespace, health, 'managed-test');
 
 async function createHook(namespace: string, group: string, kind: string, name: string, template: unknown) {
-  await client.request(`${API}/namespaces/${namespace}/${kind.toLowerCase()}s`, {
-    method: 'POST',
-    body: {
-      apiVersion: 'talos.dev/v1alpha1',
-      kind,
-      metadata: { name, namespace },
-      spec: { nodeSelector: { matchLabels: { [GROUP_LABEL]: group } }, template },
-    },
-  });
+  await createGroupHook(client, { namespace, group }, kind, name, { template });
 }
 
 /** A Deployment of `replicas` pods on the group's nodes, and a PDB keeping `minAvailable` of them. */

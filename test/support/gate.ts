@@ -160,6 +160,32 @@ export async function getAction(client: RestClient, name: string): Promise<Actio
   return client.request<ActionObject>(`${API}/nodeactions/${name}`);
 }
 
+/**
+ * Creates a hook of `kind` (PreRebootJob, NodeReadyJob, …) selecting the nodes labelled
+ * gatehouse.test/group=<group>; `spec` adds to (or replaces) the selector.
+ */
+export async function createGroupHook(
+  client: RestClient,
+  where: { namespace: string; group: string },
+  kind: string,
+  name: string,
+  spec: Record<string, unknown>,
+): Promise<{ uid: string }> {
+  const hook = await client.request<{ metadata: { uid: string } }>(
+    `${API}/namespaces/${where.namespace}/${kind.toLowerCase()}s`,
+    {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind,
+        metadata: { name, namespace: where.namespace },
+        spec: { nodeSelector: { matchLabels: { 'gatehouse.test/group': where.group } }, ...spec },
+      },
+    },
+  );
+  return hook.metadata;
+}
+
 /** Waits until the NodeAction is gone (its finalizer released, or garbage-collected). */
 export async function waitForActionGone(client: RestClient, name: string, what: string, timeoutMs = 30_000) {
   await waitFor(

@@ -205,6 +205,34 @@ export async function controllerKubeConfig(kc: KubeConfig): Promise<KubeConfig> 
   return kubeConfigWithToken(kc, await serviceAccountToken(kc, 'gatehouse-system', 'gatehouse'));
 }
 
+/** Sets a Node's Ready condition as a kubelet would report it (for Nodes kwok does not manage). */
+export async function setNodeReady(
+  client: RestClient,
+  name: string,
+  ready: boolean,
+  message: string,
+): Promise<void> {
+  const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  await client.request(`/api/v1/nodes/${name}/status`, {
+    method: 'PATCH',
+    contentType: 'application/strategic-merge-patch+json',
+    body: {
+      status: {
+        conditions: [
+          {
+            type: 'Ready',
+            status: ready ? 'True' : 'False',
+            reason: ready ? 'KubeletReady' : 'KubeletNotReady',
+            message,
+            lastHeartbeatTime: now,
+            lastTransitionTime: now,
+          },
+        ],
+      },
+    },
+  });
+}
+
 /**
  * A ClusterHealthCheck gating Reboot on nodes labelled gatehouse.test/group=<group>, whose
  * health the test switches: a `nodes` probe over a Node kwok does not manage, made Ready
@@ -220,27 +248,8 @@ export async function switchableCheck(
 ): Promise<{ name: string; set: (healthy: boolean) => Promise<void> }> {
   const client = rest(kc);
   const name = uniqueName(`switch-${group}`);
-  const set = async (ready: boolean) => {
-    const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    await client.request(`/api/v1/nodes/${name}/status`, {
-      method: 'PATCH',
-      contentType: 'application/strategic-merge-patch+json',
-      body: {
-        status: {
-          conditions: [
-            {
-              type: 'Ready',
-              status: ready ? 'True' : 'False',
-              reason: ready ? 'KubeletReady' : 'KubeletNotReady',
-              message: ready ? 'switched healthy' : 'switched unhealthy by the test',
-              lastHeartbeatTime: now,
-              lastTransitionTime: now,
-            },
-          ],
-        },
-      },
-    });
-  };
+  const set = (ready: boolean) =>
+    setNodeReady(client, name, ready, ready ? 'switched healthy' : 'switched unhealthy by the test');
   t.after(async () => {
     await client
       .request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`, { method: 'DELETE' })
