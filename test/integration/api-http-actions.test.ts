@@ -102,6 +102,23 @@ async function node(t: TestContext, group: string): Promise<string> {
   return name as string;
 }
 
+/** An External Reboot asked for over HTTP, on a node of its own that its own check holds (unhealthy). */
+async function heldReboot(
+  t: TestContext,
+  prefix: string,
+): Promise<{ check: Awaited<ReturnType<typeof switchableCheck>>; target: string; name: string }> {
+  const group = uniqueName(prefix);
+  const check = await switchableCheck(t, kc, group, false, { [INSTANCE_LABEL]: instance });
+  const target = await node(t, group);
+  const created = await call('POST', '/v1/actions', {
+    token: tokens.requester,
+    body: { spec: { nodeName: target, action: 'Reboot', execution: 'External' } },
+  });
+  const name = (created.body as unknown as ActionJson).metadata.name;
+  cleanupActions(t, name);
+  return { check, target, name };
+}
+
 before(async () => {
   await installGatehouseAPI(kc);
   await client.request('/api/v1/namespaces', {
@@ -486,15 +503,7 @@ async function readEvents(
 
 describe('following an action', () => {
   it('long-polls until the phase changes, or until the wait is over', async (t) => {
-    const group = uniqueName('poll');
-    const check = await switchableCheck(t, kc, group, false, { [INSTANCE_LABEL]: instance });
-    const target = await node(t, group);
-    const created = await call('POST', '/v1/actions', {
-      token: tokens.requester,
-      body: { spec: { nodeName: target, action: 'Reboot', execution: 'External' } },
-    });
-    const name = (created.body as unknown as ActionJson).metadata.name;
-    cleanupActions(t, name);
+    const { check, name } = await heldReboot(t, 'poll');
     const waiting = await call('GET', `/v1/actions/${name}?wait=15s&phase=Pending`, { token: tokens.viewer });
     assert.equal((waiting.body as unknown as ActionJson).status?.phase, 'WaitingForHealth');
 
@@ -519,15 +528,7 @@ describe('following an action', () => {
     const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
     process.on('warning', onWarning);
     t.after(() => process.off('warning', onWarning));
-    const group = uniqueName('many');
-    await switchableCheck(t, kc, group, false, { [INSTANCE_LABEL]: instance });
-    const target = await node(t, group);
-    const created = await call('POST', '/v1/actions', {
-      token: tokens.requester,
-      body: { spec: { nodeName: target, action: 'Reboot', execution: 'External' } },
-    });
-    const name = (created.body as unknown as ActionJson).metadata.name;
-    cleanupActions(t, name);
+    const { name } = await heldReboot(t, 'many');
     await call('GET', `/v1/actions/${name}?wait=15s&phase=Pending`, { token: tokens.viewer });
     // Held at the health gate: every long-poll waits its whole second, following the action.
     const started = Date.now();
@@ -549,15 +550,7 @@ describe('following an action', () => {
   });
 
   it('streams progress as server-sent events through approval, execution and the node coming back', async (t) => {
-    const group = uniqueName('sse');
-    const check = await switchableCheck(t, kc, group, false, { [INSTANCE_LABEL]: instance });
-    const target = await node(t, group);
-    const created = await call('POST', '/v1/actions', {
-      token: tokens.requester,
-      body: { spec: { nodeName: target, action: 'Reboot', execution: 'External' } },
-    });
-    const name = (created.body as unknown as ActionJson).metadata.name;
-    cleanupActions(t, name);
+    const { check, target, name } = await heldReboot(t, 'sse');
     const abort = new AbortController();
     t.after(() => abort.abort());
     const phases = (events: { event: string; data: Json }[]) =>
@@ -660,15 +653,7 @@ describe('marking executed and cancelling', () => {
   });
 
   it('cancels an unfinished action (it goes), and refuses to cancel a finished one', async (t) => {
-    const group = uniqueName('cancel');
-    await switchableCheck(t, kc, group, false, { [INSTANCE_LABEL]: instance });
-    const target = await node(t, group);
-    const created = await call('POST', '/v1/actions', {
-      token: tokens.requester,
-      body: { spec: { nodeName: target, action: 'Reboot', execution: 'External' } },
-    });
-    const name = (created.body as unknown as ActionJson).metadata.name;
-    cleanupActions(t, name);
+    const { name } = await heldReboot(t, 'cancel');
     await call('GET', `/v1/actions/${name}?wait=15s&phase=Pending`, { token: tokens.viewer });
     assert.equal((await call('POST', `/v1/actions/${name}/cancel`, { token: tokens.viewer })).status, 403);
     const cancelled = await call('POST', `/v1/actions/${name}/cancel`, { token: tokens.requester });
