@@ -55,19 +55,37 @@ export async function serverSideApply<T extends Manifest>(
   return applied;
 }
 
-/** Waits until every named CustomResourceDefinition is Established (its kind is served). */
+/**
+ * Waits until every named CustomResourceDefinition is Established and its kind is in discovery.
+ * Established says the CRD's handler is ready, but the API server adds the group version to
+ * discovery a moment later (a separate controller): a client that looks its kind up right after
+ * Established can get a 404 for the group version, which is what kubectl users see as
+ * "no matches for kind" after `kubectl apply` of a CRD and its first object.
+ */
 export async function waitForEstablished(client: RestClient, names: readonly string[]): Promise<void> {
-  type Crd = { status?: { conditions?: { type: string; status: string }[] } };
+  type Crd = {
+    spec: { group: string; names: { plural: string }; versions: { name: string; served: boolean }[] };
+    status?: { conditions?: { type: string; status: string }[] };
+  };
   await Promise.all(
     names.map((name) =>
-      waitFor(`CRD ${name} to be established`, async (observe) => {
+      waitFor(`CRD ${name} to be established and discoverable`, async (observe) => {
         const crd = await client.request<Crd>(
           `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
         );
         observe(JSON.stringify(crd.status?.conditions ?? []));
-        return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')
-          ? true
-          : undefined;
+        if (!crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) {
+          return undefined;
+        }
+        for (const version of crd.spec.versions.filter((v) => v.served)) {
+          const base = `/apis/${crd.spec.group}/${version.name}`;
+          const listed = await resources(client, base, true).catch(() => []);
+          if (!listed.some((r) => r.name === crd.spec.names.plural)) {
+            observe(`established, but ${base} does not list ${crd.spec.names.plural} yet`);
+            return undefined;
+          }
+        }
+        return true;
       }),
     ),
   );

@@ -313,7 +313,21 @@ describe('sandbox', () => {
 
     const as = (user: string) => impersonate(kc, user).makeApiClient(CoreV1Api);
     const forced = (n: string) => ({ metadata: { name: n }, data: { force: 'yes' } });
-    // Policies take effect asynchronously: wait until bob is refused, then check alice.
+    // RBAC and admission policies both take effect asynchronously (each from its own informer).
+    // First wait until the authorizer lets bob create config maps at all (before that he gets
+    // 403 Forbidden, which is not what this test is about), then until the policy refuses him.
+    await waitFor('the RBAC authorizer to let bob create config maps', async () => {
+      try {
+        await as('bob').createNamespacedConfigMap({
+          namespace,
+          body: { metadata: { name: uniqueName('plain') }, data: { a: 'b' } },
+        });
+        return true;
+      } catch (error) {
+        if (refusalOf(error).code === 403) return undefined;
+        throw error;
+      }
+    });
     const refused = await waitFor('the policy to refuse bob', async () => {
       try {
         await as('bob').createNamespacedConfigMap({ namespace, body: forced(uniqueName('bob')) });
@@ -324,10 +338,18 @@ describe('sandbox', () => {
     });
     assert.equal(refused.code, 422);
     assert.match(refused.message, /forcing needs the verb force/);
-    await as('alice').createNamespacedConfigMap({ namespace, body: forced('alice') });
-    await as('bob').createNamespacedConfigMap({
-      namespace,
-      body: { metadata: { name: 'plain' }, data: { a: 'b' } },
+    // The policy is in force now; alice passes its check once the authorizer has her force binding.
+    await waitFor('alice (who may force) to be admitted', async () => {
+      try {
+        await as('alice').createNamespacedConfigMap({ namespace, body: forced(uniqueName('alice')) });
+        return true;
+      } catch (error) {
+        const refusal = refusalOf(error);
+        if (refusal.code === 403 || (refusal.code === 422 && /forcing needs/.test(refusal.message))) {
+          return undefined;
+        }
+        throw error;
+      }
     });
   });
 

@@ -108,7 +108,7 @@ export async function serverSideApply(
   return applyObjects(rest(kc), objects, fieldManager);
 }
 
-/** Waits until every named CustomResourceDefinition is Established (its kind is served). */
+/** Waits until every named CustomResourceDefinition is Established and its kind is in discovery. */
 export async function waitForEstablished(kc: KubeConfig, names: readonly string[]): Promise<void> {
   await crdsEstablished(rest(kc), names);
 }
