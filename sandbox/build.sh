@@ -15,6 +15,9 @@ CACHE=${GATEHOUSE_CACHE:-$HOME/.cache/gatehouse}
 MINORS=${GATEHOUSE_K8S_MINORS:-"36 35 34"}
 ETCD_MINOR=${GATEHOUSE_ETCD_MINOR:-3.6}
 KWOK_VERSION=${GATEHOUSE_KWOK_VERSION:-}
+# The module cache lives under the cache directory too (Go's default is ~/go/pkg/mod),
+# so everything a build downloads is in one place and a clean checkout stays clean.
+export GOMODCACHE=${GATEHOUSE_GOMODCACHE:-$CACHE/go-mod}
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 export CGO_ENABLED=0
 # A build interrupted half-way must never be mistaken for a finished one: every
