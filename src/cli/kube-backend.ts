@@ -366,17 +366,35 @@ export class KubeBackend implements Backend {
     let nodeWatched = false;
     // Versions of the action seen before the node's first state: shown with it, in order.
     let early: ActionObject[] | undefined = [];
-    const emit = (action: ActionObject | undefined) => {
-      if (stop.signal.aborted) return;
-      const progress = { action, node };
+    let ending = false;
+    const show = (progress: Progress) => {
       const text = canonicalJson(progress);
       if (text !== shown) {
         shown = text;
         onProgress(progress);
       }
-      if (!action || isTerminal(action.status?.phase) || options.until?.(progress)) {
-        finish(() => ended.resolve(progress));
+    };
+    const emit = (action: ActionObject | undefined) => {
+      if (stop.signal.aborted || ending) return;
+      const progress = { action, node };
+      const done = !action || isTerminal(action.status?.phase) || options.until?.(progress) === true;
+      if (!done || !action) {
+        show(progress);
+        if (done) finish(() => ended.resolve(progress));
+        return;
       }
+      // The two watches are independent, and the node's can lag the action's: the action may
+      // say the node is back before its watch has shown the reboot. Read the node once more,
+      // so that the last picture (and the story told in a pipe) has the node as it is now.
+      ending = true;
+      this.node(action.spec.nodeName).then(
+        (now) => {
+          const last = { action, node: now };
+          show(last);
+          finish(() => ended.resolve(last));
+        },
+        (error: unknown) => finish(() => ended.reject(error)),
+      );
     };
     const flushEarly = () => {
       const versions = early ?? [];

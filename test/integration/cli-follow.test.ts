@@ -14,11 +14,12 @@ import type { Controller } from '../../src/controller.ts';
 import type { Progress } from '../../src/cli/backend.ts';
 import { EXIT } from '../../src/cli/exit.ts';
 import { KubeBackend } from '../../src/cli/kube-backend.ts';
+import { progressEvents } from '../../src/cli/progress.ts';
 import { codeOf } from '../../src/cli/rollout.ts';
 import type { KubeObject } from '../../src/kube/informer.ts';
 import { RestClient, type WatchEvent } from '../../src/kube/rest.ts';
 import { ObjectWatch } from '../../src/kube/watch.ts';
-import { errorMessage } from '../../src/wait.ts';
+import { errorMessage, sleep } from '../../src/wait.ts';
 import { compactEtcd } from '../../sandbox/cluster.ts';
 import { NODE, cliEnv } from '../support/cli.ts';
 import {
@@ -167,6 +168,49 @@ describe('following an action with a kubeconfig', () => {
     assert.deepEqual(
       observed,
       recorded.map((e) => e.phase),
+    );
+  });
+
+  it("ends with the node as it is, even when the node's watch lags the action's", async (t) => {
+    const { node } = await heldNode(t, true);
+    const backend = new KubeBackend(kc, { instance });
+    // The node's watch events reach the CLI two seconds late (a slow stream, a busy
+    // machine); the action's are on time, so the action is Succeeded before the CLI
+    // has seen the reboot through the node's watch.
+    const slowed = new RestClient(kc);
+    const watch = slowed.watch.bind(slowed);
+    slowed.watch = (path, query, onEvent, signal, onOpen) =>
+      watch(
+        path,
+        query,
+        path === '/api/v1/nodes' ? (event) => void sleep(2000).then(() => onEvent(event)) : onEvent,
+        signal,
+        onOpen,
+      );
+    (backend as unknown as { rest: RestClient }).rest = slowed;
+    const action = await backend.createAction({ nodeName: node, action: 'Reboot', execution: 'External' });
+    const name = action.metadata.name;
+    deleteActionsAfter(t, client, name);
+
+    const seen: Progress[] = [];
+    let rebooted: Promise<string> | undefined;
+    const final = await backend.follow(
+      name,
+      (progress) => {
+        seen.push(progress);
+        if (phaseOf(progress.action) === 'Approved') {
+          rebooted ??= backend.markExecuted(name).then(() => rebootNode(client, node));
+        }
+      },
+      { signal: AbortSignal.timeout(60_000) },
+    );
+    const bootID = await rebooted;
+    assert.equal(phaseOf(final.action), 'Succeeded', final.action?.status?.message);
+    assert.equal(final.node?.bootID, bootID, 'the last picture has the node in its new boot');
+    const story = seen.flatMap((p, i) => progressEvents(seen[i - 1], p));
+    assert.ok(
+      story.some((l) => l.includes(`node ${node} booted again`)),
+      `the story tells the reboot:\n${story.join('\n')}`,
     );
   });
 
