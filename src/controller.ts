@@ -24,6 +24,7 @@ import { Router, serverUrl, startServer } from './http/server.ts';
 import { EventRecorder } from './kube/events.ts';
 import { Informer, type KubeObject } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader.ts';
+import { slimNode } from './kube/nodes.ts';
 import { RestClient } from './kube/rest.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
@@ -175,7 +176,7 @@ export class Controller {
       path: CHECKS_PATH,
       ...(options.checkSelector ? { labelSelector: options.checkSelector } : {}),
     });
-    this.nodeInformer = new Informer<KubeObject>({ ...common, path: '/api/v1/nodes' });
+    this.nodeInformer = new Informer<KubeObject>({ ...common, path: '/api/v1/nodes', transform: slimNode });
     this.checkInformer.on('add', (c) => this.checks.upsert(c));
     this.checkInformer.on('update', (_, c) => this.checks.upsert(c));
     this.checkInformer.on('delete', (c) => this.checks.remove(c.metadata.name));

@@ -24,7 +24,7 @@ export interface KubeObject {
   };
 }
 
-export interface InformerOptions {
+export interface InformerOptions<T extends KubeObject = KubeObject> {
   rest: RestClient;
   /** The collection path, e.g. /apis/talos.dev/v1alpha1/clusterhealthchecks. */
   path: string;
@@ -37,6 +37,11 @@ export interface InformerOptions {
   idleTimeoutMs?: number;
   minBackoffMs?: number;
   maxBackoffMs?: number;
+  /**
+   * Trims each object before it is cached (after managedFields are dropped), as client-go's
+   * SetTransform does: the cache then holds only what its readers need.
+   */
+  transform?: (object: T) => T;
 }
 
 export interface InformerEvents<T> {
@@ -69,8 +74,10 @@ function slim<T extends KubeObject>(object: T): T {
 }
 
 export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<T>> {
-  private readonly options: Required<Omit<InformerOptions, 'labelSelector' | 'fieldSelector'>> &
+  private readonly options: Required<Omit<InformerOptions, 'labelSelector' | 'fieldSelector' | 'transform'>> &
     Pick<InformerOptions, 'labelSelector' | 'fieldSelector'>;
+  // Typed for any object, so that an Informer<Check> still reads as an Informer<KubeObject>.
+  private readonly transform: ((object: KubeObject) => KubeObject) | undefined;
   private readonly store = new Map<string, T>();
   private resourceVersion: string | undefined;
   private running: AbortController | undefined;
@@ -80,7 +87,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   /** Counters for tests and metrics. */
   readonly stats = { lists: 0, watches: 0, watchdogRestarts: 0, gone: 0, errors: 0 };
 
-  constructor(options: InformerOptions) {
+  constructor({ transform, ...options }: InformerOptions<T>) {
     super();
     this.options = {
       watchTimeoutSeconds: 290,
@@ -89,6 +96,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
       maxBackoffMs: 30_000,
       ...options,
     };
+    this.transform = transform as ((object: KubeObject) => KubeObject) | undefined;
   }
 
   get synced(): boolean {
@@ -190,7 +198,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
         },
         signal,
       });
-      for (const item of page.items) items.push(slim(item));
+      for (const item of page.items) items.push(this.trim(item));
     } while (page.metadata.continue);
     const list = { items, metadata: page.metadata };
     const seen = new Set<string>();
@@ -265,13 +273,18 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
     }
   }
 
+  private trim(object: T): T {
+    const slimmed = slim(object);
+    return this.transform ? (this.transform(slimmed) as T) : slimmed;
+  }
+
   private apply(event: WatchEvent): void {
     if (event.type === 'ERROR') {
       const status = event.object as { code?: number; message?: string };
       if (status.code === 410) throw new Gone(status.message ?? 'Gone');
       throw new WatchStatusError(`watch error: ${status.message ?? JSON.stringify(status)}`);
     }
-    const object = slim(event.object as unknown as T);
+    const object = this.trim(event.object as unknown as T);
     if (object.metadata.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
     if (event.type === 'BOOKMARK') return;
     const key = objectKey(object);

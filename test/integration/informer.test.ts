@@ -73,6 +73,33 @@ describe('Informer', () => {
     );
   });
 
+  it('caches what its transform leaves, listed or watched, and never managedFields', async (t) => {
+    const namespace = await freshNamespace(t);
+    await create(namespace, 'listed', { keep: 'a', big: 'x'.repeat(1000) });
+    const inf = new Informer<KubeObject & { data?: Record<string, string> }>({
+      rest: api,
+      path: `/api/v1/namespaces/${namespace}/configmaps`,
+      log: silentLogger(),
+      transform: (o) => {
+        delete o.data?.big;
+        return o;
+      },
+    });
+    inf.start();
+    t.after(() => inf.stop());
+    await inf.waitForSync();
+    await create(namespace, 'watched', { keep: 'b', big: 'y'.repeat(1000) });
+    const watched = await waitFor('the watched config map in the cache', () =>
+      inf.get(`${namespace}/watched`),
+    );
+    const listed = inf.get(`${namespace}/listed`);
+    assert.ok(listed);
+    assert.deepEqual(listed.data, { keep: 'a' });
+    assert.deepEqual(watched.data, { keep: 'b' });
+    for (const o of [listed, watched])
+      assert.equal((o.metadata as { managedFields?: unknown }).managedFields, undefined);
+  });
+
   it('resumes watches the server ends without missing a change', async (t) => {
     const namespace = await freshNamespace(t);
     const inf = informer(t, namespace, { watchTimeoutSeconds: 1 });

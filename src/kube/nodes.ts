@@ -1,0 +1,23 @@
+// What the controller keeps of a Node in its cache.
+import type { KubeObject } from './informer.ts';
+
+interface NodeStatusLists {
+  status?: { images?: unknown; volumesInUse?: unknown; volumesAttached?: unknown };
+}
+
+/**
+ * Drops the parts of a Node's status that grow with its workload and that gatehouse never
+ * reads: the container images on it (a kubelet reports up to 50, each with its names and
+ * size) and the volumes in use or attached. Everything gatehouse decides on stays —
+ * labels, annotations, taints, unschedulable, conditions, nodeInfo (boot ID, OS image) and
+ * addresses. On a busy node the images alone are most of the object.
+ */
+export function slimNode<T extends KubeObject>(node: T): T {
+  const status = (node as NodeStatusLists).status;
+  if (status) {
+    delete status.images;
+    delete status.volumesInUse;
+    delete status.volumesAttached;
+  }
+  return node;
+}
