@@ -11,6 +11,8 @@ import { performance } from 'node:perf_hooks';
 import type { Sandbox } from '../sandbox/cluster.ts';
 import { talosNode } from '../sandbox/nodes.ts';
 import { Controller } from '../src/controller.ts';
+import type { KubeObject } from '../src/kube/informer.ts';
+import { slimNode } from '../src/kube/nodes.ts';
 import { RestClient, type WatchEvent } from '../src/kube/rest.ts';
 import { silentLogger } from '../src/log.ts';
 import { installGatehouse } from '../src/manifests/install.ts';
@@ -229,6 +231,48 @@ async function peakRss(pid: number): Promise<number> {
   return kb / 1024;
 }
 
+/** What a kubelet of a busy node adds to its status: 50 images (its default cap) and volumes. */
+function busyNodeStatus(n: number) {
+  return {
+    conditions: ['MemoryPressure', 'DiskPressure', 'PIDPressure', 'Ready'].map((type) => ({
+      type,
+      status: type === 'Ready' ? 'True' : 'False',
+      reason: type === 'Ready' ? 'KubeletReady' : `KubeletHasNo${type}`,
+      message: type === 'Ready' ? 'kubelet is posting ready status' : `kubelet has no ${type}`,
+      lastHeartbeatTime: '2026-11-30T00:00:00Z',
+      lastTransitionTime: '2026-11-30T00:00:00Z',
+    })),
+    images: Array.from({ length: 50 }, (_, i) => ({
+      names: [
+        `registry.example.com/team-${String((n + i) % 40)}/service-${String(i)}@sha256:${i.toString(16).padStart(64, '0')}`,
+        `registry.example.com/team-${String((n + i) % 40)}/service-${String(i)}:v1.${String(i)}.0`,
+      ],
+      sizeBytes: 50_000_000 + i * 1_000_000,
+    })),
+    volumesInUse: Array.from(
+      { length: 8 },
+      (_, i) => `kubernetes.io/csi/rbd.csi.ceph.com^0001-${String(n)}-${String(i)}`,
+    ),
+    volumesAttached: Array.from({ length: 8 }, (_, i) => ({
+      name: `kubernetes.io/csi/rbd.csi.ceph.com^0001-${String(n)}-${String(i)}`,
+      devicePath: '',
+    })),
+  };
+}
+
+/** Mean JSON size of a Node as the API server serves it, and as the controller caches it. */
+async function nodeCacheSizes(api: RestClient): Promise<{ served: number; cached: number }> {
+  const list = await api.request<{ items: KubeObject[] }>('/api/v1/nodes', { query: { limit: 200 } });
+  let served = 0;
+  let cached = 0;
+  for (const node of list.items) {
+    served += JSON.stringify(node).length;
+    delete (node.metadata as { managedFields?: unknown }).managedFields;
+    cached += JSON.stringify(slimNode(node)).length;
+  }
+  return { served: served / list.items.length, cached: cached / list.items.length };
+}
+
 export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number): Promise<void> {
   const api = new RestClient(sandbox.kubeConfig());
   await installGatehouse(api, { withoutDeployment: true });
@@ -246,7 +290,9 @@ export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number
           sandbox.state.kubernetesVersion,
         );
         // Not simulated by kwok: the point is the controller's caches, not 5,000 kubelets.
+        // But as big as a kubelet makes them: the images it reports (up to 50) and volumes.
         node.metadata = { name, labels: node.metadata?.labels ?? {} };
+        Object.assign(node.status ?? {}, busyNodeStatus(i + j));
         return api.request('/api/v1/nodes', { method: 'POST', body: node });
       }),
     );
@@ -307,10 +353,23 @@ export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number
     );
     const synced = performance.now() - started;
     await sleep(15_000); // a quarter of the checks' interval: steady state, probes running
+    const rss = await peakRss(child.pid ?? 0);
+    const sizes = await nodeCacheSizes(api);
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    const gauge = (name: string) =>
+      Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN) / 2 ** 20;
     report(`scale: ${String(nodes)} nodes, ${String(checks)} checks (controller in its own process)`, [
       ['objects created in', ms(created)],
       ['controller start → caches synced (/readyz 200)', ms(synced)],
-      ['controller peak RSS', `${(await peakRss(child.pid ?? 0)).toFixed(0)} MiB`],
+      ['controller peak RSS', `${rss.toFixed(0)} MiB`],
+      [
+        'steady state: RSS, V8 heap in use',
+        `${gauge('gatehouse_process_resident_memory_bytes').toFixed(0)} MiB, ${gauge('gatehouse_nodejs_heap_size_used_bytes').toFixed(0)} MiB`,
+      ],
+      [
+        'a Node as served → as cached (JSON)',
+        `${(sizes.served / 1024).toFixed(1)} KiB → ${(sizes.cached / 1024).toFixed(1)} KiB (${(sizes.cached / sizes.served).toFixed(2)}×)`,
+      ],
     ]);
   } finally {
     child.kill('SIGTERM');
