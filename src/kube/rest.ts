@@ -4,9 +4,14 @@
 // keys they do not know under their JSON names (a CRD schema's
 // `x-kubernetes-validations`, for one) and cannot speak to arbitrary custom resources.
 // Anything that must send objects exactly as written uses this instead.
-import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { createHash } from 'node:crypto';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+
+/** Idle connections are closed after this long (before the API server would close them). */
+const IDLE_CONNECTION_MS = 30_000;
 
 /** A refusal from the API server, carrying its Status (reason, message, details). */
 export class KubeApiError extends Error {
@@ -42,6 +47,7 @@ export interface RestRequest {
 export class RestClient {
   readonly kubeConfig: KubeConfig;
   private readonly server: string;
+  private pool: { key: string; agent: HttpsAgent } | undefined;
 
   constructor(kubeConfig: KubeConfig) {
     const cluster = kubeConfig.getCurrentCluster();
@@ -57,7 +63,7 @@ export class RestClient {
       if (v !== undefined) url.searchParams.set(k, String(v));
     const payload =
       req.body === undefined ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body);
-    const options: RequestOptions = {
+    const options = await this.options(url, {
       method,
       headers: {
         Accept: 'application/json',
@@ -65,20 +71,26 @@ export class RestClient {
         ...req.headers,
       },
       ...(req.signal ? { signal: req.signal } : {}),
-    };
-    await this.kubeConfig.applyToHTTPSOptions(options);
-    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
-    const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const r = send(url, options, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on('error', reject);
-      });
-      r.on('error', reject);
-      r.end(payload);
     });
+    const send = (retried: boolean) =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const r = this.send(url, options, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+          res.on('error', reject);
+        });
+        r.on('error', (error: NodeJS.ErrnoException) => {
+          // A kept-alive connection the server closed as we reused it: the request never
+          // reached it. Reads are sent again on a new connection; writes are not (never twice).
+          if (r.reusedSocket && error.code === 'ECONNRESET' && method === 'GET' && !retried) {
+            send(true).then(resolve, reject);
+          } else reject(error);
+        });
+        r.end(payload);
+      });
+    const { status, text } = await send(false);
     const parsed = parse(text);
     if (status < 200 || status >= 300) {
       const body =
@@ -86,6 +98,41 @@ export class RestClient {
       throw new KubeApiError(method, url.pathname, status, body);
     }
     return parsed as T;
+  }
+
+  private send(url: URL, options: RequestOptions, onResponse: (res: IncomingMessage) => void): ClientRequest {
+    return (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, options, onResponse);
+  }
+
+  /**
+   * The kubeconfig's credentials on a request, over a connection kept open between requests
+   * as client-go does: client-node's agent closes each connection after one request, and a
+   * TLS handshake per request cost three times the request (9.4 ms against 3.0 ms for a GET
+   * here). Credentials that change (a client certificate from an exec plugin, renewed) get
+   * a new pool; the old one's idle connections close on their own. Behind a proxy the
+   * kubeconfig's proxy agent is used as it is.
+   */
+  private async options(url: URL, base: RequestOptions): Promise<RequestOptions> {
+    const options = { ...base };
+    await this.kubeConfig.applyToHTTPSOptions(options);
+    if (url.protocol !== 'https:' || this.kubeConfig.getCurrentCluster()?.proxyUrl) return options;
+    const tls = {
+      ca: options.ca,
+      cert: options.cert,
+      key: options.key,
+      pfx: options.pfx,
+      passphrase: options.passphrase,
+      servername: options.servername,
+      ...(options.rejectUnauthorized !== undefined ? { rejectUnauthorized: options.rejectUnauthorized } : {}),
+    };
+    const key = createHash('sha256')
+      .update(JSON.stringify(tls, (_, v: unknown) => (Buffer.isBuffer(v) ? v.toString('base64') : v)))
+      .digest('hex');
+    if (this.pool?.key !== key) {
+      this.pool = { key, agent: new HttpsAgent({ ...tls, keepAlive: true, timeout: IDLE_CONNECTION_MS }) };
+    }
+    options.agent = this.pool.agent;
+    return options;
   }
 
   /**
@@ -105,15 +152,13 @@ export class RestClient {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
     url.searchParams.set('watch', 'true');
-    const options: RequestOptions = {
+    const options = await this.options(url, {
       method: 'GET',
       headers: { Accept: 'application/json' },
       ...(signal ? { signal } : {}),
-    };
-    await this.kubeConfig.applyToHTTPSOptions(options);
-    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    });
     await new Promise<void>((resolve, reject) => {
-      const r = send(url, options, (res) => {
+      const r = this.send(url, options, (res) => {
         res.setEncoding('utf8');
         let buffer = '';
         if ((res.statusCode ?? 0) >= 300) {
