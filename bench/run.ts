@@ -13,6 +13,7 @@ import { median, ms, percentile, report } from './stats.ts';
 import { installGatehouseAPI } from '../test/support/install.ts';
 import { checksBench } from './checks.ts';
 import { gateBench, scaleBench } from './gate.ts';
+import { restBench } from './rest.ts';
 import { measureWatchRoundTrip } from './watch-round-trip.ts';
 
 const WARM_STARTS = Number(process.env.BENCH_WARM_STARTS ?? 3);
@@ -122,6 +123,7 @@ const only = process.argv.slice(2);
 const benches: Record<string, () => Promise<void>> = {
   sandbox: sandboxBench,
   watch: watchBench,
+  rest: () => withSandbox(1, (s) => restBench(s.kubeConfig(), RTT_SAMPLES)),
   checks: checksAtScale,
   gate: () => withSandbox(4, (s) => gateBench(s, GATE_SAMPLES)),
   scale: () => withSandbox(1, (s) => scaleBench(s, SCALE_NODES, SCALE_CHECKS)),
