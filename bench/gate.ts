@@ -31,37 +31,59 @@ class Observer {
     this.api = api;
   }
 
-  start(): void {
+  /** Resolves once both watches are open: nothing created after it goes unseen. */
+  async start(): Promise<void> {
     const note = (key: string) => {
       if (!this.seen.has(key)) this.seen.set(key, performance.now());
     };
-    void this.api
-      .watch(
-        `${API}/nodeactions`,
-        {},
-        (e: WatchEvent) => {
-          const o = e.object as { metadata: { name: string }; status?: { phase?: string } };
-          if (o.status?.phase) note(`${o.metadata.name}:${o.status.phase}`);
-        },
-        this.abort.signal,
-      )
-      .catch(() => undefined);
-    void this.api
-      .watch(
-        '/apis/batch/v1/jobs',
-        {},
-        (e: WatchEvent) => {
-          const o = e.object as {
-            metadata: { name: string; labels?: Record<string, string> };
-            status?: { conditions?: { type: string; status: string }[] };
-          };
-          const action = o.metadata.labels?.['talos.dev/action'];
-          if (action && o.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'))
-            note(`${action}:job-complete`);
-        },
-        this.abort.signal,
-      )
-      .catch(() => undefined);
+    await Promise.all([
+      this.watch(`${API}/nodeactions`, (e) => {
+        const o = e.object as { metadata: { name: string }; status?: { phase?: string } };
+        if (o.status?.phase) note(`${o.metadata.name}:${o.status.phase}`);
+      }),
+      this.watch('/apis/batch/v1/jobs', (e) => {
+        const o = e.object as {
+          metadata: { name: string; labels?: Record<string, string> };
+          status?: { conditions?: { type: string; status: string }[] };
+        };
+        const action = o.metadata.labels?.['talos.dev/action'];
+        if (action && o.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'))
+          note(`${action}:job-complete`);
+      }),
+    ]);
+  }
+
+  /**
+   * Watches until stopped, resuming where the last event left off. A just-installed CRD's
+   * watch cache answers 429 for a moment ("storage is (re)initializing"): opening is retried.
+   */
+  private async watch(path: string, onEvent: (e: WatchEvent) => void): Promise<void> {
+    const opened = Promise.withResolvers<undefined>();
+    const run = async () => {
+      let resourceVersion: string | undefined;
+      while (!this.abort.signal.aborted) {
+        try {
+          resourceVersion ??= (
+            await this.api.request<{ metadata: { resourceVersion: string } }>(path, { query: { limit: 1 } })
+          ).metadata.resourceVersion;
+          await this.api.watch(
+            path,
+            { resourceVersion, allowWatchBookmarks: true },
+            (e) => {
+              const rv = (e.object as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+              if (rv) resourceVersion = rv;
+              if (e.type !== 'BOOKMARK') onEvent(e);
+            },
+            this.abort.signal,
+            () => opened.resolve(undefined),
+          );
+        } catch {
+          await sleep(100);
+        }
+      }
+    };
+    void run();
+    await opened.promise;
   }
 
   stop(): void {
@@ -116,7 +138,7 @@ export async function gateBench(sandbox: Sandbox, samples: number): Promise<void
     leaderElection: false,
   });
   const observer = new Observer(api);
-  observer.start();
+  await observer.start();
   try {
     await controller.waitForSync();
     await waitFor(
