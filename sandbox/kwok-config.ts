@@ -212,15 +212,10 @@ export const stages = [
     selector: { matchExpressions: [power('In'), readyStatus('NotIn', ['Unknown'])] },
     next: { statusTemplate: nodePoweredOff },
   }),
-  // Liveness comes from node Leases, which kwok renews; this keeps the Ready
-  // condition's heartbeat fresh too, as a kubelet does.
-  stage('node-heartbeat', 'Node', {
-    selector: {
-      matchExpressions: [phase('Running'), readyStatus('In', ['True']), power('NotIn')],
-    },
-    delay: { durationMilliseconds: 20000, jitterDurationMilliseconds: 25000 },
-    next: { statusTemplate: nodeConditions },
-  }),
+  // No heartbeat stage: liveness comes from the node Leases kwok renews, and a kubelet
+  // rewrites an unchanged status only every few minutes anyway. A delayed heartbeat is
+  // also played from the object as it was when scheduled: one that fired as the simulator
+  // powered the node off wrote Ready=True over the power-off for a moment.
   stage('pod-ready', 'Pod', {
     selector: {
       matchExpressions: [
