@@ -10,7 +10,7 @@ import { request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 
-/** Idle connections are closed after this long (before the API server would close them). */
+/** Idle connections are closed after this long: before kube-apiserver closes them (after 90 s). */
 const IDLE_CONNECTION_MS = 30_000;
 
 /** A refusal from the API server, carrying its Status (reason, message, details). */
