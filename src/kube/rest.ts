@@ -4,7 +4,7 @@
 // keys they do not know under their JSON names (a CRD schema's
 // `x-kubernetes-validations`, for one) and cannot speak to arbitrary custom resources.
 // Anything that must send objects exactly as written uses this instead.
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
@@ -125,9 +125,7 @@ export class RestClient {
       servername: options.servername,
       ...(options.rejectUnauthorized !== undefined ? { rejectUnauthorized: options.rejectUnauthorized } : {}),
     };
-    const key = createHash('sha256')
-      .update(JSON.stringify(tls, (_, v: unknown) => (Buffer.isBuffer(v) ? v.toString('base64') : v)))
-      .digest('hex');
+    const key = fingerprint(tls);
     if (this.pool?.key !== key) {
       this.pool = { key, agent: new HttpsAgent({ ...tls, keepAlive: true, timeout: IDLE_CONNECTION_MS }) };
     }
@@ -210,6 +208,29 @@ export class RestClient {
       query: { fieldManager, force },
     });
   }
+}
+
+/** Objects other than Buffers (a KeyObject, say) count as the same only when they are the same object. */
+const identities = new WeakMap<object, string>();
+function identityOf(object: object): string {
+  let id = identities.get(object);
+  if (!id) identities.set(object, (id = randomUUID()));
+  return id;
+}
+
+/** A digest of connection options (strings, Buffers, lists of them, flags), to tell pools apart. */
+function fingerprint(values: Record<string, unknown>): string {
+  const hash = createHash('sha256');
+  for (const [name, value] of Object.entries(values)) {
+    for (const part of [value].flat()) {
+      hash.update(`${name}\0`);
+      if (typeof part === 'string' || Buffer.isBuffer(part)) hash.update(part);
+      else if (typeof part === 'boolean' || typeof part === 'number') hash.update(String(part));
+      else if (typeof part === 'object' && part !== null) hash.update(identityOf(part));
+      hash.update('\0');
+    }
+  }
+  return hash.digest('hex');
 }
 
 export interface WatchEvent {
