@@ -16,7 +16,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { TalosClient } from '../src/talos/client.ts';
 import { loadTalosConfig } from '../src/talos/config.ts';
-import { errorMessage, formatDuration, WaitAbortedError, waitFor } from '../src/wait.ts';
+import { errorMessage, formatDuration, sleep, WaitAbortedError, waitFor } from '../src/wait.ts';
 import { ensureBinaries, type Binaries } from './binaries.ts';
 import { kwokConfiguration } from './kwok-config.ts';
 import { createNodes, defaultNodeSpecs, type NodeSpec } from './nodes.ts';
@@ -60,6 +60,8 @@ export interface SandboxState {
   ownerPid?: number;
   ports: Record<string, number>;
   processes: { name: string; pid: number; log: string }[];
+  /** How kube-apiserver was started, so that a fault test can restart it as it was. */
+  apiserverCommand?: { command: string; args: string[] };
   nodes: string[];
 }
 
@@ -87,6 +89,45 @@ export class Sandbox {
 
   async stop(): Promise<void> {
     await stopSandbox(this.state.dir);
+  }
+
+  /**
+   * Stops kube-apiserver and starts it again on the same address, as a control-plane
+   * upgrade or a reboot of its node does to clients: every connection and watch is cut,
+   * and for `downMs` nothing answers. Resolves once it is ready again. For fault tests.
+   */
+  async restartApiServer(options: { downMs?: number } = {}): Promise<void> {
+    const entry = this.state.processes.find((p) => p.name === 'kube-apiserver');
+    const how = this.state.apiserverCommand;
+    if (!entry || !how) throw new Error('this sandbox did not record how it started kube-apiserver');
+    // A moment to shut down cleanly, then gone, as when its node is powered off.
+    await stopProcess(entry.pid, 1000);
+    await sleep(options.downMs ?? 0);
+    const restarted = startProcess(entry.name, how.command, how.args, entry.log);
+    entry.pid = restarted.pid;
+    await writeFile(join(this.state.dir, STATE_FILE), JSON.stringify(this.state, null, 2));
+    const pki = join(this.state.dir, 'pki');
+    const tls: TlsFiles = {
+      ca: await readFile(join(pki, 'ca.crt')),
+      cert: await readFile(join(pki, 'admin.crt')),
+      key: await readFile(join(pki, 'admin.key')),
+    };
+    await waitFor(
+      'kube-apiserver ready again',
+      async (observe) => {
+        if (restarted.exited)
+          throw new WaitAbortedError(`kube-apiserver exited: ${await logTail(entry.log)}`);
+        return (
+          await get(`${this.state.server}/readyz`, tls).catch((error: unknown) => {
+            observe(errorMessage(error));
+            return { status: 0 };
+          })
+        ).status === 200
+          ? true
+          : undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 100 },
+    );
   }
 }
 
@@ -346,7 +387,7 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       (await get(`${etcdUrl}/health`)).body.includes('"health":"true"'),
     );
 
-    const kubeApiserver = await launch('kube-apiserver', [
+    const apiserverArgs = [
       `--etcd-servers=${etcdUrl}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
@@ -370,7 +411,9 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       // client that falls behind a real cluster's watch cache.
       '--watch-cache-sizes=podtemplates#0',
       '--profiling=false',
-    ]);
+    ];
+    state.apiserverCommand = { command: binaries.path('kube-apiserver'), args: apiserverArgs };
+    const kubeApiserver = await launch('kube-apiserver', apiserverArgs);
     await waitHealthy(
       kubeApiserver,
       'kube-apiserver ready',
