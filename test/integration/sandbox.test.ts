@@ -351,6 +351,11 @@ describe('sandbox', () => {
         throw error;
       }
     });
+    // And with the policy in force, bob may still create what does not force.
+    await as('bob').createNamespacedConfigMap({
+      namespace,
+      body: { metadata: { name: 'plain' }, data: { a: 'b' } },
+    });
   });
 
   it('delivers a watch event for a created object', async (t) => {
