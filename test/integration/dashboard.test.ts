@@ -87,9 +87,22 @@ async function shows(locator: Locator, pattern: RegExp, timeoutMs = 15_000): Pro
 // The browser's own, for functions that run in the page (the project's types have no DOM).
 declare const getComputedStyle: (element: unknown) => Record<string, string>;
 
-/** A computed CSS property of the element, as the browser resolved it. */
+/**
+ * A computed CSS property of the element a locator finds, as the browser resolved it. Live updates replace a row whenever its
+ * data changes (its probe time, every second), and a replaced element has no computed
+ * style: read again until the element read is still in the document.
+ */
 async function computed(locator: Locator, property: string): Promise<string> {
-  return locator.evaluate((element, name) => getComputedStyle(element)[name] ?? '', property);
+  return waitFor(
+    `the ${property} of ${String(locator)}`,
+    () =>
+      locator.evaluate(
+        (element: { isConnected: boolean }, name) =>
+          element.isConnected ? (getComputedStyle(element)[name] ?? '') : undefined,
+        property,
+      ),
+    { timeoutMs: 5000, intervalMs: 20 },
+  );
 }
 
 function literal(text: string): string {
