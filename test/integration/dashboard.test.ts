@@ -88,9 +88,10 @@ async function shows(locator: Locator, pattern: RegExp, timeoutMs = 15_000): Pro
 declare const getComputedStyle: (element: unknown) => Record<string, string>;
 
 /**
- * A computed CSS property of the element a locator finds, as the browser resolved it. Live updates replace a row whenever its
- * data changes (its probe time, every second), and a replaced element has no computed
- * style: read again until the element read is still in the document.
+ * A computed CSS property of the element a locator finds, as the browser resolved it.
+ * Live updates replace a row whenever its data changes (its probe time, every second),
+ * and a replaced element has no computed style: read again until the element read is
+ * still in the document.
  */
 async function computed(locator: Locator, property: string): Promise<string> {
   return waitFor(
