@@ -9,7 +9,7 @@
 // if that is impossible.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -148,6 +148,17 @@ describe('fuzzing the HTTP API with schemathesis', () => {
     }
     const dir = await mkdtemp(join(tmpdir(), 'gatehouse-schemathesis-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
+    // A body over the documented 64 KiB limit is refused with 413, as the document says;
+    // schemathesis' list of statuses that count as refusing invalid data lacks 413, so a
+    // huge invalid body (seed 918907 makes one) read as "accepted". Its list, plus 413.
+    await writeFile(
+      join(dir, 'schemathesis.toml'),
+      [
+        '[checks.negative_data_rejection]',
+        'expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]',
+        '',
+      ].join('\n'),
+    );
     const har = join(dir, 'requests.har');
     const args = [
       'run',
@@ -197,7 +208,13 @@ describe('fuzzing the HTTP API with schemathesis', () => {
       failed = true;
     }
     const summary = output.slice(output.lastIndexOf('SUMMARY'));
-    assert.ok(!failed, `schemathesis found problems:\n${output.slice(-20_000)}`);
+    // Its reproductions can hold a body of 100 KiB and more on one line: cut long lines, so
+    // that what failed and why stays in the message.
+    const readable = output
+      .split('\n')
+      .map((line) => (line.length > 1000 ? `${line.slice(0, 1000)} …` : line))
+      .join('\n');
+    assert.ok(!failed, `schemathesis found problems:\n${readable.slice(-20_000)}`);
 
     const entries = (JSON.parse(await readFile(har, 'utf8')) as { log: { entries: HarEntry[] } }).log.entries;
     const statuses = new Map<number, number>();
