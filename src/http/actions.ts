@@ -196,10 +196,6 @@ function refusedByApiServer(error: KubeApiError): ApiError {
 }
 
 /**
- * Why an action cannot be marked executed now, or undefined if it can: only an
- * External action, only once Approved and before it ended.
- */
-/**
  * Whether the controller has already seen an External action performed (the node went
  * down or came back with a new boot): marking it executed then changes nothing, and
  * succeeds, so that `talosctl reboot` (which waits for the node) followed by the mark
@@ -223,6 +219,10 @@ export function executedMark(action: ActionObject): Record<string, unknown> {
   };
 }
 
+/**
+ * Why an action cannot be marked executed now, or undefined if it can: only an
+ * External action, only once Approved and before it ended.
+ */
 export function executedRefusal(action: ActionObject): string | undefined {
   const name = action.metadata.name;
   if ((action.spec.execution ?? 'Managed') !== 'External') {

@@ -177,16 +177,19 @@ describe('following an action with a kubeconfig', () => {
     // The node's watch events reach the CLI two seconds late (a slow stream, a busy
     // machine); the action's are on time, so the action is Succeeded before the CLI
     // has seen the reboot through the node's watch.
-    const slowed = new RestClient(kc);
-    const watch = slowed.watch.bind(slowed);
-    slowed.watch = (path, query, onEvent, signal, onOpen) =>
-      watch(
-        path,
-        query,
-        path === '/api/v1/nodes' ? (event) => void sleep(2000).then(() => onEvent(event)) : onEvent,
-        signal,
-        onOpen,
-      );
+    class LaggingNodeWatch extends RestClient {
+      override watch(
+        path: string,
+        query: Record<string, string | number | boolean | undefined>,
+        onEvent: (event: WatchEvent) => void,
+        signal?: AbortSignal,
+        onOpen?: () => void,
+      ): Promise<void> {
+        const late = (event: WatchEvent) => void sleep(2000).then(() => onEvent(event));
+        return super.watch(path, query, path === '/api/v1/nodes' ? late : onEvent, signal, onOpen);
+      }
+    }
+    const slowed = new LaggingNodeWatch(kc);
     (backend as unknown as { rest: RestClient }).rest = slowed;
     const action = await backend.createAction({ nodeName: node, action: 'Reboot', execution: 'External' });
     const name = action.metadata.name;

@@ -17,9 +17,9 @@ import { installGatehouseAPI, repoRoot } from '../support/install.ts';
 import {
   API,
   createAction,
+  createPolicy,
   createTestNodes,
   deleteActionsAfter,
-  deleteAfter,
   hookTemplate,
   markExecuted,
   rebootNode,
@@ -147,16 +147,7 @@ describe('dashboard in a browser', () => {
         },
       ],
     ] as const) {
-      await client.request(`${API}/actionpolicies`, {
-        method: 'POST',
-        body: {
-          apiVersion: 'talos.dev/v1alpha1',
-          kind: 'ActionPolicy',
-          metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
-          spec,
-        },
-      });
-      deleteAfter(t, client, `${API}/actionpolicies/${name}`);
+      await createPolicy(t, client, instance, spec, name);
     }
     await client.request(`${API}/namespaces/${namespace}/prerebootjobs`, {
       method: 'POST',

@@ -2,7 +2,7 @@
 // never have more than 3 approved and unfinished (sampled from a watch of every
 // version); maintenance windows hold actions; two control-plane nodes never go at once.
 import assert from 'node:assert/strict';
-import { after, before, describe, it, type TestContext } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { APPROVED_PHASES, SLOT_PHASES } from '../../src/actions/phases.ts';
 import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
 import type { NodeActionPhase } from '../../src/api/node-action.ts';
@@ -11,9 +11,9 @@ import { installGatehouseAPI } from '../support/install.ts';
 import {
   API,
   createAction,
+  createPolicy,
   createTestNodes,
   deleteActionsAfter,
-  deleteAfter,
   getAction,
   hookTemplate,
   markExecuted,
@@ -32,22 +32,6 @@ const instance = uniqueName('gate-policy');
 const selector = `${INSTANCE_LABEL}=${instance}`;
 let controller: Controller;
 let me = '';
-
-async function createPolicy(t: TestContext, spec: Record<string, unknown>): Promise<string> {
-  const name = uniqueName('policy');
-  await client.request(`${API}/actionpolicies`, {
-    method: 'POST',
-    body: {
-      apiVersion: 'talos.dev/v1alpha1',
-      kind: 'ActionPolicy',
-      // Labelled with the instance: this file's controller reports its status.
-      metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
-      spec,
-    },
-  });
-  deleteAfter(t, client, `${API}/actionpolicies/${name}`);
-  return name;
-}
 
 async function currentResourceVersion(): Promise<string> {
   const list = await client.request<{ metadata: { resourceVersion: string } }>(`${API}/nodeactions`, {
@@ -85,7 +69,7 @@ describe('ActionPolicy', () => {
         },
       },
     });
-    const policy = await createPolicy(t, {
+    const policy = await createPolicy(t, client, instance, {
       nodeSelector: { matchLabels: labels },
       actions: ['Reboot'],
       maxConcurrent: 3,
@@ -179,7 +163,7 @@ describe('ActionPolicy', () => {
     // One minute a year, in a time zone 14 hours ahead of UTC, at an hour that is not now there.
     const hour = new Date().getUTCHours();
     const closed = `0 ${(hour + 12) % 24} 1 1 *`;
-    const policy = await createPolicy(t, {
+    const policy = await createPolicy(t, client, instance, {
       nodeSelector: { matchLabels: labels },
       maxConcurrent: 5,
       windows: [{ schedule: closed, duration: '1m', timeZone: 'Pacific/Kiritimati' }],
@@ -221,7 +205,7 @@ describe('ActionPolicy', () => {
     const group = uniqueName('cp');
     const labels = { 'gatehouse.test/group': group, 'node-role.kubernetes.io/control-plane': '' };
     const nodes = await createTestNodes(t, client, group, 2, labels);
-    await createPolicy(t, {
+    await createPolicy(t, client, instance, {
       nodeSelector: { matchLabels: { 'gatehouse.test/group': group } },
       maxConcurrent: 2,
     });

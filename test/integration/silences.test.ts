@@ -4,7 +4,6 @@
 // retried, the action goes on), and the same silence renewed across a controller restart.
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
 import type { Controller } from '../../src/controller.ts';
 import type { Silence } from '../../src/silences/alertmanager.ts';
 import { FakeAlertmanager } from '../support/alertmanager.ts';
@@ -12,9 +11,9 @@ import { installGatehouseAPI } from '../support/install.ts';
 import {
   API,
   createAction,
+  createPolicy,
   createTestNodes,
   deleteActionsAfter,
-  deleteAfter,
   events,
   getAction,
   waitForActionGone,
@@ -55,17 +54,13 @@ async function governedNode(
   const group = uniqueName('sil');
   const labels = { 'gatehouse.test/group': group };
   const [node] = await createTestNodes(t, client, group, 1, labels);
-  const name = uniqueName('silence-policy');
-  await client.request(`${API}/actionpolicies`, {
-    method: 'POST',
-    body: {
-      apiVersion: 'talos.dev/v1alpha1',
-      kind: 'ActionPolicy',
-      metadata: { name, labels: { [INSTANCE_LABEL]: owner } },
-      spec: { nodeSelector: { matchLabels: labels }, alertmanagerSilence: silence },
-    },
-  });
-  deleteAfter(t, client, `${API}/actionpolicies/${name}`);
+  await createPolicy(
+    t,
+    client,
+    owner,
+    { nodeSelector: { matchLabels: labels }, alertmanagerSilence: silence },
+    uniqueName('silence-policy'),
+  );
   return node as string;
 }
 

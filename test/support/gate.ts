@@ -229,6 +229,30 @@ export async function markExecuted(client: RestClient, name: string): Promise<vo
   });
 }
 
+/**
+ * Creates an ActionPolicy labelled with a controller instance (whose controller then
+ * reports its status), deleted when the test ends; returns its name.
+ */
+export async function createPolicy(
+  t: TestContext,
+  client: RestClient,
+  instance: string,
+  spec: Record<string, unknown>,
+  name = uniqueName('policy'),
+): Promise<string> {
+  await client.request(`${API}/actionpolicies`, {
+    method: 'POST',
+    body: {
+      apiVersion: 'talos.dev/v1alpha1',
+      kind: 'ActionPolicy',
+      metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
+      spec,
+    },
+  });
+  deleteAfter(t, client, `${API}/actionpolicies/${name}`);
+  return name;
+}
+
 /** Deletes cluster-scoped gatehouse objects when the test ends. */
 export function deleteAfter(t: TestContext, client: RestClient, ...paths: string[]): void {
   t.after(async () => {
