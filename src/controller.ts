@@ -2,19 +2,14 @@
 // checks, and serves the HTTP API.
 import type { Server } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
-import {
-  ACTION_POLICIES_PATH,
-  ActionReconciler,
-  NODE_ACTIONS_PATH,
-  instanceSelector,
-  type ActionObject,
-} from './actions/reconciler.ts';
+import { ActionReconciler, instanceSelector, type ActionObject } from './actions/reconciler.ts';
 import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
+import { HOOK_JOB_SELECTOR } from './api/names.ts';
+import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, CHECKS_PATH } from './api/paths.ts';
 import { BootReconciler } from './boots/reconciler.ts';
 import type { ActionPolicy } from './api/action-policy.ts';
 import { hookKinds, type HookKindName, type HookSpec } from './api/hooks.ts';
 import { CheckRunner, type ObservedCheck, type ProbeFunction } from './checks/runner.ts';
-import { HOOK_JOB_SELECTOR } from './hooks/job.ts';
 import { HookRunner } from './hooks/runner.ts';
 import { loadClusterCA } from './hooks/webhook.ts';
 import { actionRoutes, type ActionsApiOptions } from './http/actions.ts';
@@ -107,8 +102,6 @@ export interface ControllerOptions {
         drainRetryMs?: number;
       };
 }
-
-export const CHECKS_PATH = '/apis/talos.dev/v1alpha1/clusterhealthchecks';
 
 export class Controller {
   readonly rest: RestClient;

@@ -1,7 +1,6 @@
 // Prometheus metrics, on a registry of our own (not prom-client's global one), served
 // at /metrics.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { CheckState, Outcome } from './checks/state.ts';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -54,7 +53,17 @@ export class Metrics {
       collectDefaultMetrics({ register: this.registry, prefix: 'gatehouse_' });
   }
 
-  observeProbe(check: string, probe: string, outcome: Outcome, state: CheckState, seconds: number): void {
+  /**
+   * One probe's outcome and the check's state after it (src/checks/state.ts), typed by
+   * their shape: metrics sit below every folder of src/, so they import none.
+   */
+  observeProbe(
+    check: string,
+    probe: string,
+    outcome: { reason: 'ProbeSucceeded' | 'ProbeFailed' | 'ProbeError' | 'ProbeTimeout' },
+    state: { healthy: boolean | undefined; consecutiveFailures: number },
+    seconds: number,
+  ): void {
     const result = {
       ProbeSucceeded: 'success',
       ProbeFailed: 'failure',

@@ -4,11 +4,11 @@
 // the ones admitted ahead of it in the same pass, so one pass never admits beyond a
 // budget; the reconciler runs one pass at a time (a single work-queue key) and writes
 // each admission conditionally on the listed resourceVersion.
-import type { NodeActionStatus } from '../api/node-action.ts';
+import { NODE_ACTION_FINALIZER } from '../api/names.ts';
+import type { NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
+import { holdsSlot } from '../api/phases.ts';
+import { setCondition } from '../kube/conditions.ts';
 import { evaluatePolicies, type ActionRef, type NodeLabels, type PolicyFacts } from '../policies/evaluate.ts';
-import { setCondition } from './conditions.ts';
-import { FINALIZER, type ObservedNodeAction } from './decide.ts';
-import { holdsSlot } from './phases.ts';
 
 export interface AdmissionInput {
   now: Date;
@@ -45,7 +45,7 @@ export function isCandidate(action: ObservedNodeAction): boolean {
   return (
     action.status?.phase === 'Pending' &&
     action.metadata.deletionTimestamp === undefined &&
-    (action.metadata.finalizers ?? []).includes(FINALIZER)
+    (action.metadata.finalizers ?? []).includes(NODE_ACTION_FINALIZER)
   );
 }
 

@@ -10,15 +10,23 @@
 // their caches warm, and a new leader requeues everything.
 import type { ActionPolicy } from '../api/action-policy.ts';
 import type { HookKindName, HookSpec } from '../api/hooks.ts';
-import type { NodeActionStatus } from '../api/node-action.ts';
+import {
+  NODE_ACTION_FINALIZER,
+  HOOK_JOB_LABELS,
+  CORDONED_BY_ANNOTATION,
+  INSTANCE_LABEL,
+} from '../api/names.ts';
+import type { NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
+import { NODE_ACTIONS_PATH, ACTION_POLICIES_PATH } from '../api/paths.ts';
+import { APPROVED_PHASES, holdsSlot, isTerminal } from '../api/phases.ts';
 import { writeNode } from '../boots/node.ts';
 import { readBootAnnotations } from '../boots/record.ts';
 import type { CheckRunner } from '../checks/runner.ts';
 import type { HookEffect, HookRunRecord } from '../hooks/plan.ts';
 import { isRecordPending } from '../hooks/plan.ts';
-import { LABELS } from '../hooks/job.ts';
 import type { HookRunner } from '../hooks/runner.ts';
 import type { HookObject } from '../hooks/select.ts';
+import { setCondition } from '../kube/conditions.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Informer, KubeObject } from '../kube/informer.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
@@ -27,29 +35,13 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { reportPolicy, type ActionRef, type NodeLabels, type PolicyFacts } from '../policies/evaluate.ts';
 import { SilenceLeases } from '../silences/leases.ts';
-import { CORDONED_BY_ANNOTATION, uncordonFor } from '../talos/drain.ts';
+import { uncordonFor } from '../talos/drain.ts';
 import type { TalosExecutor } from '../talos/execution.ts';
 import { errorMessage } from '../wait.ts';
 import { actionRef, isCandidate, planAdmissions } from './admission.ts';
-import { setCondition } from './conditions.ts';
-import {
-  FINALIZER,
-  decide,
-  type ActionEffect,
-  type ActionInput,
-  type CheckFacts,
-  type NodeFacts,
-  type ObservedNodeAction,
-} from './decide.ts';
-import { APPROVED_PHASES, holdsSlot, isTerminal } from './phases.ts';
+import { decide, type ActionEffect, type ActionInput, type CheckFacts, type NodeFacts } from './decide.ts';
 import { DEFAULT_RETENTION, planRetention, type RetentionPolicy } from './retention.ts';
 import { holdSilences } from './silences.ts';
-
-export const NODE_ACTIONS_PATH = '/apis/talos.dev/v1alpha1/nodeactions';
-export const ACTION_POLICIES_PATH = '/apis/talos.dev/v1alpha1/actionpolicies';
-
-/** The label that assigns a NodeAction to a named controller instance (see docs/decisions.md). */
-export const INSTANCE_LABEL = 'talos.dev/controller-instance';
 
 /** The label selector of the actions an instance (or the default, unnamed one) reconciles. */
 export function instanceSelector(instance: string | undefined): string {
@@ -219,7 +211,7 @@ export class ActionReconciler {
     nodes.on('update', (old, n) => onNode(old, n));
     nodes.on('delete', (n) => onNode(undefined, n));
     const onJob = (job: KubeObject) => {
-      const uid = job.metadata.labels?.[LABELS.actionUID];
+      const uid = job.metadata.labels?.[HOOK_JOB_LABELS.actionUID];
       const name = uid ? this.uidToName.get(uid) : undefined;
       if (name) this.queue.add(name);
     };
@@ -347,7 +339,7 @@ export class ActionReconciler {
     if (!this.o.isLeader()) return undefined;
 
     if (decision.addFinalizer) {
-      await this.patchFinalizers(action, [...(action.metadata.finalizers ?? []), FINALIZER]);
+      await this.patchFinalizers(action, [...(action.metadata.finalizers ?? []), NODE_ACTION_FINALIZER]);
       return undefined;
     }
     let current: ActionObject = action;
@@ -370,7 +362,7 @@ export class ActionReconciler {
     if (decision.removeFinalizer) {
       await this.patchFinalizers(
         current,
-        (current.metadata.finalizers ?? []).filter((f) => f !== FINALIZER),
+        (current.metadata.finalizers ?? []).filter((f) => f !== NODE_ACTION_FINALIZER),
       );
     }
     return decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : undefined;

@@ -1,7 +1,7 @@
 // Which finished actions to garbage-collect: those finished longer ago than the
 // retention period, except the last few of each node, which always stay as its record.
-import type { ObservedNodeAction } from './decide.ts';
-import { isTerminal } from './phases.ts';
+import type { ObservedNodeAction } from '../api/node-action.ts';
+import { isTerminal } from '../api/phases.ts';
 
 export interface RetentionPolicy {
   /** How long a finished action is kept (DESIGN.md: 7 days by default). */

@@ -23,9 +23,6 @@ import Type, { type Static } from 'typebox';
 import { ACTIONS, DnsSubdomain, StringEnum, Text, Timestamp } from './common.ts';
 import { HookRunRecord } from './node-action.ts';
 
-export const BOOT_RECORD_ANNOTATION = 'talos.dev/boot-hooks';
-export const BOOT_ANNOUNCEMENT_ANNOTATION = 'talos.dev/next-boot';
-
 export const BootAction = Type.Object(
   {
     name: DnsSubdomain('Name of the NodeAction.'),

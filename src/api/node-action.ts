@@ -23,9 +23,6 @@ import {
 } from './common.ts';
 import { HOOK_KIND_NAMES } from './hooks.ts';
 
-/** The annotation an External requester sets once it has performed the action. */
-export const EXECUTED_ANNOTATION = 'talos.dev/executed';
-
 // An image reference with a tag or a digest: an upgrade never means "whatever latest is".
 const IMAGE_REFERENCE =
   '^[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$';
@@ -405,7 +402,7 @@ export const ExecutionRecord = Type.Object(
   },
 );
 
-/** The states of a silence gatehouse holds for an action (src/actions/silences.ts). */
+/** The states of a silence gatehouse holds for an action (src/silences/plan.ts). */
 export const SILENCE_STATES = ['Pending', 'Active', 'Expired', 'Lapsed'] as const;
 export type SilenceState = (typeof SILENCE_STATES)[number];
 
@@ -509,6 +506,25 @@ export type NodeActionSpec = Static<typeof NodeActionSpec>;
 export type NodeActionStatus = Static<typeof NodeActionStatus>;
 export type ExecutionRecord = Static<typeof ExecutionRecord>;
 export type SilenceRecord = Static<typeof SilenceRecord>;
+
+/** A NodeAction as the controller reads it: the fields it relies on, typed. */
+export interface ObservedNodeAction {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    uid: string;
+    generation?: number;
+    resourceVersion?: string;
+    creationTimestamp?: string;
+    deletionTimestamp?: string;
+    finalizers?: string[];
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+  spec: NodeActionSpec;
+  status?: NodeActionStatus;
+}
 
 export const nodeActionKind: KindDefinition = {
   kind: 'NodeAction',

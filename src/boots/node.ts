@@ -4,7 +4,7 @@
 // fail (409) rather than undo someone else's change, and the record and the taint change
 // together or not at all.
 import type { BootAnnouncement, BootRecord } from '../api/boot-record.ts';
-import { BOOT_ANNOUNCEMENT_ANNOTATION, BOOT_RECORD_ANNOTATION } from '../api/boot-record.ts';
+import { BOOT_ANNOUNCEMENT_ANNOTATION, BOOT_RECORD_ANNOTATION } from '../api/names.ts';
 import type { RestClient } from '../kube/rest.ts';
 import { hasPrereadyTaint, withPrereadyTaint, type BootNodeObject } from './record.ts';
 

@@ -11,9 +11,10 @@
 // instance: unlabelled nodes); besides, on any node, the boots that this controller's
 // own actions announced (see docs/decisions.md).
 import type { HookKindName, HookSpec } from '../api/hooks.ts';
-import { isTerminal } from '../actions/phases.ts';
-import { INSTANCE_LABEL, type ActionObject } from '../actions/reconciler.ts';
-import { LABELS } from '../hooks/job.ts';
+import { INSTANCE_LABEL, HOOK_JOB_LABELS } from '../api/names.ts';
+import type { ObservedNodeAction } from '../api/node-action.ts';
+import { NODE_ACTIONS_PATH } from '../api/paths.ts';
+import { isTerminal } from '../api/phases.ts';
 import { isRecordPending, type HookRunRecord } from '../hooks/plan.ts';
 import type { HookRunner } from '../hooks/runner.ts';
 import type { HookObject } from '../hooks/select.ts';
@@ -31,6 +32,8 @@ import {
   readBootAnnotations,
   type BootNodeObject,
 } from './record.ts';
+
+type ActionObject = ObservedNodeAction & KubeObject;
 
 type HookKubeObject = KubeObject & { spec: HookSpec };
 
@@ -126,9 +129,9 @@ export class BootReconciler {
       informer.on('delete', onHook);
     }
     const nodeOfJob = (job: KubeObject): string | undefined => {
-      const kind = job.metadata.labels?.[LABELS.hookKind] as HookKindName | undefined;
+      const kind = job.metadata.labels?.[HOOK_JOB_LABELS.hookKind] as HookKindName | undefined;
       if (!kind || !BOOT_HOOK_KINDS.has(kind)) return undefined;
-      return job.metadata.labels?.[LABELS.node] ?? job.metadata.annotations?.['talos.dev/node'];
+      return job.metadata.labels?.[HOOK_JOB_LABELS.node] ?? job.metadata.annotations?.['talos.dev/node'];
     };
     const indexJob = (job: KubeObject, present: boolean) => {
       const node = nodeOfJob(job);
@@ -194,7 +197,7 @@ export class BootReconciler {
       action = read.facts;
     } else {
       try {
-        action = await this.o.rest.request<ActionObject>(`/apis/talos.dev/v1alpha1/nodeactions/${ref.name}`);
+        action = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${ref.name}`);
       } catch (error) {
         if (!(error instanceof KubeApiError && error.code === 404)) throw error;
       }
@@ -212,7 +215,7 @@ export class BootReconciler {
       jobs.push({
         namespace: job.metadata.namespace ?? '',
         name: job.metadata.name,
-        bootID: job.metadata.labels?.[LABELS.bootID],
+        bootID: job.metadata.labels?.[HOOK_JOB_LABELS.bootID],
         deleting: job.metadata.deletionTimestamp !== undefined,
       });
     }

@@ -3,15 +3,9 @@
 // for the hooks that select the node now. Pure; shared by the boot reconciler and by the
 // action reconciler, which waits on the record of the boot its action caused.
 import Value from 'typebox/value';
-import {
-  BOOT_ANNOUNCEMENT_ANNOTATION,
-  BOOT_RECORD_ANNOTATION,
-  BootAnnouncement,
-  BootRecord,
-  type BootStage,
-} from '../api/boot-record.ts';
+import { BootAnnouncement, BootRecord, type BootStage } from '../api/boot-record.ts';
 import type { HookKindName } from '../api/hooks.ts';
-import { PREREADY_TAINT } from '../hooks/job.ts';
+import { BOOT_ANNOUNCEMENT_ANNOTATION, BOOT_RECORD_ANNOTATION, PREREADY_TAINT } from '../api/names.ts';
 import type { HookRunRecord } from '../hooks/plan.ts';
 import type { HookObject } from '../hooks/select.ts';
 

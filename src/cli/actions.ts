@@ -1,6 +1,6 @@
 // `gatehouse actions list | describe NAME | cancel NAME | executed NAME`.
 import { Command, Option } from 'commander';
-import { isTerminal } from '../actions/phases.ts';
+import { isTerminal } from '../api/phases.ts';
 import { objectView } from '../http/actions.ts';
 import type { ActionObject, Backend, Progress } from './backend.ts';
 import { clusterCommand, connect, type ConnectionOptions } from './connection.ts';

@@ -2,7 +2,7 @@
 // script without a kubeconfig would do. Creation carries an Idempotency-Key so that a
 // retry after a lost answer never asks twice; progress comes as server-sent events.
 import { randomUUID } from 'node:crypto';
-import { isTerminal } from '../actions/phases.ts';
+import { isTerminal } from '../api/phases.ts';
 import { errorMessage, sleep } from '../wait.ts';
 import type {
   ActionObject,

@@ -5,14 +5,14 @@
 // shown, however briefly it lasted.
 import { createHash } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { isTerminal } from '../actions/phases.ts';
-import { INSTANCE_LABEL, NODE_ACTIONS_PATH, instanceSelector } from '../actions/reconciler.ts';
+import { instanceSelector } from '../actions/reconciler.ts';
 import type { ClusterHealthCheckSpec, ClusterHealthCheckStatus } from '../api/cluster-health-check.ts';
 import { API_VERSION } from '../api/common.ts';
-import { EXECUTED_ANNOTATION } from '../api/node-action.ts';
+import { INSTANCE_LABEL, EXECUTED_ANNOTATION, REQUESTED_VIA_ANNOTATION } from '../api/names.ts';
+import { NODE_ACTIONS_PATH } from '../api/paths.ts';
+import { isTerminal } from '../api/phases.ts';
 import { probeTypeOf } from '../checks/runner.ts';
 import {
-  REQUESTED_VIA_ANNOTATION,
   actionNamePrefix,
   canonicalJson,
   executedMark,

@@ -6,7 +6,7 @@
 // - progressEvents(): the same story as appended lines, one per change, for logs and
 //   pipes (nothing is ever redrawn there);
 // - outcomeLine(): the one line that stays once an action is over.
-import { isTerminal } from '../actions/phases.ts';
+import { isTerminal } from '../api/phases.ts';
 import type { ActionObject, NodeView, Progress } from './backend.ts';
 import { PLAIN, type Style } from './style.ts';
 import { elapsed, oneLine } from './table.ts';

@@ -3,7 +3,7 @@
 // or, with --external, to Approved. The first action that fails stops new ones from
 // starting; the ones in flight are followed to their end. An interrupt cancels every
 // action in flight and waits (briefly) to see them cancelled.
-import { isTerminal } from '../actions/phases.ts';
+import { isTerminal } from '../api/phases.ts';
 import { errorMessage } from '../wait.ts';
 import type { ActionObject, Backend, CreateOptions, Progress, RequestSpec } from './backend.ts';
 import type { LiveDisplay } from './display.ts';

@@ -1,7 +1,7 @@
 // `gatehouse status`: the checks, the policies and the actions, as tables (coloured on
 // a terminal) or as one JSON/YAML document of stable shape (see statusDocument).
 import type { Command } from 'commander';
-import { isTerminal } from '../actions/phases.ts';
+import { isTerminal } from '../api/phases.ts';
 import type { ActionObject, Backend, CheckSummary, PolicyObject } from './backend.ts';
 import { clusterCommand, connect, type ConnectionOptions } from './connection.ts';
 import { handled } from './exit.ts';

@@ -8,6 +8,7 @@ import type {
   V1OwnerReference,
 } from '@kubernetes/client-node';
 import type { Action } from '../api/common.ts';
+import { HOOK_JOB_ANNOTATIONS, HOOK_JOB_LABELS, PREREADY_TAINT } from '../api/names.ts';
 import { parseDuration } from '../duration.ts';
 import type { HookObject } from './select.ts';
 
@@ -37,29 +38,9 @@ export function runIdentity(subject: HookSubject): string {
   return subject.action ? `action/${subject.action.uid}` : `boot/${subject.node}/${subject.bootID ?? ''}`;
 }
 
-export const LABELS = {
-  managedBy: 'app.kubernetes.io/managed-by',
-  hookKind: 'talos.dev/hook-kind',
-  hook: 'talos.dev/hook',
-  hookUID: 'talos.dev/hook-uid',
-  node: 'talos.dev/node',
-  action: 'talos.dev/action',
-  actionUID: 'talos.dev/action-uid',
-  bootID: 'talos.dev/boot-id',
-  attempt: 'talos.dev/attempt',
-} as const;
-
-/** The label selector of every hook Job gatehouse creates. */
-export const HOOK_JOB_SELECTOR = LABELS.hookUID;
-
-export const ANNOTATIONS = {
-  hook: 'talos.dev/hook',
-  node: 'talos.dev/node',
-  action: 'talos.dev/action',
-} as const;
-
-/** The taint a node carries until its NodePrereadyJobs succeeded (DESIGN.md). */
-export const PREREADY_TAINT = 'talos.dev/preready';
+// Their names are well known (src/api/names.ts): the boot reconciler and the CLI read them too.
+const LABELS = HOOK_JOB_LABELS;
+const ANNOTATIONS = HOOK_JOB_ANNOTATIONS;
 
 const MAX_NAME = 63;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;

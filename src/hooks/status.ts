@@ -1,7 +1,7 @@
 // A hook's own status: counts of its runs and the latest ones. Pure: the runner reads
 // the hook, applies a run here, and writes the result back conditionally.
 import type { HookRun, HookStatus } from '../api/hooks.ts';
-import { setCondition } from '../actions/conditions.ts';
+import { setCondition } from '../kube/conditions.ts';
 
 export const MAX_LAST_RUNS = 10;
 

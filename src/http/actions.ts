@@ -14,21 +14,19 @@
 // policy exempts the controller's ServiceAccount from that check because of this file.
 import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import {
-  ACTION_POLICIES_PATH,
-  INSTANCE_LABEL,
-  NODE_ACTIONS_PATH,
-  instanceSelector,
-  type ActionObject,
-} from '../actions/reconciler.ts';
-import { isTerminal } from '../actions/phases.ts';
+import { instanceSelector, type ActionObject } from '../actions/reconciler.ts';
 import { API_VERSION } from '../api/common.ts';
 import {
+  INSTANCE_LABEL,
   EXECUTED_ANNOTATION,
-  NODE_ACTION_PHASES,
-  type NodeActionPhase,
-  type NodeActionSpec,
-} from '../api/node-action.ts';
+  IDEMPOTENCY_LABEL,
+  REQUESTED_VIA_ANNOTATION,
+  IDEMPOTENCY_KEY_ANNOTATION,
+  FINGERPRINT_ANNOTATION,
+} from '../api/names.ts';
+import { NODE_ACTION_PHASES, type NodeActionPhase, type NodeActionSpec } from '../api/node-action.ts';
+import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH } from '../api/paths.ts';
+import { isTerminal } from '../api/phases.ts';
 import type { CheckRunner } from '../checks/runner.ts';
 import { parseDuration } from '../duration.ts';
 import type { Informer, KubeObject } from '../kube/informer.ts';
@@ -46,15 +44,6 @@ import { openApiDocument } from './openapi.ts';
 import { API_METADATA_FIELDS, actionRequestSchema, type NodeView } from './schemas.ts';
 import type { Reply, Request, Router } from './server.ts';
 import { validator } from './validation.ts';
-
-/** The Idempotency-Key a NodeAction was created with (as sent). */
-export const IDEMPOTENCY_KEY_ANNOTATION = 'talos.dev/idempotency-key';
-/** A digest of (caller, key): how a retried request finds what its first attempt created. */
-export const IDEMPOTENCY_LABEL = 'talos.dev/idempotency-key-hash';
-/** A digest of the request's spec: a key reused with another request is refused. */
-export const FINGERPRINT_ANNOTATION = 'talos.dev/request-fingerprint';
-/** How the NodeAction came to be; the HTTP API writes http-api. */
-export const REQUESTED_VIA_ANNOTATION = 'talos.dev/requested-via';
 
 const REQUESTER_ROLE = 'gatehouse:requester';
 const READER_ROLE = 'gatehouse:view or gatehouse:requester';

@@ -1,6 +1,6 @@
 // What a person following an action wants to know about its node: is it there, is it
 // Ready, which boot is it in, is it cordoned or still held from workloads.
-import { PREREADY_TAINT } from '../hooks/job.ts';
+import { PREREADY_TAINT } from '../api/names.ts';
 import type { NodeView } from './schemas.ts';
 
 export interface NodeObject {

@@ -10,10 +10,9 @@
 //   - never two actions on one node at once.
 import type { ActionPolicySpec } from '../api/action-policy.ts';
 import type { Action } from '../api/common.ts';
+import { CONTROL_PLANE_LABEL } from '../api/names.ts';
 import { matchesSelector } from '../kube/labels.ts';
 import { windowState, type WindowState } from './window.ts';
-
-export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
 
 export interface PolicyFacts {
   name: string;

@@ -2,7 +2,7 @@
 // users asked not to be paged for a planned reboot). A silence is found again by the
 // action's UID in its comment, not by an ID remembered anywhere: a restarted controller
 // finds, renews or expires the same silence (the action's status records it for people
-// and for knowing when it ends; src/actions/silences.ts decides when to call).
+// and for knowing when it ends; src/silences/plan.ts decides when to call).
 //
 // Lease: each renewal sets endsAt to now + LEASE_MS (never past the policy's duration
 // since approval), so if gatehouse dies mid-action the silence lapses by itself within

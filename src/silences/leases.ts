@@ -1,11 +1,11 @@
-// Makes the silence calls the action core asks for (src/actions/silences.ts) and
+// Makes the silence calls the action core asks for (src/silences/plan.ts) and
 // remembers the outcome of the latest one per (action, silence): the facts the core
 // decides on. Calls run in the background, so a slow or unreachable Alertmanager never
 // holds up an action's reconcile; `onChange` brings the action back when one ends.
 // In memory only: a restarted controller starts without facts and finds its silences
 // again by the action's UID (AlertmanagerClient.find), so it renews the same one.
-import type { SilenceCallFacts } from '../actions/silences.ts';
-import { silenceKey } from '../actions/silences.ts';
+import type { SilenceCallFacts } from './plan.ts';
+import { silenceKey } from './plan.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../wait.ts';
 import { AlertmanagerClient, AlertmanagerError } from './alertmanager.ts';

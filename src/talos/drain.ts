@@ -14,13 +14,10 @@
 // A cordon made for an action is marked with the annotation talos.dev/cordoned-by, so
 // that the action lifts only its own cordon: a node an administrator had cordoned
 // stays cordoned after the action (as kured does).
-import { LABELS } from '../hooks/job.ts';
+import { HOOK_JOB_LABELS, CORDONED_BY_ANNOTATION } from '../api/names.ts';
 import { matchesSelector, type LabelSelector } from '../kube/labels.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
 import { errorMessage, formatDuration, sleep } from '../wait.ts';
-
-/** On a Node gatehouse cordoned: the name of the NodeAction it did it for. */
-export const CORDONED_BY_ANNOTATION = 'talos.dev/cordoned-by';
 
 export interface DrainOptions {
   rest: RestClient;
@@ -69,7 +66,7 @@ function whyLeft(pod: Pod, selector: LabelSelector | undefined): string | undefi
   if (pod.metadata.annotations?.['kubernetes.io/config.mirror']) return 'mirror pod';
   if (pod.metadata.ownerReferences?.some((o) => o.kind === 'DaemonSet')) return 'DaemonSet pod';
   if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return 'finished';
-  if (pod.metadata.labels?.[LABELS.hookUID]) return 'gatehouse hook pod';
+  if (pod.metadata.labels?.[HOOK_JOB_LABELS.hookUID]) return 'gatehouse hook pod';
   if (selector && !matchesSelector(selector, pod.metadata.labels ?? {})) return 'not selected by podSelector';
   return undefined;
 }

@@ -15,15 +15,10 @@
 // client is closed once the last step holding it ends. Until it has credentials at all
 // the executor knows nothing (facts() is undefined), which the decision core reads as
 // no executor: Managed actions are approved for their requester to perform.
+import type { ObservedNodeAction } from '../api/node-action.ts';
 import type { RestClient } from '../kube/rest.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import type { Logger } from '../log.ts';
-import type {
-  ExecutionFacts,
-  ExecutionStep,
-  ExecutionStepFacts,
-  ObservedNodeAction,
-} from '../actions/decide.ts';
 import { parseDuration } from '../duration.ts';
 import { errorMessage, formatDuration } from '../wait.ts';
 import { TalosClient, type TalosClientOptions } from './client.ts';
@@ -31,6 +26,7 @@ import type { TalosContext } from './config.ts';
 import { drainNode } from './drain.ts';
 import { TalosApiError } from './errors.ts';
 import { callTalos, installTalosUpgrade, prepareTalosAction, type TalosTarget } from './executor.ts';
+import type { ExecutionFacts, ExecutionStep, ExecutionStepFacts } from './facts.ts';
 
 export interface TalosExecutorOptions {
   rest: RestClient;

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import { Controller, type ControllerOptions } from '../../src/controller.ts';
 import { silentLogger } from '../../src/log.ts';
 import { createTestNodes, deleteActionsAfter, rebootNode } from '../support/gate.ts';

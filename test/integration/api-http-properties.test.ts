@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import { Controller } from '../../src/controller.ts';
 import { silentLogger } from '../../src/log.ts';
 import { installGatehouseAPI } from '../support/install.ts';

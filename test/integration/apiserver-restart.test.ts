@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, it } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import { Controller } from '../../src/controller.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';

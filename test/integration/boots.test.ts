@@ -7,11 +7,15 @@
 // that only this file's controllers handle their boots; its hooks select only them.
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
 import type { BootAnnouncement, BootRecord } from '../../src/api/boot-record.ts';
-import { BOOT_ANNOUNCEMENT_ANNOTATION, BOOT_RECORD_ANNOTATION } from '../../src/api/boot-record.ts';
+import {
+  INSTANCE_LABEL,
+  BOOT_ANNOUNCEMENT_ANNOTATION,
+  BOOT_RECORD_ANNOTATION,
+  HOOK_JOB_LABELS as LABELS,
+  PREREADY_TAINT,
+} from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
-import { LABELS, PREREADY_TAINT } from '../../src/hooks/job.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {

@@ -6,7 +6,7 @@
 // plain appended lines, through the node's reboot to Succeeded.
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import { Controller } from '../../src/controller.ts';
 import { silentLogger } from '../../src/log.ts';
 import { loadTalosConfig } from '../../src/talos/config.ts';

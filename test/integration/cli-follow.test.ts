@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
 import type { Progress } from '../../src/cli/backend.ts';
 import { EXIT } from '../../src/cli/exit.ts';

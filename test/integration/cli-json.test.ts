@@ -6,7 +6,7 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import { Controller } from '../../src/controller.ts';
 import { silentLogger } from '../../src/log.ts';
 import { runCli } from '../support/cli.ts';

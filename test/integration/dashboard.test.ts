@@ -11,7 +11,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
 import { installGatehouseAPI, repoRoot } from '../support/install.ts';
 import {

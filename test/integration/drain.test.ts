@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { isReady, talosNode } from '../../sandbox/nodes.ts';
-import { LABELS } from '../../src/hooks/job.ts';
+import { HOOK_JOB_LABELS as LABELS } from '../../src/api/names.ts';
 import { cordon, DrainError, drainNode } from '../../src/talos/drain.ts';
 import {
   freshNamespace,

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
 import type { HookRequest } from '../../src/hooks/webhook.ts';
 import { installGatehouseAPI } from '../support/install.ts';

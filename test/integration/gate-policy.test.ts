@@ -3,9 +3,9 @@
 // version); maintenance windows hold actions; two control-plane nodes never go at once.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { APPROVED_PHASES, SLOT_PHASES } from '../../src/actions/phases.ts';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { NodeActionPhase } from '../../src/api/node-action.ts';
+import { APPROVED_PHASES, SLOT_PHASES } from '../../src/api/phases.ts';
 import type { Controller } from '../../src/controller.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {

@@ -4,7 +4,7 @@
 // the requester (waits for Approved, marks executed) and the node (a new boot ID).
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {

@@ -6,10 +6,9 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { after, describe, it } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
-import { APPROVED_PHASES } from '../../src/actions/phases.ts';
+import { INSTANCE_LABEL, HOOK_JOB_LABELS as LABELS } from '../../src/api/names.ts';
 import type { NodeActionPhase } from '../../src/api/node-action.ts';
-import { LABELS } from '../../src/hooks/job.ts';
+import { APPROVED_PHASES } from '../../src/api/phases.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   API,

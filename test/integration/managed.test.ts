@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL, CORDONED_BY_ANNOTATION } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
 import { talosNode } from '../../sandbox/nodes.ts';
 import {
@@ -17,7 +17,7 @@ import {
 } from '../../sandbox/talos-faults.ts';
 import { MACHINE_CONFIG_ANNOTATION, talosCallCounts } from '../../sandbox/talos-simulator.ts';
 import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
-import { CORDONED_BY_ANNOTATION, cordon } from '../../src/talos/drain.ts';
+import { cordon } from '../../src/talos/drain.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   createGroupHook,

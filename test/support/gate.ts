@@ -6,7 +6,7 @@
 // instance name of its own and labels its NodeActions with it, so no other controller
 // acts on them; its hooks, checks and policies select only the nodes it created.
 import type { TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/actions/reconciler.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { NodeAction, NodeActionSpec } from '../../src/api/node-action.ts';
 import { Controller, type ControllerOptions } from '../../src/controller.ts';
 import { KubeApiError, type RestClient } from '../../src/kube/rest.ts';

@@ -3,14 +3,9 @@
 import type { ClusterHealthCheckSpec } from '../../src/api/cluster-health-check.ts';
 import type { Action } from '../../src/api/common.ts';
 import type { HookKindName, HookSpec } from '../../src/api/hooks.ts';
-import type { NodeActionSpec, NodeActionStatus } from '../../src/api/node-action.ts';
-import {
-  FINALIZER,
-  type ActionInput,
-  type CheckFacts,
-  type NodeFacts,
-  type ObservedNodeAction,
-} from '../../src/actions/decide.ts';
+import { NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
+import type { NodeActionSpec, NodeActionStatus, ObservedNodeAction } from '../../src/api/node-action.ts';
+import { type ActionInput, type CheckFacts, type NodeFacts } from '../../src/actions/decide.ts';
 import type { CheckState } from '../../src/checks/state.ts';
 import type { JobFacts } from '../../src/hooks/job.ts';
 import type { HookObject } from '../../src/hooks/select.ts';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FINALIZER, decide, type ActionDecision, type ActionInput } from '../../src/actions/decide.ts';
+import { decide, type ActionDecision, type ActionInput } from '../../src/actions/decide.ts';
+import { NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
 import type { NodeActionStatus } from '../../src/api/node-action.ts';
 import { jobKey, type HookRunRecord } from '../../src/hooks/plan.ts';
 import type { HookObject } from '../../src/hooks/select.ts';

@@ -10,16 +10,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import {
-  FINALIZER,
-  decide,
-  type ExecutionFacts,
-  type ExecutionStep,
-  type NodeFacts,
-  type ObservedNodeAction,
-} from '../../src/actions/decide.ts';
-import { drainsBeforeCall } from '../../src/actions/phases.ts';
-import type { NodeActionSpec } from '../../src/api/node-action.ts';
+import { decide, type NodeFacts } from '../../src/actions/decide.ts';
+import { drainsBeforeCall } from '../../src/actions/descriptors.ts';
+import { NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
+import type { NodeActionSpec, ObservedNodeAction } from '../../src/api/node-action.ts';
+import type { ExecutionFacts, ExecutionStep } from '../../src/talos/facts.ts';
 import { T0, action, node } from './action-fixtures.ts';
 
 const RUNS = Number(process.env.GATEHOUSE_PROPERTY_RUNS ?? 300);

@@ -8,9 +8,9 @@ import {
   type ActionDecision,
   type ActionEffect,
   type ActionInput,
-  type ExecutionFacts,
 } from '../../src/actions/decide.ts';
 import type { NodeActionSpec, NodeActionStatus } from '../../src/api/node-action.ts';
+import type { ExecutionFacts } from '../../src/talos/facts.ts';
 import { action, admitted, at, hook, input, node, T0 } from './action-fixtures.ts';
 
 const IMAGE = 'ghcr.io/siderolabs/installer:v1.13.1';

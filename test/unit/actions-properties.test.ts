@@ -18,22 +18,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { planAdmissions } from '../../src/actions/admission.ts';
-import {
-  FINALIZER,
-  decide,
-  type ActionInput,
-  type CheckFacts,
-  type ObservedNodeAction,
-} from '../../src/actions/decide.ts';
-import {
-  APPROVED_PHASES,
-  PRE_HOOK_KIND,
-  completionOf,
-  holdsSlot,
-  isTerminal,
-} from '../../src/actions/phases.ts';
+import { decide, type ActionInput, type CheckFacts } from '../../src/actions/decide.ts';
+import { PRE_HOOK_KIND, completionOf } from '../../src/actions/descriptors.ts';
 import type { Action } from '../../src/api/common.ts';
-import type { NodeActionPhase } from '../../src/api/node-action.ts';
+import { NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
+import type { NodeActionPhase, ObservedNodeAction } from '../../src/api/node-action.ts';
+import { APPROVED_PHASES, holdsSlot, isTerminal } from '../../src/api/phases.ts';
 import { checkGates } from '../../src/checks/selection.ts';
 import type { CheckState } from '../../src/checks/state.ts';
 import type { JobFacts } from '../../src/hooks/job.ts';

@@ -1,6 +1,7 @@
-// The action's side of boot hooks (src/actions/decide.ts): the coming boot announced on
-// the node, with the preready taint, before approval; and RunningPostHooks waiting for the
-// boot reconciler's record of the boot the action caused, without running boot hooks itself.
+// The action's side of boot hooks (src/actions/phases/approval.ts and running-post-hooks.ts):
+// the coming boot announced on the node, with the preready taint, before approval; and
+// RunningPostHooks waiting for the boot reconciler's record of the boot the action caused,
+// without running boot hooks itself.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decide, type ActionDecision, type ActionInput } from '../../src/actions/decide.ts';

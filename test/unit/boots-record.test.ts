@@ -2,7 +2,7 @@
 // it (src/boots/node.ts).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { BOOT_ANNOUNCEMENT_ANNOTATION, BOOT_RECORD_ANNOTATION } from '../../src/api/boot-record.ts';
+import { BOOT_ANNOUNCEMENT_ANNOTATION, BOOT_RECORD_ANNOTATION } from '../../src/api/names.ts';
 import { nodePatch } from '../../src/boots/node.ts';
 import {
   bootOutcome,

@@ -7,9 +7,9 @@ import { planAdmissions } from '../../src/actions/admission.ts';
 import { decide, type ActionInput } from '../../src/actions/decide.ts';
 import type { ActionObject } from '../../src/actions/reconciler.ts';
 import type { ClusterHealthCheckSpec } from '../../src/api/cluster-health-check.ts';
+import { PREREADY_TAINT } from '../../src/api/names.ts';
 import type { NodeActionStatus } from '../../src/api/node-action.ts';
 import type { CheckView } from '../../src/checks/runner.ts';
-import { PREREADY_TAINT } from '../../src/hooks/job.ts';
 import { jobKey } from '../../src/hooks/plan.ts';
 import {
   actionTimeline,

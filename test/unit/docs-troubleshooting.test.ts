@@ -29,8 +29,8 @@ const NOT_SCANNED = ['src/api/', 'src/cli/', 'src/http/'];
 
 /** Helpers whose argument at this index is a condition or Event reason. */
 const REASON_ARGUMENT: Readonly<Record<string, number>> = {
-  condition: 2, // condition(type, status, reason, message): src/actions/decide.ts
-  event: 1, // event(type, reason, message): src/actions/decide.ts
+  condition: 2, // condition(type, status, reason, message): src/actions/decision.ts
+  event: 1, // event(type, reason, message): src/actions/decision.ts
   repeatable: 2, // repeatable(step, what, reason): the reason of its Event
 };
 
@@ -41,17 +41,18 @@ const REASON_ARGUMENT: Readonly<Record<string, number>> = {
  */
 const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // transition(): every phase change is an Event whose reason is the new phase.
-  'src/actions/decide.ts: next': NODE_ACTION_PHASES,
+  'src/actions/decision.ts: next': NODE_ACTION_PHASES,
   // PostHooksSucceeded while the boot hooks are not done: BootOutcome['state'] other than
   // Succeeded and Failed (src/boots/record.ts).
-  'src/actions/decide.ts: outcome.state': ['Waiting', 'Running'],
+  'src/actions/phases/running-post-hooks.ts: outcome.state': ['Waiting', 'Running'],
   // A hook's LastRunSucceeded condition carries its finished run's phase.
   'src/hooks/status.ts: run.phase': ['Succeeded', 'Failed'],
   // The parameters of decide()'s condition(), event() and repeatable() helpers, whose
   // values are extracted at their call sites.
-  'src/actions/decide.ts: reason': [],
-  // holdSilences()'s event() helper, like decide()'s.
-  'src/actions/silences.ts: reason': [],
+  'src/actions/decision.ts: reason': [],
+  'src/actions/phases/executing.ts: reason': [],
+  // planSilences()'s event() helper, like decide()'s.
+  'src/silences/plan.ts: reason': [],
   // Effects and EventSpecs passed on to the recorder.
   'src/actions/reconciler.ts: e.reason': [],
   'src/kube/events.ts: event.reason': [],

@@ -2,9 +2,9 @@
 // at a time per silence, and their outcomes kept as the facts the core decides on.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { silenceKey } from '../../src/actions/silences.ts';
 import { silentLogger } from '../../src/log.ts';
 import { SilenceLeases, type SilenceCall } from '../../src/silences/leases.ts';
+import { silenceKey } from '../../src/silences/plan.ts';
 import { FakeAlertmanager } from '../support/alertmanager.ts';
 
 function changes(): { wait: () => Promise<void>; onChange: () => void; count: () => number } {

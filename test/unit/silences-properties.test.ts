@@ -1,4 +1,4 @@
-// Properties of the silence core (src/actions/silences.ts) in a simulated world: a
+// Properties of the silence core (src/silences/plan.ts) in a simulated world: a
 // simulated Alertmanager that goes up and down, calls that fail while it is down, a
 // restart that loses every fact, the clock, the action finishing or being deleted.
 // Whatever fast-check chooses:
@@ -12,10 +12,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { ActionDecision } from '../../src/actions/decide.ts';
-import { APPROVED_PHASES, isTerminal } from '../../src/actions/phases.ts';
-import { holdSilences, silenceKey, type SilenceCallFacts } from '../../src/actions/silences.ts';
+import { holdSilences } from '../../src/actions/silences.ts';
 import type { NodeActionStatus } from '../../src/api/node-action.ts';
+import { APPROVED_PHASES, isTerminal } from '../../src/api/phases.ts';
 import { LEASE_MS } from '../../src/silences/alertmanager.ts';
+import { silenceKey, type SilenceCallFacts } from '../../src/silences/plan.ts';
 import { action, T0 } from './action-fixtures.ts';
 
 const AM = 'http://am:9093';

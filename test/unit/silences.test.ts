@@ -1,22 +1,22 @@
-// When gatehouse holds, renews and releases Alertmanager silences (src/actions/silences.ts):
+// When gatehouse holds, renews and releases Alertmanager silences (src/silences/plan.ts):
 // the pure decision, table-driven, with the calls' outcomes as facts.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ActionDecision, ObservedNodeAction } from '../../src/actions/decide.ts';
+import type { ActionDecision } from '../../src/actions/decide.ts';
+import { holdSilences } from '../../src/actions/silences.ts';
+import type { ActionPolicySpec } from '../../src/api/action-policy.ts';
+import type { NodeActionStatus, SilenceRecord, ObservedNodeAction } from '../../src/api/node-action.ts';
+import type { PolicyFacts } from '../../src/policies/evaluate.ts';
+import { LEASE_MS } from '../../src/silences/alertmanager.ts';
 import {
   RENEW_MS,
   RETRY_MAX_MS,
-  holdSilences,
   retryDelayMs,
   silenceKey,
   silenceTargets,
   type SilenceCallFacts,
   type SilenceInput,
-} from '../../src/actions/silences.ts';
-import type { ActionPolicySpec } from '../../src/api/action-policy.ts';
-import type { NodeActionStatus, SilenceRecord } from '../../src/api/node-action.ts';
-import type { PolicyFacts } from '../../src/policies/evaluate.ts';
-import { LEASE_MS } from '../../src/silences/alertmanager.ts';
+} from '../../src/silences/plan.ts';
 import { action, at, T0 } from './action-fixtures.ts';
 
 const AM = 'http://am.monitoring:9093';

@@ -1,0 +1,127 @@
+// What each action does to its node, in one table the compiler checks: adding an action
+// kind to the API (src/api/common.ts ACTIONS) fails to compile here until every fact
+// about it is written down, and every place that needs one reads it from this table.
+import type { Action } from '../api/common.ts';
+import type { HookKindName } from '../api/hooks.ts';
+import type { ExecutionRecord, NodeActionSpec } from '../api/node-action.ts';
+import { planTalosAction, type TalosPlan } from '../talos/executor.ts';
+
+/** How the controller knows an action has done its work to the node. */
+export type Completion =
+  /** The node boots again: a new boot ID, then Ready; then the boot hooks run. */
+  | 'reboot'
+  /** The node goes down: NotReady, gone, or (powered on again) a new boot ID. */
+  | 'down'
+  /** The Node object is deleted. */
+  | 'removed'
+  /** The requester's executed mark alone, once the node is Ready. */
+  | 'mark';
+
+export interface ActionDescriptor {
+  /** The hook kind that runs before the action. */
+  preHookKind: HookKindName;
+  /**
+   * How the action finishes. `execution` is the record of a Managed action's Talos call:
+   * once Talos answered, what it does is known rather than guessed.
+   */
+  completion: (spec: NodeActionSpec, execution?: ExecutionRecord) => Completion;
+  /** Whether a Managed action cordons and drains the node before its Talos call (spec.drain.enabled aside). */
+  drains: (spec: NodeActionSpec) => boolean;
+  /**
+   * The Talos steps of a Managed action on a node running `osImage` (src/talos/executor.ts).
+   * Absent: the action has no Talos call, and is always followed like an External one.
+   */
+  talos?: (spec: NodeActionSpec, osImage: string | undefined) => TalosPlan;
+}
+
+/** A ConfigChange's mode: Staged applies on a boot the change does not cause; Try and NoReboot live. */
+function configReboots(spec: NodeActionSpec): boolean {
+  const mode = spec.configChange?.mode ?? 'Auto';
+  return mode === 'Reboot' || mode === 'Auto';
+}
+
+export const ACTION_DESCRIPTORS: Record<Action, ActionDescriptor> = {
+  // Talos upgrades always reboot into the new image, staged ones included.
+  Upgrade: {
+    preHookKind: 'PreUpgradeJob',
+    completion: () => 'reboot',
+    drains: () => true,
+    talos: planTalosAction,
+  },
+  Reboot: {
+    preHookKind: 'PreRebootJob',
+    completion: () => 'reboot',
+    drains: () => true,
+    talos: planTalosAction,
+  },
+  Shutdown: {
+    preHookKind: 'PreShutdownJob',
+    completion: () => 'down',
+    drains: () => true,
+    talos: planTalosAction,
+  },
+  Reset: {
+    preHookKind: 'PreResetJob',
+    completion: () => 'removed',
+    drains: () => true,
+    talos: planTalosAction,
+  },
+  ConfigChange: {
+    // A configuration change that reboots is, to the node's workloads, a reboot; one
+    // that does not still restarts services and may reconfigure the network, so the
+    // same preparation (e.g. noout) is the safe choice. See docs/decisions.md.
+    preHookKind: 'PreRebootJob',
+    // Auto (Managed only) may reboot: until the Talos executor reports what Talos
+    // decided, it is followed as a change that reboots.
+    completion: (spec, execution) =>
+      execution?.reboots !== undefined
+        ? execution.reboots
+          ? 'reboot'
+          : 'mark'
+        : configReboots(spec)
+          ? 'reboot'
+          : 'mark',
+    // Drained when it reboots or may (Auto), not when applied live or staged.
+    drains: configReboots,
+    talos: planTalosAction,
+  },
+};
+
+/** The hook kind that runs before each action. */
+export const PRE_HOOK_KIND: Record<Action, HookKindName> = {
+  Upgrade: ACTION_DESCRIPTORS.Upgrade.preHookKind,
+  Reboot: ACTION_DESCRIPTORS.Reboot.preHookKind,
+  Shutdown: ACTION_DESCRIPTORS.Shutdown.preHookKind,
+  Reset: ACTION_DESCRIPTORS.Reset.preHookKind,
+  ConfigChange: ACTION_DESCRIPTORS.ConfigChange.preHookKind,
+};
+
+/** How the action finishes (see ActionDescriptor.completion). */
+export function completionOf(spec: NodeActionSpec, execution?: ExecutionRecord): Completion {
+  return ACTION_DESCRIPTORS[spec.action].completion(spec, execution);
+}
+
+/**
+ * Whether a Managed action cordons and drains the node before its Talos call: unless
+ * spec.drain.enabled is false, for everything that takes the node's workloads down — a
+ * ConfigChange too when it reboots or may (Auto), but not one applied live (NoReboot,
+ * Try) or staged for a boot it does not cause.
+ */
+export function drainsBeforeCall(spec: NodeActionSpec): boolean {
+  if (spec.drain?.enabled === false) return false;
+  return ACTION_DESCRIPTORS[spec.action].drains(spec);
+}
+
+/** What an action whose work is under way waits for, in words for its status. */
+export function waitingMessage(completion: Completion): string {
+  switch (completion) {
+    case 'reboot':
+      return 'waiting for the node to come back with a new boot ID';
+    case 'down':
+      return 'waiting for the node to go down';
+    case 'removed':
+      return 'waiting for its Node object to be deleted (a reset machine leaves it behind: kubectl delete node once the reset is done)';
+    case 'mark':
+      return 'waiting for the node to be Ready';
+  }
+}

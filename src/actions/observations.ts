@@ -1,0 +1,58 @@
+// What decide() is given: everything the controller observed about one action, made
+// plain data by the reconciler (reconciler.ts), so the decision is a pure function of it.
+import type { BootAnnouncement, BootRecord } from '../api/boot-record.ts';
+import type { ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
+import type { ObservedNodeAction } from '../api/node-action.ts';
+import type { CheckState } from '../checks/state.ts';
+import type { JobFacts } from '../hooks/job.ts';
+import type { WebhookFacts } from '../hooks/plan.ts';
+import type { HookObject } from '../hooks/select.ts';
+import type { ExecutionFacts } from '../talos/facts.ts';
+
+/** What the action needs to know about its node. */
+export interface NodeFacts {
+  name: string;
+  labels: Record<string, string>;
+  bootID: string | undefined;
+  ready: boolean;
+  /** status.nodeInfo.osImage, e.g. "Talos (v1.13.0)": the Talos version (Managed execution). */
+  osImage?: string;
+  /** The NodeAction whose cordon the node carries (talos.dev/cordoned-by), if any. */
+  cordonedBy?: string;
+  /** The node carries the preready taint (talos.dev/preready). */
+  prereadyTaint?: boolean;
+  /** An action's announcement of the node's coming boot (annotation talos.dev/next-boot). */
+  announcement?: BootAnnouncement;
+  /** The boot reconciler's record of the node's current boot (annotation talos.dev/boot-hooks). */
+  boot?: BootRecord;
+}
+
+export interface CheckFacts {
+  name: string;
+  spec: ClusterHealthCheckSpec;
+  /** The latest state the controller has (not fresh). */
+  state: CheckState;
+}
+
+/** A fresh evaluation of checks, made for this decision (CheckRunner.evaluateNow). */
+export interface FreshChecks {
+  at: Date;
+  states: ReadonlyMap<string, CheckState | undefined>;
+}
+
+export interface ActionInput {
+  now: Date;
+  action: ObservedNodeAction;
+  /** Undefined: the Node does not exist. */
+  node: NodeFacts | undefined;
+  checks: readonly CheckFacts[];
+  fresh?: FreshChecks;
+  hooks: readonly HookObject[];
+  jobs: ReadonlyMap<string, JobFacts>;
+  webhooks: ReadonlyMap<string, WebhookFacts>;
+  /**
+   * The Talos executor's knowledge of this action's steps. Undefined: this controller has
+   * no Talos executor (no talosconfig), and Managed actions are followed like External ones.
+   */
+  execution?: ExecutionFacts;
+}

@@ -1,0 +1,86 @@
+// Approval, the end of RunningPreHooks: after the coming boot is announced on the node
+// (src/boots), the action is Approved — to be executed here (Managed, with a Talos
+// executor) or by its requester, who is told how.
+import { EXECUTED_ANNOTATION } from '../../api/names.ts';
+import { selectHooks } from '../../hooks/select.ts';
+import type { DecisionBuilder } from '../decision.ts';
+import { ACTION_DESCRIPTORS, completionOf } from '../descriptors.ts';
+import type { NodeFacts } from '../observations.ts';
+import { actionParameters } from '../subject.ts';
+
+/**
+ * Before an action that makes its node boot is approved, the coming boot is announced
+ * on the node — with the preready taint when a NodePrereadyJob selects it — so that the
+ * node comes back tainted and the boot reconciler knows whose boot it is (src/boots).
+ * The approval waits until the node, as observed, shows both: the taint is on before
+ * the approval can be seen.
+ */
+function bootAnnounced(b: DecisionBuilder, n: NodeFacts): boolean {
+  const { action, spec, nodeName, now } = b;
+  const completion = completionOf(spec);
+  if (completion !== 'reboot' && completion !== 'down') return true;
+  const prepare = selectHooks(b.input.hooks, 'NodePrereadyJob', n.labels).length;
+  const ready = selectHooks(b.input.hooks, 'NodeReadyJob', n.labels).length;
+  if (prepare + ready === 0) return true;
+  const taint = prepare > 0;
+  const a = n.announcement;
+  if (
+    a?.action.uid === action.metadata.uid &&
+    a.bootID === (n.bootID ?? '') &&
+    (!taint || n.prereadyTaint === true)
+  )
+    return true;
+  b.effect({
+    type: 'announceBoot',
+    taint,
+    announcement: {
+      action: {
+        name: action.metadata.name,
+        uid: action.metadata.uid,
+        action: spec.action,
+        parameters: actionParameters(spec),
+        ...(spec.upgrade ? { targetImage: spec.upgrade.image } : {}),
+      },
+      bootID: n.bootID ?? '',
+      time: now.toISOString(),
+    },
+  });
+  b.say(
+    taint
+      ? `putting the preready taint on node ${nodeName} before approval, so that it comes back tainted until its NodePrereadyJobs succeed`
+      : `announcing the coming boot of node ${nodeName} to its boot hooks before approval`,
+  );
+  b.wake(2000);
+  return false;
+}
+
+export function approve(b: DecisionBuilder, n: NodeFacts): void {
+  const { spec, nodeName, status, condition, transition } = b;
+  if (!bootAnnounced(b, n)) return;
+  status.approvalTime = b.now.toISOString();
+  status.bootIDBefore = n.bootID;
+  const execution = spec.execution ?? 'Managed';
+  if (execution === 'Managed' && b.input.execution && ACTION_DESCRIPTORS[spec.action].talos) {
+    condition('Approved', 'True', 'Approved', `approved at boot ID ${n.bootID ?? '?'}`);
+    transition('Approved', 'approved; the controller performs it through the Talos API');
+    return;
+  }
+  const verb =
+    spec.action === 'ConfigChange' ? 'apply the configuration change to' : `perform the ${spec.action} of`;
+  const instruction = `${verb} node ${nodeName}, then set the annotation ${EXECUTED_ANNOTATION}: "true"`;
+  if (execution === 'Managed') {
+    condition(
+      'Executed',
+      'False',
+      'ExecutorNotInstalled',
+      `Managed execution needs the Talos executor, which this controller does not have yet: ${instruction}, or delete this action to cancel it`,
+    );
+  }
+  condition('Approved', 'True', 'Approved', `approved at boot ID ${n.bootID ?? '?'}`);
+  transition(
+    'Approved',
+    execution === 'Managed'
+      ? `approved; the Talos executor is not installed, so ${instruction}`
+      : `approved: ${instruction}`,
+  );
+}

@@ -1,0 +1,165 @@
+// Managed execution (phase Executing, with a Talos executor), one step per pass, each
+// from what is recorded in the status and what the executor knows in memory:
+//
+//   prepare (repeatable) → drain (repeatable; recorded as drainTime) → install
+//   (repeatable) → the Talos call: callTime is written before the call is made, and
+//   once it is written the call is never made again — a controller that finds it
+//   without knowing the call's outcome waits for the node instead.
+//
+// The repeatable steps run again in a process that has no result of them (after a
+// restart), so a controller that died between installing an upgrade and rebooting
+// into it installs again and reboots, instead of waiting for a reboot nobody makes.
+import type { ExecutionRecord } from '../../api/node-action.ts';
+import type { TalosPlan } from '../../talos/executor.ts';
+import type { ExecutionStepFacts } from '../../talos/facts.ts';
+import { errorMessage } from '../../wait.ts';
+import type { DecisionBuilder } from '../decision.ts';
+import { ACTION_DESCRIPTORS, completionOf, drainsBeforeCall, waitingMessage } from '../descriptors.ts';
+
+export function execute(b: DecisionBuilder): void {
+  const { spec, node, nodeName, now, status, condition, event } = b;
+  const repeatable = (step: 'prepare' | 'install', what: string, reason: string) =>
+    repeatableStep(b, step, what, reason);
+  const facts = b.input.execution ?? {};
+  const recorded: ExecutionRecord = status.execution ?? {};
+  if (recorded.callTime !== undefined) {
+    afterCall(b, recorded, facts.call);
+    return;
+  }
+  if (facts.call) {
+    // This process made the call, but the status it decides on does not show the
+    // record written before it: a stale view. Its own write will bring a newer one.
+    b.wake(1000);
+    return;
+  }
+  if (!node) {
+    b.end('Failed', `node ${nodeName} disappeared before it was acted on; nothing was done to it`);
+    return;
+  }
+  let plan: TalosPlan;
+  try {
+    const planner = ACTION_DESCRIPTORS[spec.action].talos;
+    if (!planner) throw new Error(`${spec.action} has no Talos call`);
+    plan = planner(spec, node.osImage);
+  } catch (error) {
+    const message = errorMessage(error);
+    condition('Executed', 'False', 'CannotPlan', message);
+    b.end('Failed', message);
+    return;
+  }
+  if (plan.prepare !== undefined && !repeatable('prepare', plan.prepare, 'Preparing')) return;
+  if (recorded.drainTime === undefined) {
+    if (!drainsBeforeCall(spec)) {
+      const why =
+        spec.drain?.enabled === false
+          ? 'not drained: spec.drain.enabled is false'
+          : `not drained: a ConfigChange in mode ${spec.configChange?.mode ?? 'Auto'} does not reboot the node`;
+      status.execution = { ...recorded, drainTime: now.toISOString() };
+      condition('Drained', 'True', spec.drain?.enabled === false ? 'Disabled' : 'NotNeeded', why);
+    } else {
+      const op = facts.drain;
+      if (!op) {
+        const message = `cordoning and draining node ${nodeName} (timeout ${spec.drain?.timeout ?? '10m'})`;
+        b.effect({ type: 'drain' });
+        condition('Drained', 'Unknown', 'Draining', message);
+        event('Normal', 'Draining', message);
+        b.say(message);
+        return;
+      }
+      if (op.state === 'running') {
+        condition('Drained', 'Unknown', 'Draining', op.message);
+        b.say(`draining node ${nodeName}: ${op.message}`);
+        return;
+      }
+      if (op.state === 'failed') {
+        condition('Drained', 'False', 'DrainFailed', op.message);
+        b.end('Failed', `the drain failed: ${op.message}`);
+        return;
+      }
+      status.execution = { ...recorded, drainTime: now.toISOString() };
+      condition('Drained', 'True', 'Drained', op.message);
+      event('Normal', 'Drained', op.message);
+    }
+  }
+  if (plan.install !== undefined && !repeatable('install', plan.install, 'Installing')) return;
+  // The call: recorded first (the reconciler writes this status before carrying out
+  // the effect, and the effect checks the record afresh), then made.
+  const callTime = now.toISOString();
+  const message = `calling Talos ${plan.call} on node ${nodeName}`;
+  status.execution = { ...(status.execution ?? {}), call: plan.call, callTime };
+  condition('Executed', 'Unknown', 'Calling', message);
+  event('Normal', 'TalosCall', message);
+  b.say(message);
+  b.effect({ type: 'talos', step: 'call', call: plan.call, callTime });
+}
+
+/** A repeatable step: true once this process has made it; `reason` is its Event's. */
+function repeatableStep(
+  b: DecisionBuilder,
+  step: 'prepare' | 'install',
+  what: string,
+  reason: string,
+): boolean {
+  const { nodeName, condition, event } = b;
+  const op = b.input.execution?.[step];
+  if (!op) {
+    b.effect({ type: 'talos', step });
+    event('Normal', reason, `${what} on node ${nodeName}`);
+    b.say(`${what} on node ${nodeName}`);
+    return false;
+  }
+  if (op.state === 'running') {
+    b.say(`${what} on node ${nodeName}: ${op.message}`);
+    return false;
+  }
+  if (op.state === 'failed') {
+    condition('Executed', 'False', 'TalosError', op.message);
+    b.end('Failed', `could not ${what}: ${op.message}`);
+    return false;
+  }
+  return true;
+}
+
+/** Executing, with the call recorded: what came of it decides, and it is never made again. */
+function afterCall(b: DecisionBuilder, recorded: ExecutionRecord, op: ExecutionStepFacts | undefined): void {
+  const { spec, nodeName, status, condition, event, transition } = b;
+  const call = recorded.call ?? 'the Talos call';
+  if (op?.state === 'running') {
+    b.say(`calling Talos ${call} on node ${nodeName}: ${op.message}`);
+    return;
+  }
+  if (op?.state === 'succeeded') {
+    status.execution = { ...recorded, callResult: 'Acknowledged', reboots: op.disrupts ?? true };
+    condition('Executed', 'True', 'Acknowledged', `Talos acknowledged ${call}: ${op.message}`);
+    event('Normal', 'TalosCallAcknowledged', `Talos acknowledged ${call}: ${op.message}`);
+    transition(
+      'WaitingForNode',
+      `Talos acknowledged ${call} (${op.message}); ${waitingMessage(completionOf(spec, status.execution))}`,
+    );
+    return;
+  }
+  if (op?.state === 'failed' && !op.mayHaveReached) {
+    status.execution = { ...recorded, callResult: 'Failed' };
+    condition('Executed', 'False', 'TalosError', op.message);
+    b.end('Failed', `Talos ${call} failed: ${op.message}`);
+    return;
+  }
+  // Made, perhaps: by a process that is gone, or without an answer. Never again.
+  const why = op
+    ? `no answer from Talos: ${op.message}`
+    : 'the controller restarted (or another replica took over) while it was being made';
+  status.execution = { ...recorded, callResult: 'Unknown' };
+  const completion = completionOf(spec, status.execution);
+  const message = `whether Talos ${call} reached node ${nodeName} is unknown (${why}); it is not made twice`;
+  condition('Executed', 'Unknown', 'OutcomeUnknown', message);
+  event('Warning', 'TalosCallOutcomeUnknown', message);
+  if (completion === 'mark') {
+    // Nothing about the node would show a change applied live.
+    b.end(
+      'Failed',
+      `${message}: check the node's configuration (talosctl get machineconfig -n ${nodeName}) and request the change again if it is not there`,
+    );
+    return;
+  }
+  transition('WaitingForNode', `${message}; ${waitingMessage(completion)}`);
+}

@@ -1,0 +1,52 @@
+// RunningPreHooks: the pre-action hooks of the action's kind that select its node, run
+// in order (src/hooks/plan.ts); once every one succeeded, the action is approved.
+import { bypassedRecords, planHookStage } from '../../hooks/plan.ts';
+import { selectHooks } from '../../hooks/select.ts';
+import type { DecisionBuilder } from '../decision.ts';
+import { PRE_HOOK_KIND } from '../descriptors.ts';
+import { approve } from './approval.ts';
+
+export function runningPreHooks(b: DecisionBuilder): void {
+  const { input, spec, node, nodeName, now, status, condition } = b;
+  if (!node) {
+    b.end('Failed', `node ${nodeName} no longer exists`);
+    return;
+  }
+  const hooks = selectHooks(input.hooks, PRE_HOOK_KIND[spec.action], node.labels);
+  if (spec.bypass?.hooks) {
+    const reason = `bypassed by ${spec.requestedBy}: ${spec.bypass.reason ?? ''}`;
+    const recorded = new Set(b.records().map((r) => r.uid));
+    status.hooks = [
+      ...b.records(),
+      ...bypassedRecords(
+        hooks.filter((h) => !recorded.has(h.metadata.uid)),
+        now,
+        reason,
+      ),
+    ];
+    condition('PreHooksSucceeded', 'True', 'Bypassed', `pre-action hooks ${reason}`);
+    approve(b, node);
+    return;
+  }
+  const plan = planHookStage({
+    now,
+    subject: b.subject(node.bootID),
+    hooks,
+    records: b.records(),
+    jobs: input.jobs,
+    webhooks: input.webhooks,
+  });
+  status.hooks = plan.records;
+  b.effect(...plan.effects);
+  b.wake(plan.requeueAfterMs);
+  if (plan.outcome === 'Succeeded') {
+    condition('PreHooksSucceeded', 'True', 'Succeeded', plan.message);
+    approve(b, node);
+  } else if (plan.outcome === 'Failed') {
+    condition('PreHooksSucceeded', 'False', 'HookFailed', plan.message);
+    b.end('Failed', `pre-action hook failed: ${plan.message}`);
+  } else {
+    condition('PreHooksSucceeded', 'Unknown', 'Running', plan.message);
+    b.say(`pre-action hooks: ${plan.message}`);
+  }
+}

@@ -1,0 +1,101 @@
+// WaitingForHealth: the health gate. The action passes on a fresh evaluation of every
+// check that gates it on its node, all healthy; anything unknown holds it (fail closed).
+import type { NodeActionStatus } from '../../api/node-action.ts';
+import { checkGates } from '../../checks/selection.ts';
+import type { CheckState } from '../../checks/state.ts';
+import type { DecisionBuilder } from '../decision.ts';
+
+/** How often a held health gate asks for a fresh evaluation again (check status changes also wake it). */
+export const HEALTH_RETRY_MS = 5000;
+
+type CheckResult = NonNullable<NodeActionStatus['checks']>[number];
+
+function checkResult(name: string, state: CheckState | undefined, at: Date, bypassed: boolean): CheckResult {
+  const healthy = state?.healthy === true;
+  const message =
+    state === undefined
+      ? 'unknown: the check no longer exists'
+      : state.healthy === undefined
+        ? `unknown: ${state.message}`
+        : state.message;
+  return {
+    name,
+    healthy,
+    ...(bypassed ? { bypassed: true } : {}),
+    probeTime: (state?.lastProbeTime ?? at).toISOString(),
+    message: message.slice(0, 4096),
+  };
+}
+
+function describeChecks(results: readonly CheckResult[]): string {
+  const failing = results.filter((r) => !r.healthy);
+  const shown = failing.slice(0, 5).map((r) => `${r.name} (${r.message})`);
+  return `${shown.join('; ')}${failing.length > 5 ? `; and ${failing.length - 5} more` : ''}`;
+}
+
+export function waitingForHealth(b: DecisionBuilder): void {
+  const { input, spec, node, nodeName, now, status, condition, transition } = b;
+  if (!node) {
+    b.end('Failed', `node ${nodeName} no longer exists`);
+    return;
+  }
+  const gating = input.checks
+    .filter((c) => checkGates(c.spec, spec.action, node.labels))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  if (spec.bypass?.healthChecks) {
+    status.checks = gating.map((c) => checkResult(c.name, c.state, now, true));
+    condition(
+      'HealthChecksPassed',
+      'True',
+      'Bypassed',
+      `health checks bypassed by ${spec.requestedBy}: ${spec.bypass.reason ?? ''}`,
+    );
+    transition('RunningPreHooks', 'health checks bypassed; running pre-action hooks');
+    return;
+  }
+  if (gating.length === 0) {
+    status.checks = [];
+    condition(
+      'HealthChecksPassed',
+      'True',
+      'NoChecks',
+      `no health check gates ${spec.action} on ${nodeName}`,
+    );
+    transition(
+      'RunningPreHooks',
+      `no health check gates ${spec.action} on ${nodeName}; running pre-action hooks`,
+    );
+    return;
+  }
+  const fresh = input.fresh;
+  if (!fresh) {
+    // Held on a recent evaluation: probe again after HEALTH_RETRY_MS, or at once when
+    // a check's latest state differs from what the action was judged on. (Without
+    // this, each write of the held status would bring a new evaluation at once.)
+    const recorded = new Map((status.checks ?? []).map((c) => [c.name, c]));
+    const judgedAt = Math.max(...[...recorded.values()].map((c) => Date.parse(c.probeTime ?? '') || 0));
+    const unchanged =
+      recorded.size === gating.length &&
+      gating.every((c) => recorded.get(c.name)?.healthy === (c.state.healthy === true));
+    const age = now.getTime() - judgedAt;
+    if (recorded.size > 0 && unchanged && age < HEALTH_RETRY_MS) {
+      b.wake(HEALTH_RETRY_MS - age);
+      return;
+    }
+    b.evaluate(gating.map((c) => c.name));
+    return;
+  }
+  // Fail closed: a check the fresh evaluation did not cover counts as unknown.
+  const results = gating.map((c) => checkResult(c.name, fresh.states.get(c.name), fresh.at, false));
+  status.checks = results;
+  if (results.every((r) => r.healthy)) {
+    const message = `${results.length} health check${results.length === 1 ? '' : 's'} healthy`;
+    condition('HealthChecksPassed', 'True', 'Healthy', message);
+    transition('RunningPreHooks', `${message}; running pre-action hooks`);
+    return;
+  }
+  const failing = describeChecks(results);
+  condition('HealthChecksPassed', 'False', 'Waiting', `waiting for ${failing}`);
+  b.say(`waiting for health checks: ${failing}`);
+  b.wake(HEALTH_RETRY_MS);
+}

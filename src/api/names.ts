@@ -1,0 +1,83 @@
+// The well-known names gatehouse writes on objects and reads back: labels, annotations,
+// taints, finalizers and condition types. One module, imported by every reconciler,
+// command and test, so that a name is spelt once and never exported from whichever
+// reconciler happened to use it first. Resource paths are in paths.ts.
+//
+// Who can write each one matters: annotations and labels on a Node or a NodeAction are
+// writable by anyone allowed to patch it, so every reader treats them as claims (see
+// src/boots/record.ts, src/talos/drain.ts and docs/decisions.md).
+
+/** Held by every unfinished NodeAction, so that deleting one cancels it and stops its hook Jobs first. */
+export const NODE_ACTION_FINALIZER = 'talos.dev/node-action';
+
+/** The label that assigns a NodeAction (or an ActionPolicy, a Node) to a named controller instance. */
+export const INSTANCE_LABEL = 'talos.dev/controller-instance';
+
+/** The label Kubernetes puts on control-plane nodes. */
+export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
+
+/** The annotation an External requester sets once it has performed the action. */
+export const EXECUTED_ANNOTATION = 'talos.dev/executed';
+
+/** The boot reconciler's record of a node's boot hooks, on the Node (src/boots/record.ts). */
+export const BOOT_RECORD_ANNOTATION = 'talos.dev/boot-hooks';
+/** An action's announcement of its node's coming boot, on the Node. */
+export const BOOT_ANNOUNCEMENT_ANNOTATION = 'talos.dev/next-boot';
+
+/** The taint a node carries until its NodePrereadyJobs succeeded (DESIGN.md). */
+export const PREREADY_TAINT = 'talos.dev/preready';
+
+/** Marks a cordon made for an action, naming it: only that action's end lifts it (src/talos/drain.ts). */
+export const CORDONED_BY_ANNOTATION = 'talos.dev/cordoned-by';
+
+/** The Idempotency-Key a NodeAction was created with (as sent). */
+export const IDEMPOTENCY_KEY_ANNOTATION = 'talos.dev/idempotency-key';
+/** A digest of (caller, key): how a retried request finds what its first attempt created. */
+export const IDEMPOTENCY_LABEL = 'talos.dev/idempotency-key-hash';
+/** A digest of the request's spec: a key reused with another request is refused. */
+export const FINGERPRINT_ANNOTATION = 'talos.dev/request-fingerprint';
+/** How the NodeAction came to be; the HTTP API writes http-api. */
+export const REQUESTED_VIA_ANNOTATION = 'talos.dev/requested-via';
+
+/** The labels of the hook Jobs gatehouse creates (src/hooks/job.ts). */
+export const HOOK_JOB_LABELS = {
+  managedBy: 'app.kubernetes.io/managed-by',
+  hookKind: 'talos.dev/hook-kind',
+  hook: 'talos.dev/hook',
+  hookUID: 'talos.dev/hook-uid',
+  node: 'talos.dev/node',
+  action: 'talos.dev/action',
+  actionUID: 'talos.dev/action-uid',
+  bootID: 'talos.dev/boot-id',
+  attempt: 'talos.dev/attempt',
+} as const;
+
+/** The annotations of the hook Jobs gatehouse creates: the full names a label value may be too short for. */
+export const HOOK_JOB_ANNOTATIONS = {
+  hook: 'talos.dev/hook',
+  node: 'talos.dev/node',
+  action: 'talos.dev/action',
+} as const;
+
+/** The label selector of every hook Job gatehouse creates. */
+export const HOOK_JOB_SELECTOR = HOOK_JOB_LABELS.hookUID;
+
+/** The condition types of a NodeAction's status, in the order an action meets them. */
+export const NODE_ACTION_CONDITIONS = [
+  'Bypassed',
+  'HealthChecksPassed',
+  'PreHooksSucceeded',
+  'Approved',
+  'Drained',
+  'Executed',
+  'NodeReturned',
+  'PostHooksSucceeded',
+  'Silenced',
+] as const;
+export type NodeActionConditionType = (typeof NODE_ACTION_CONDITIONS)[number];
+
+/** The Alertmanager silences' condition on a NodeAction (src/silences/plan.ts). */
+export const SILENCED_CONDITION: NodeActionConditionType = 'Silenced';
+
+/** An ActionPolicy's one condition: whether it can be applied (its windows open at all). */
+export const POLICY_VALID_CONDITION = 'Valid';

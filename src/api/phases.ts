@@ -1,0 +1,38 @@
+// What the phases of a NodeAction mean to everyone who reads one: the controller, the
+// HTTP API, the dashboard and the CLI.
+import type { NodeActionPhase } from './node-action.ts';
+
+/** Phases after which nothing more happens. */
+export const TERMINAL_PHASES: ReadonlySet<NodeActionPhase> = new Set([
+  'Succeeded',
+  'Failed',
+  'Denied',
+  'Cancelled',
+]);
+
+/** Phases in which an action is approved and not finished: what invariant 3 counts. */
+export const APPROVED_PHASES: ReadonlySet<NodeActionPhase> = new Set([
+  'Approved',
+  'Executing',
+  'WaitingForNode',
+  'RunningPostHooks',
+]);
+
+/**
+ * Phases in which an action holds a slot of its policies' budgets: from admission
+ * (leaving Pending) to the end. Wider than APPROVED_PHASES on purpose: pre-hooks
+ * prepare a node for disruption (noout), so they count against the budget too.
+ */
+export const SLOT_PHASES: ReadonlySet<NodeActionPhase> = new Set([
+  'WaitingForHealth',
+  'RunningPreHooks',
+  ...APPROVED_PHASES,
+]);
+
+export function isTerminal(phase: NodeActionPhase | undefined): boolean {
+  return phase !== undefined && TERMINAL_PHASES.has(phase);
+}
+
+export function holdsSlot(phase: NodeActionPhase | undefined): boolean {
+  return phase !== undefined && SLOT_PHASES.has(phase);
+}

@@ -1,0 +1,18 @@
+// What the Talos executor (execution.ts) knows of a Managed action's steps, as the pure
+// decision core reads it (src/actions): plain data, so the core imports no effect module.
+
+/** The steps of a Managed action the Talos executor makes (executor.ts). */
+export type ExecutionStep = 'prepare' | 'drain' | 'install' | 'call';
+
+/** What the Talos executor knows of one step of an action; in memory, so lost with the process. */
+export interface ExecutionStepFacts {
+  state: 'running' | 'succeeded' | 'failed';
+  /** Progress while it runs; its result, or its error, once it is over. */
+  message: string;
+  /** A failed call: whether it may still have reached Talos (no answer in time, cancelled). */
+  mayHaveReached?: boolean;
+  /** A call Talos acknowledged: whether the node reboots or goes down because of it. */
+  disrupts?: boolean;
+}
+
+export type ExecutionFacts = Partial<Record<ExecutionStep, ExecutionStepFacts>>;
