@@ -161,7 +161,7 @@ async function main(): Promise<number> {
   ];
   for (const p of problems) console.error(p);
   if (problems.length > 0) {
-    console.error(`${problems.length} import cycle(s) in src/ (see docs/decisions.md, "The core's shape")`);
+    console.error(`${problems.length} import problem(s) in src/ (see docs/decisions.md, "The core's shape")`);
     return 1;
   }
   return 0;

@@ -26,7 +26,7 @@ import {
   type WebhookFacts,
 } from '../hooks/plan.ts';
 import { selectHooks, type HookObject } from '../hooks/select.ts';
-import type { EventSpec } from '../kube/events.ts';
+import type { EventSpec } from '../kube/event-spec.ts';
 import { emptyStage, stageDone } from './record.ts';
 
 /** What the boot decision needs to know about the node. */
@@ -139,8 +139,67 @@ function stageAfter(
   };
 }
 
+/** Jobs of earlier boots (including any a crash left behind) are of no use any more: their deletes. */
+function sweepEarlierBoots(input: BootInput, bootID: string, effects: readonly HookEffect[]): HookEffect[] {
+  const deleting = new Set(
+    effects.flatMap((e) => (e.type === 'deleteJob' ? [jobKey(e.namespace, e.name)] : [])),
+  );
+  const sweep: HookEffect[] = [];
+  for (const job of input.nodeJobs) {
+    if (job.bootID === undefined || job.bootID === bootID || job.deleting) continue;
+    if (deleting.has(jobKey(job.namespace, job.name))) continue;
+    sweep.push({
+      type: 'deleteJob',
+      namespace: job.namespace,
+      name: job.name,
+      reason: `a boot hook Job of an earlier boot (${job.bootID}) of node ${input.node.name}`,
+    });
+  }
+  return sweep;
+}
+
 function sameRecord(a: BootRecord | undefined, b: BootRecord | undefined): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** What the announcement on the node means for its current boot. */
+interface AnnouncementReading {
+  /** The announcing action is about to make the node boot again. */
+  announced: boolean;
+  /** The announcement has served (the boot came) or lapsed: it comes off. */
+  removeAnnouncement: boolean;
+  /** The action that caused the current boot, for a boot not recorded yet. */
+  attribution?: BootAction;
+  /** Booted while the announcing action was not approved yet: whose boot it is is not known yet. */
+  undetermined: boolean;
+}
+
+/** The announcement: an action is about to make the node boot, or did. */
+function readAnnouncement(input: BootInput): AnnouncementReading {
+  const { node } = input;
+  const announcement = node.announcement;
+  const bootID = node.bootID;
+  const reading: AnnouncementReading = { announced: false, removeAnnouncement: false, undetermined: false };
+  if (!announcement || bootID === undefined) return reading;
+  const facts = input.actions.get(announcement.action.uid);
+  if (announcement.bootID !== bootID) {
+    if (facts && !ENDED.has(facts.phase) && !APPROVED_OR_LATER.has(facts.phase)) {
+      // Booted before the action was approved (seen so, at least): not its boot. The
+      // action announces again for this boot; until then the taint stays.
+      reading.undetermined = true;
+    } else {
+      reading.removeAnnouncement = true;
+      if (facts && APPROVED_OR_LATER.has(facts.phase) && node.record?.bootID !== bootID)
+        reading.attribution = announcement.action;
+    }
+  } else if (!facts || ENDED.has(facts.phase)) {
+    // The action ended (or is gone) without the node booting: the announcement lapses.
+    // One that succeeded (a Shutdown: the node is down) stands until the node boots.
+    reading.removeAnnouncement = true;
+  } else {
+    reading.announced = true;
+  }
+  return reading;
 }
 
 export function decideBoot(input: BootInput): BootDecision {
@@ -161,32 +220,8 @@ export function decideBoot(input: BootInput): BootDecision {
   const mine = (uid: string | undefined) =>
     uid !== undefined && (input.onlyActions === undefined || input.onlyActions.has(uid));
 
-  // The announcement: an action is about to make the node boot, or did.
   const announcement = node.announcement;
-  let announced = false;
-  let removeAnnouncement = false;
-  let attribution: BootAction | undefined;
-  let undetermined = false;
-  if (announcement && bootID !== undefined) {
-    const facts = actionOf(announcement.action.uid);
-    if (announcement.bootID !== bootID) {
-      if (facts && !ENDED.has(facts.phase) && !APPROVED_OR_LATER.has(facts.phase)) {
-        // Booted before the action was approved (seen so, at least): not its boot. The
-        // action announces again for this boot; until then the taint stays.
-        undetermined = true;
-      } else {
-        removeAnnouncement = true;
-        if (facts && APPROVED_OR_LATER.has(facts.phase) && node.record?.bootID !== bootID)
-          attribution = announcement.action;
-      }
-    } else if (!facts || ENDED.has(facts.phase)) {
-      // The action ended (or is gone) without the node booting: the announcement lapses.
-      // One that succeeded (a Shutdown: the node is down) stands until the node boots.
-      removeAnnouncement = true;
-    } else {
-      announced = true;
-    }
-  }
+  const { announced, removeAnnouncement, attribution, undetermined } = readAnnouncement(input);
 
   const recordIsCurrent = node.record !== undefined && node.record.bootID === bootID;
   const recordAction = recordIsCurrent ? node.record?.action?.uid : attribution?.uid;
@@ -239,22 +274,7 @@ export function decideBoot(input: BootInput): BootDecision {
     wakeIn(ACTION_POLL_MS);
     return finish('waiting to learn whether the announced action caused this boot');
   }
-  // Jobs of earlier boots (including any a crash left behind) are of no use any more.
-  const sweep = () => {
-    const deleting = new Set(
-      effects.flatMap((e) => (e.type === 'deleteJob' ? [jobKey(e.namespace, e.name)] : [])),
-    );
-    for (const job of input.nodeJobs) {
-      if (job.bootID === undefined || job.bootID === bootID || job.deleting) continue;
-      if (deleting.has(jobKey(job.namespace, job.name))) continue;
-      effects.push({
-        type: 'deleteJob',
-        namespace: job.namespace,
-        name: job.name,
-        reason: `a boot hook Job of an earlier boot (${job.bootID}) of node ${node.name}`,
-      });
-    }
-  };
+  const sweep = () => effects.push(...sweepEarlierBoots(input, bootID, effects));
   if (prereadyHooks.length + readyHooks.length === 0) {
     // No boot hooks: nothing to record, nothing to guard.
     if (node.tainted) setTaint(false, 'no NodePrereadyJob selects the node');

@@ -5,13 +5,10 @@ import type { Logger } from '../log.ts';
 import { errorMessage } from '../wait.ts';
 import type { KubeObject } from './informer.ts';
 import type { RestClient } from './rest.ts';
+import type { EventSpec } from './event-spec.ts';
 import { rfc3339 } from './time.ts';
 
-export interface EventSpec {
-  type: 'Normal' | 'Warning';
-  reason: string;
-  message: string;
-}
+export type { EventSpec } from './event-spec.ts';
 
 export { rfc3339 } from './time.ts';
 

@@ -8,7 +8,7 @@ import type { SilenceCallFacts } from './plan.ts';
 import { silenceKey } from './plan.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../wait.ts';
-import { AlertmanagerClient, AlertmanagerError } from './alertmanager.ts';
+import { AlertmanagerClient, AlertmanagerError } from './client.ts';
 
 export interface SilenceCall {
   op: 'hold' | 'release';

@@ -6,7 +6,7 @@
 //
 // A silence is a courtesy, never a gate: nothing here holds back or fails an action.
 // Alertmanager being down shows in the Silenced condition and a Warning Event, and the
-// calls are retried with backoff. Each silence is a lease (src/silences/alertmanager.ts):
+// calls are retried with backoff. Each silence is a lease (src/silences/client.ts):
 // renewed every RENEW_MS to end LEASE_MS later, never past approval + the policy's
 // duration, so a silence that gatehouse cannot expire (it died, Alertmanager was down)
 // lapses by itself within minutes.
@@ -27,7 +27,14 @@ import { APPROVED_PHASES } from '../api/phases.ts';
 import { parseDuration } from '../duration.ts';
 import { findCondition, setCondition } from '../kube/conditions.ts';
 import { policyMatches, type ActionRef, type PolicyFacts } from '../policies/evaluate.ts';
-import { LEASE_MS, normalizeAlertmanagerURL } from './alertmanager.ts';
+
+/** How long a silence lasts past each hold or renewal (client.ts asks Alertmanager for it). */
+export const LEASE_MS = 10 * 60_000;
+
+/** The form in which gatehouse keeps an Alertmanager URL: without trailing slashes. */
+export function normalizeAlertmanagerURL(url: string): string {
+  return url.replace(/\/+$/, '');
+}
 
 /** How often a held silence is renewed: a third of its lease, so two renewals may fail before it lapses. */
 export const RENEW_MS = LEASE_MS / 3;

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { Controller } from '../../src/controller.ts';
-import type { Silence } from '../../src/silences/alertmanager.ts';
+import type { Silence } from '../../src/silences/client.ts';
 import { FakeAlertmanager } from '../support/alertmanager.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { marker, type Silence } from '../../src/silences/alertmanager.ts';
+import { marker, type Silence } from '../../src/silences/client.ts';
 
 export interface AlertmanagerRequest {
   method: string;

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { AlertmanagerClient, AlertmanagerError, LEASE_MS } from '../../src/silences/alertmanager.ts';
+import { AlertmanagerClient, AlertmanagerError } from '../../src/silences/client.ts';
+import { LEASE_MS } from '../../src/silences/plan.ts';
 import { FakeAlertmanager } from '../support/alertmanager.ts';
 
 describe('Alertmanager silences', () => {

@@ -15,8 +15,7 @@ import type { ActionDecision } from '../../src/actions/decide.ts';
 import { holdSilences } from '../../src/actions/silences.ts';
 import type { NodeActionStatus } from '../../src/api/node-action.ts';
 import { APPROVED_PHASES, isTerminal } from '../../src/api/phases.ts';
-import { LEASE_MS } from '../../src/silences/alertmanager.ts';
-import { silenceKey, type SilenceCallFacts } from '../../src/silences/plan.ts';
+import { silenceKey, type SilenceCallFacts, LEASE_MS } from '../../src/silences/plan.ts';
 import { action, T0 } from './action-fixtures.ts';
 
 const AM = 'http://am:9093';

@@ -8,8 +8,8 @@
 // since approval), so if gatehouse dies mid-action the silence lapses by itself within
 // minutes instead of muting the node for the rest of the hour.
 import { errorMessage } from '../wait.ts';
+import { LEASE_MS, normalizeAlertmanagerURL } from './plan.ts';
 
-export const LEASE_MS = 10 * 60_000;
 const CREATED_BY = 'gatehouse';
 
 export interface Matcher {
@@ -67,11 +67,6 @@ function causeOf(error: unknown): string {
 /** What a silence's comment carries so that gatehouse finds it again by the action. */
 export function marker(uid: string): string {
   return `[gatehouse action ${uid}]`;
-}
-
-/** The form in which gatehouse keeps an Alertmanager URL: without trailing slashes. */
-export function normalizeAlertmanagerURL(url: string): string {
-  return url.replace(/\/+$/, '');
 }
 
 export class AlertmanagerClient {
