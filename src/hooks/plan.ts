@@ -123,32 +123,48 @@ export function hookRunOf(record: HookRunRecord, subject: HookSubject): HookRun 
 
 type HookState = 'unstarted' | 'active' | 'succeeded' | 'ignored' | 'failed';
 
-export function planHookStage(input: StageInput): StagePlan {
-  const { now, subject, hooks, jobs, webhooks } = input;
-  const nowText = now.toISOString();
-  const records = [...input.records];
-  const effects: HookEffect[] = [];
-  let requeueAfterMs: number | undefined;
-  const wakeIn = (ms: number) => {
+/**
+ * One planning pass over a stage: the records as they become, the effects, and the
+ * earliest wake-up, changed only through these verbs so that every phase change of a
+ * run is reported to its hook's status.
+ */
+class StageBuilder {
+  readonly records: HookRunRecord[];
+  readonly effects: HookEffect[] = [];
+  requeueAfterMs: number | undefined;
+  readonly nowText: string;
+
+  readonly input: StageInput;
+
+  constructor(input: StageInput) {
+    this.input = input;
+    this.records = [...input.records];
+    this.nowText = input.now.toISOString();
+  }
+
+  wake(ms: number): void {
     const m = Math.max(0, Math.ceil(ms));
-    requeueAfterMs = requeueAfterMs === undefined ? m : Math.min(requeueAfterMs, m);
-  };
-  const changed = (hook: HookObject, record: HookRunRecord) =>
-    effects.push({
+    this.requeueAfterMs = this.requeueAfterMs === undefined ? m : Math.min(this.requeueAfterMs, m);
+  }
+
+  private changed(hook: HookObject, record: HookRunRecord): void {
+    this.effects.push({
       type: 'hookRun',
       hook: { kind: hook.kind, namespace: hook.metadata.namespace, name: hook.metadata.name },
-      run: hookRunOf(record, subject),
+      run: hookRunOf(record, this.input.subject),
     });
+  }
 
   /** Replaces the record at `index`, reporting a phase change to the hook's status. */
-  const update = (index: number, hook: HookObject, next: HookRunRecord) => {
-    const before = records[index];
+  update(index: number, hook: HookObject, next: HookRunRecord): void {
+    const before = this.records[index];
     if (next.message !== undefined) next.message = clip(next.message, MAX_RECORD_MESSAGE);
-    records[index] = next;
-    if (before?.phase !== next.phase) changed(hook, next);
-  };
+    this.records[index] = next;
+    if (before?.phase !== next.phase) this.changed(hook, next);
+  }
 
-  const newAttempt = (hook: HookObject, attempt: number): HookRunRecord => {
+  newAttempt(hook: HookObject, attempt: number): HookRunRecord {
+    const { subject } = this.input;
     const record: HookRunRecord = {
       kind: hook.kind,
       namespace: hook.metadata.namespace,
@@ -157,18 +173,18 @@ export function planHookStage(input: StageInput): StagePlan {
       attempt,
       failurePolicy: hook.spec.failurePolicy ?? 'Fail',
       phase: 'Pending',
-      startTime: nowText,
+      startTime: this.nowText,
       ...(hook.spec.template ? { jobName: hookJobName(subject, hook, attempt) } : {}),
       message: hook.spec.template
         ? `creating Job ${hookJobName(subject, hook, attempt)}`
         : `calling webhook Service ${hook.spec.webhook?.service.name ?? ''}`,
     };
-    records.push(record);
-    changed(hook, record);
+    this.records.push(record);
+    this.changed(hook, record);
     if (hook.spec.template)
-      effects.push({ type: 'createJob', record, job: buildHookJob(hook, subject, attempt) });
+      this.effects.push({ type: 'createJob', record, job: buildHookJob(hook, subject, attempt) });
     else
-      effects.push({
+      this.effects.push({
         type: 'callWebhook',
         key: webhookKey(subject, hook.metadata.uid, attempt),
         hook,
@@ -176,7 +192,129 @@ export function planHookStage(input: StageInput): StagePlan {
         record,
       });
     return record;
-  };
+  }
+
+  /** The newest attempt of a hook that has one. */
+  newest(hook: HookObject): HookRunRecord {
+    return this.records.filter((r) => recordOf(r, hook)).reduce((a, b) => (b.attempt > a.attempt ? b : a));
+  }
+
+  plan(rest: Pick<StagePlan, 'outcome' | 'message' | 'failed'>): StagePlan {
+    return {
+      records: this.records,
+      effects: this.effects,
+      ...rest,
+      ...(this.requeueAfterMs !== undefined ? { requeueAfterMs: this.requeueAfterMs } : {}),
+    };
+  }
+}
+
+/** An unfinished attempt and what is known of it: where it stands, and the attempt's timeout. */
+interface Attempt {
+  hook: HookObject;
+  record: HookRunRecord;
+  index: number;
+  deadline: number;
+  timedOut: boolean;
+  timeoutMessage: string;
+  fail: (message: string) => void;
+}
+
+/** Follows an unfinished attempt that runs as a Job. */
+function followJob(
+  b: StageBuilder,
+  { hook, record, index, deadline, timedOut, timeoutMessage, fail }: Attempt,
+): void {
+  const { now, subject, jobs } = b.input;
+  const jobName = record.jobName ?? '';
+  const facts = jobs.get(jobKey(hook.metadata.namespace, jobName));
+  if (facts?.phase === 'Succeeded' || facts?.phase === 'Failed') {
+    b.update(index, hook, {
+      ...record,
+      phase: facts.phase,
+      completionTime: facts.completionTime ?? b.nowText,
+      message: facts.message,
+    });
+  } else if (timedOut) {
+    fail(`${timeoutMessage}${facts ? `: ${facts.message}` : ''}`);
+    if (facts && !facts.deleting) {
+      b.effects.push({
+        type: 'deleteJob',
+        namespace: hook.metadata.namespace,
+        name: jobName,
+        reason: 'timed out',
+      });
+    }
+  } else if (facts && !facts.deleting) {
+    b.update(index, hook, { ...record, phase: 'Running', message: facts.message });
+    b.wake(deadline - now.getTime());
+  } else if (!facts && record.phase === 'Pending') {
+    // Not created yet (or created and not seen yet: creating again adopts it).
+    b.effects.push({ type: 'createJob', record, job: buildHookJob(hook, subject, record.attempt) });
+    b.wake(deadline - now.getTime());
+  } else {
+    // Seen before and gone now, or being deleted unfinished: someone deleted it. The
+    // attempt failed; a new one (a new Job name) runs while the timeout allows.
+    fail(`Job ${hook.metadata.namespace}/${jobName} was deleted before it finished`);
+    b.newAttempt(hook, record.attempt + 1);
+    b.wake(deadline - now.getTime());
+  }
+}
+
+/** Follows an unfinished attempt that is a webhook call, calling again when due. */
+function followWebhook(
+  b: StageBuilder,
+  { hook, record, index, deadline, timedOut, timeoutMessage, fail }: Attempt,
+): void {
+  const { now, subject, webhooks } = b.input;
+  const facts = webhooks.get(webhookKey(subject, hook.metadata.uid, record.attempt));
+  const last = facts?.last;
+  if (last?.outcome === 'Success' || last?.outcome === 'Failure') {
+    b.update(index, hook, {
+      ...record,
+      phase: last.outcome === 'Success' ? 'Succeeded' : 'Failed',
+      completionTime: last.at.toISOString(),
+      message: last.message,
+    });
+    return;
+  }
+  if (timedOut) {
+    fail(`${timeoutMessage}${last ? `: ${last.message}` : ''}`);
+    return;
+  }
+  const message = last
+    ? last.outcome === 'NotYet'
+      ? `not done yet: ${last.message}`
+      : `${last.message}; calling again`
+    : (record.message ?? '');
+  if (facts?.inFlight) {
+    b.update(index, hook, { ...record, phase: 'Running', message });
+  } else {
+    const due = last
+      ? last.at.getTime() + (last.outcome === 'NotYet' ? last.retryAfterMs : WEBHOOK_ERROR_BACKOFF_MS)
+      : now.getTime();
+    if (now.getTime() >= due) {
+      const next: HookRunRecord = { ...record, phase: 'Running', message };
+      b.update(index, hook, next);
+      b.effects.push({
+        type: 'callWebhook',
+        key: webhookKey(subject, hook.metadata.uid, record.attempt),
+        hook,
+        request: hookRequest(hook, subject),
+        record: next,
+      });
+    } else {
+      b.update(index, hook, { ...record, phase: 'Running', message });
+      b.wake(Math.min(due, deadline) - now.getTime());
+    }
+  }
+  b.wake(deadline - now.getTime());
+}
+
+export function planHookStage(input: StageInput): StagePlan {
+  const { now, hooks } = input;
+  const b = new StageBuilder(input);
+  const records = b.records;
 
   const states = new Map<HookObject, HookState>();
   for (const hook of hooks) {
@@ -196,89 +334,21 @@ export function planHookStage(input: StageInput): StagePlan {
         ...own.map(([r]) => (r.startTime ? Date.parse(r.startTime) : now.getTime())),
       );
       const deadline = firstStart + timeoutMs;
-      const timedOut = now.getTime() >= deadline;
-      const fail = (message: string) =>
-        update(index, hook, { ...record, phase: 'Failed', completionTime: nowText, message });
-      const timeoutMessage = `${hookRef(hook)} timed out after ${formatDuration(timeoutMs)}`;
-
-      if (record.jobName !== undefined) {
-        const facts = jobs.get(jobKey(hook.metadata.namespace, record.jobName));
-        if (facts?.phase === 'Succeeded' || facts?.phase === 'Failed') {
-          update(index, hook, {
-            ...record,
-            phase: facts.phase,
-            completionTime: facts.completionTime ?? nowText,
-            message: facts.message,
-          });
-        } else if (timedOut) {
-          fail(`${timeoutMessage}${facts ? `: ${facts.message}` : ''}`);
-          if (facts && !facts.deleting) {
-            effects.push({
-              type: 'deleteJob',
-              namespace: hook.metadata.namespace,
-              name: record.jobName,
-              reason: 'timed out',
-            });
-          }
-        } else if (facts && !facts.deleting) {
-          update(index, hook, { ...record, phase: 'Running', message: facts.message });
-          wakeIn(deadline - now.getTime());
-        } else if (!facts && record.phase === 'Pending') {
-          // Not created yet (or created and not seen yet: creating again adopts it).
-          effects.push({ type: 'createJob', record, job: buildHookJob(hook, subject, record.attempt) });
-          wakeIn(deadline - now.getTime());
-        } else {
-          // Seen before and gone now, or being deleted unfinished: someone deleted it. The
-          // attempt failed; a new one (a new Job name) runs while the timeout allows.
-          fail(`Job ${hook.metadata.namespace}/${record.jobName} was deleted before it finished`);
-          newAttempt(hook, record.attempt + 1);
-          wakeIn(deadline - now.getTime());
-        }
-      } else {
-        const facts = webhooks.get(webhookKey(subject, hook.metadata.uid, record.attempt));
-        const last = facts?.last;
-        if (last?.outcome === 'Success' || last?.outcome === 'Failure') {
-          update(index, hook, {
-            ...record,
-            phase: last.outcome === 'Success' ? 'Succeeded' : 'Failed',
-            completionTime: last.at.toISOString(),
-            message: last.message,
-          });
-        } else if (timedOut) {
-          fail(`${timeoutMessage}${last ? `: ${last.message}` : ''}`);
-        } else {
-          const message = last
-            ? last.outcome === 'NotYet'
-              ? `not done yet: ${last.message}`
-              : `${last.message}; calling again`
-            : (record.message ?? '');
-          if (facts?.inFlight) {
-            update(index, hook, { ...record, phase: 'Running', message });
-          } else {
-            const due = last
-              ? last.at.getTime() + (last.outcome === 'NotYet' ? last.retryAfterMs : WEBHOOK_ERROR_BACKOFF_MS)
-              : now.getTime();
-            if (now.getTime() >= due) {
-              const next: HookRunRecord = { ...record, phase: 'Running', message };
-              update(index, hook, next);
-              effects.push({
-                type: 'callWebhook',
-                key: webhookKey(subject, hook.metadata.uid, record.attempt),
-                hook,
-                request: hookRequest(hook, subject),
-                record: next,
-              });
-            } else {
-              update(index, hook, { ...record, phase: 'Running', message });
-              wakeIn(Math.min(due, deadline) - now.getTime());
-            }
-          }
-          wakeIn(deadline - now.getTime());
-        }
-      }
+      const attempt: Attempt = {
+        hook,
+        record,
+        index,
+        deadline,
+        timedOut: now.getTime() >= deadline,
+        timeoutMessage: `${hookRef(hook)} timed out after ${formatDuration(timeoutMs)}`,
+        fail: (message: string) =>
+          b.update(index, hook, { ...record, phase: 'Failed', completionTime: b.nowText, message }),
+      };
+      if (record.jobName !== undefined) followJob(b, attempt);
+      else followWebhook(b, attempt);
     }
     // The hook's state is that of its newest attempt.
-    const newest = records.filter((r) => recordOf(r, hook)).reduce((a, b) => (b.attempt > a.attempt ? b : a));
+    const newest = b.newest(hook);
     states.set(
       hook,
       !isFinished(newest)
@@ -293,17 +363,12 @@ export function planHookStage(input: StageInput): StagePlan {
 
   const failedHook = hooks.find((h) => states.get(h) === 'failed');
   if (failedHook) {
-    const failed = records
-      .filter((r) => recordOf(r, failedHook))
-      .reduce((a, b) => (b.attempt > a.attempt ? b : a));
-    return {
-      records,
-      effects,
+    const failed = b.newest(failedHook);
+    return b.plan({
       outcome: 'Failed',
       message: `${hookRef(failedHook)} failed: ${clip(failed.message ?? 'no message', 2048)}`,
       failed,
-      ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
-    };
+    });
   }
 
   // Start what may start: the unstarted hooks of the first group with unfinished hooks.
@@ -312,37 +377,31 @@ export function planHookStage(input: StageInput): StagePlan {
   const current = groups.find((g) => !g.every(done));
   if (!current) {
     const ignored = hooks.filter((h) => states.get(h) === 'ignored').map(hookRef);
-    return {
-      records,
-      effects,
+    return b.plan({
       outcome: 'Succeeded',
       message:
         hooks.length === 0
           ? 'no hooks to run'
           : `${hooks.length} hook${hooks.length === 1 ? '' : 's'} done${ignored.length ? ` (failures ignored: ${ignored.join(', ')})` : ''}`,
-      ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
-    };
+    });
   }
   for (const hook of current) {
     if (states.get(hook) !== 'unstarted') continue;
-    newAttempt(hook, 1);
+    b.newAttempt(hook, 1);
     states.set(hook, 'active');
-    wakeIn(parseDuration(hook.spec.timeout ?? '15m'));
+    b.wake(parseDuration(hook.spec.timeout ?? '15m'));
   }
   const active = hooks
     .filter((h) => states.get(h) === 'active')
     .map((h) => {
-      const latest = records.filter((r) => recordOf(r, h)).reduce((a, b) => (b.attempt > a.attempt ? b : a));
+      const latest = b.newest(h);
       return latest.message ? `${hookRef(h)} (${clip(latest.message, 512)})` : hookRef(h);
     });
   const waiting = hooks.filter((h) => states.get(h) === 'unstarted').length;
-  return {
-    records,
-    effects,
+  return b.plan({
     outcome: 'Running',
     message: `running ${active.join(', ')}${waiting ? `; ${waiting} more after ${waiting === 1 ? 'it' : 'them'}` : ''}`,
-    ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
-  };
+  });
 }
 
 /**
