@@ -4,7 +4,14 @@
 import type { Action } from '../api/common.ts';
 import type { HookKindName } from '../api/hooks.ts';
 import type { ExecutionRecord, NodeActionSpec } from '../api/node-action.ts';
-import { planTalosAction, type TalosPlan } from '../talos/executor.ts';
+import {
+  planConfigChange,
+  planReboot,
+  planReset,
+  planShutdown,
+  planUpgrade,
+  type TalosPlanner,
+} from '../talos/plan.ts';
 
 /** How the controller knows an action has done its work to the node. */
 export type Completion =
@@ -31,10 +38,13 @@ export interface ActionDescriptor {
    * The Talos steps of a Managed action on a node running `osImage` (src/talos/executor.ts).
    * Absent: the action has no Talos call, and is always followed like an External one.
    */
-  talos?: (spec: NodeActionSpec, osImage: string | undefined) => TalosPlan;
+  talos?: TalosPlanner;
 }
 
-/** A ConfigChange's mode: Staged applies on a boot the change does not cause; Try and NoReboot live. */
+/**
+ * Whether a ConfigChange reboots the node, or may (Auto): Staged applies on a boot the
+ * change does not cause, Try and NoReboot apply live.
+ */
 function configReboots(spec: NodeActionSpec): boolean {
   const mode = spec.configChange?.mode ?? 'Auto';
   return mode === 'Reboot' || mode === 'Auto';
@@ -46,25 +56,25 @@ export const ACTION_DESCRIPTORS: Record<Action, ActionDescriptor> = {
     preHookKind: 'PreUpgradeJob',
     completion: () => 'reboot',
     drains: () => true,
-    talos: planTalosAction,
+    talos: planUpgrade,
   },
   Reboot: {
     preHookKind: 'PreRebootJob',
     completion: () => 'reboot',
     drains: () => true,
-    talos: planTalosAction,
+    talos: planReboot,
   },
   Shutdown: {
     preHookKind: 'PreShutdownJob',
     completion: () => 'down',
     drains: () => true,
-    talos: planTalosAction,
+    talos: planShutdown,
   },
   Reset: {
     preHookKind: 'PreResetJob',
     completion: () => 'removed',
     drains: () => true,
-    talos: planTalosAction,
+    talos: planReset,
   },
   ConfigChange: {
     // A configuration change that reboots is, to the node's workloads, a reboot; one
@@ -73,17 +83,13 @@ export const ACTION_DESCRIPTORS: Record<Action, ActionDescriptor> = {
     preHookKind: 'PreRebootJob',
     // Auto (Managed only) may reboot: until the Talos executor reports what Talos
     // decided, it is followed as a change that reboots.
-    completion: (spec, execution) =>
-      execution?.reboots !== undefined
-        ? execution.reboots
-          ? 'reboot'
-          : 'mark'
-        : configReboots(spec)
-          ? 'reboot'
-          : 'mark',
+    completion: (spec, execution) => {
+      if (execution?.reboots !== undefined) return execution.reboots ? 'reboot' : 'mark';
+      return configReboots(spec) ? 'reboot' : 'mark';
+    },
     // Drained when it reboots or may (Auto), not when applied live or staged.
     drains: configReboots,
-    talos: planTalosAction,
+    talos: planConfigChange,
   },
 };
 

@@ -12,12 +12,13 @@
 //   call     the one call that disrupts the node (Reboot, Shutdown, Reset, the legacy
 //            Upgrade, ApplyConfiguration), recorded before it is made and never made twice
 //
-// planTalosAction() says which steps an action has (pure: the decision core uses it);
+// plan.ts says which steps an action has (pure: the decision core uses it);
 // prepareTalosAction(), installTalosUpgrade() and callTalos() make them. Draining,
 // recording and waiting for the node belong to the reconciler.
 import type { NodeActionSpec } from '../api/node-action.ts';
 import type { ApplyMode, TalosClient, WipeMode } from './client.ts';
-import { formatTalosVersion, hasLifecycleUpgrade, talosVersionFromOsImage } from './version.ts';
+import { lifecycleUpgrade } from './plan.ts';
+import { formatTalosVersion, talosVersionFromOsImage } from './version.ts';
 
 export interface TalosTarget {
   /** The node's address (its InternalIP), sent as the `node` header. */
@@ -30,16 +31,6 @@ export interface TalosOutcome {
   /** Whether the node is now rebooting (or halting): the reconciler waits for it. */
   disrupts: boolean;
   message: string;
-}
-
-/** The steps of one action on one node (see the top of this file). */
-export interface TalosPlan {
-  /** What the repeatable step before the drain does, if there is one. */
-  prepare: string | undefined;
-  /** What the repeatable step after the drain does, if there is one. */
-  install: string | undefined;
-  /** The disruptive call, e.g. `MachineService.Reboot`. */
-  call: string;
 }
 
 export interface StepOptions {
@@ -55,51 +46,6 @@ const APPLY: Record<string, ApplyMode> = {
   Staged: 'staged',
   Try: 'try',
 };
-
-/** Whether the node's Talos upgrades through ImageService.Pull + LifecycleService.Upgrade. */
-function lifecycleUpgrade(spec: NodeActionSpec, osImage: string | undefined): boolean {
-  const version = talosVersionFromOsImage(osImage);
-  if (!version)
-    throw new Error(
-      `cannot tell the Talos version of node ${spec.nodeName} from its osImage "${String(osImage)}" (expected "Talos (vX.Y.Z)")`,
-    );
-  return hasLifecycleUpgrade(version);
-}
-
-/**
- * The steps of the action on a node running `osImage`. Throws, with a message for the
- * action's status, when they cannot be chosen (an upgrade of a node whose Talos version
- * is unknown).
- */
-export function planTalosAction(spec: NodeActionSpec, osImage: string | undefined): TalosPlan {
-  switch (spec.action) {
-    case 'Reboot':
-      return { prepare: undefined, install: undefined, call: 'MachineService.Reboot' };
-    case 'Shutdown':
-      return { prepare: undefined, install: undefined, call: 'MachineService.Shutdown' };
-    case 'Reset':
-      return { prepare: undefined, install: undefined, call: 'MachineService.Reset' };
-    case 'ConfigChange': {
-      const ref = spec.configChange?.configSecretRef;
-      return {
-        prepare: `read the machine configuration from Secret ${ref?.name ?? '(none)'}`,
-        install: undefined,
-        call: 'MachineService.ApplyConfiguration',
-      };
-    }
-    case 'Upgrade': {
-      const image = spec.upgrade?.image ?? '';
-      return lifecycleUpgrade(spec, osImage)
-        ? {
-            prepare: `pull ${image}`,
-            install: `install ${image}`,
-            call: 'MachineService.Reboot',
-          }
-        : // Talos before 1.13: the node pulls, installs and reboots by itself.
-          { prepare: undefined, install: undefined, call: 'MachineService.Upgrade' };
-    }
-  }
-}
 
 /** The repeatable step before the drain: pulls the installer image into the node's system containerd. */
 export async function prepareTalosAction(

@@ -10,7 +10,7 @@
 // restart), so a controller that died between installing an upgrade and rebooting
 // into it installs again and reboots, instead of waiting for a reboot nobody makes.
 import type { ExecutionRecord } from '../../api/node-action.ts';
-import type { TalosPlan } from '../../talos/executor.ts';
+import type { TalosPlan } from '../../talos/plan.ts';
 import type { ExecutionStepFacts } from '../../talos/facts.ts';
 import { errorMessage } from '../../wait.ts';
 import type { DecisionBuilder } from '../decision.ts';
