@@ -219,22 +219,28 @@ export function planSilences(
   }
 
   let wakeMs: number | undefined;
-  const wakeIn = (ms: number) => {
-    const m = Math.max(0, Math.ceil(ms));
-    wakeMs = wakeMs === undefined ? m : Math.min(wakeMs, m);
+  const pass: SilencePass = {
+    now,
+    node,
+    deleted,
+    deletedAt,
+    records: [],
+    standings: [],
+    effects,
+    settled: true,
+    wake: (ms: number) => {
+      const m = Math.max(0, Math.ceil(ms));
+      wakeMs = wakeMs === undefined ? m : Math.min(wakeMs, m);
+    },
+    event: (eventType: 'Normal' | 'Warning', reason: string, message: string) =>
+      effects.push({ type: 'event', eventType, reason, message }),
   };
-  const event = (eventType: 'Normal' | 'Warning', reason: string, message: string) =>
-    effects.push({ type: 'event', eventType, reason, message });
-
-  const records: SilenceRecord[] = [];
-  const standings: Standing[] = [];
-  let settled = true;
+  const { records, standings, event } = pass;
   const keys = [...new Set([...observed.keys(), ...wanted.keys(), ...facts.keys()])].sort();
   for (const key of keys) {
     const f = facts.get(key);
     const target = wanted.get(key);
     let r: SilenceRecord | undefined = observed.get(key);
-    const where = (x: { url: string; nodeLabel: string }) => `${x.nodeLabel}="${node}" in ${x.url}`;
 
     // What the latest call found out is the truth about Alertmanager, as far as we know.
     if (f?.state === 'succeeded' && f.op === 'hold' && f.id && f.endsAt) {
@@ -250,157 +256,11 @@ export function planSilences(
       if (f?.state !== 'running') r = { ...r, state: 'Lapsed' };
     }
 
-    if (f?.state === 'running') {
-      if (f.op === 'hold' || (r && !SETTLED.has(r.state))) settled = false;
-      if (r) records.push(r);
-      // A retry keeps showing the failure it retries, so the condition does not flap.
-      const x = r ?? target;
-      const subject = x ? where(x) : 'the node';
-      const error = f.failures > 0 ? (f.message ?? 'failed') : undefined;
-      const unreachable = f.unreachable ?? false;
-      if (f.op === 'hold' && r?.state === 'Active') {
-        const until = `${where(r)} until ${r.endsAt ?? '?'} (silence ${r.id ?? '?'})`;
-        standings.push(
-          error
-            ? {
-                kind: 'renewalFailing',
-                unreachable,
-                text: `silenced ${until}, but renewing it failed: ${error}`,
-              }
-            : { kind: 'active', text: `silenced ${until}` },
-        );
-      } else if (f.op === 'hold') {
-        standings.push(
-          error
-            ? { kind: 'failing', unreachable, text: `no silence of ${subject}: ${error}` }
-            : { kind: 'pending', text: `asking ${subject} for a silence` },
-        );
-      } else {
-        standings.push(
-          error
-            ? {
-                kind: 'failing',
-                unreachable,
-                text: `could not expire the silence of ${subject} yet (${error}); it ends by itself at ${r?.endsAt ?? '?'} at the latest`,
-              }
-            : { kind: 'releasing', text: `expiring the silence of ${subject}` },
-        );
-      }
-      continue;
-    }
-    const retryAt = f?.state === 'failed' ? f.at.getTime() + retryDelayMs(f.failures) : now.getTime();
-    const failure = f?.state === 'failed' ? (f.message ?? 'failed') : undefined;
-
-    if (wanted.has(key)) {
-      settled = false;
-      if (!target) {
-        // Node gone: held as it is.
-        if (r) records.push(r);
-        continue;
-      }
-      const notAfter = target.notAfter.getTime();
-      if (now.getTime() >= notAfter) {
-        if (r) records.push(r);
-        standings.push({
-          kind: 'elapsed',
-          text: `the silence of ${where(target)} ended at ${target.notAfter.toISOString()}, its policy's duration after approval`,
-        });
-        continue;
-      }
-      let due: number | undefined;
-      if (!r || SETTLED.has(r.state) || r.state === 'Pending') due = retryAt;
-      else if (r.endsAt !== undefined && Date.parse(r.endsAt) >= notAfter)
-        due = undefined; // Already lasts as long as it may: nothing to renew.
-      else if (f?.state === 'succeeded' && f.op === 'hold') due = f.at.getTime() + RENEW_MS;
-      else due = f ? retryAt : now.getTime(); // No call yet in this process (a restart): renew now.
-
-      if (due !== undefined && due <= now.getTime()) {
-        effects.push({
-          type: 'silence',
-          op: 'hold',
-          url: target.url,
-          nodeLabel: target.nodeLabel,
-          notAfter: target.notAfter.toISOString(),
-        });
-        if (!r || r.state !== 'Active') {
-          // Recorded before the call, with the end it asks for: the latest it could last.
-          const endsAt = new Date(Math.min(now.getTime() + LEASE_MS, notAfter)).toISOString();
-          r = { url: target.url, nodeLabel: target.nodeLabel, state: 'Pending', endsAt };
-        }
-        settled = false;
-      } else if (due !== undefined) {
-        wakeIn(due - now.getTime());
-      }
-      if (r) records.push(r);
-      if (r?.state === 'Active') {
-        const until = `${where(r)} until ${r.endsAt ?? '?'} (silence ${r.id ?? '?'})`;
-        standings.push(
-          failure && f
-            ? {
-                kind: 'renewalFailing',
-                unreachable: f.unreachable ?? false,
-                text: `silenced ${until}, but renewing it failed: ${failure}`,
-              }
-            : { kind: 'active', text: `silenced ${until}` },
-        );
-      } else if (failure && f) {
-        standings.push({
-          kind: 'failing',
-          unreachable: f.unreachable ?? false,
-          text: `no silence of ${where(target)}: ${failure}`,
-        });
-      } else {
-        standings.push({ kind: 'pending', text: `asking ${where(target)} for a silence` });
-      }
-      continue;
-    }
-
-    // Not wanted (the action ended, or no policy asks for it any more): release.
-    if (!r) continue;
-    if (SETTLED.has(r.state)) {
-      records.push(r);
-      standings.push(
-        r.state === 'Expired'
-          ? { kind: 'expired', text: `the silence of ${where(r)} was expired at ${r.endsAt ?? '?'}` }
-          : {
-              kind: 'lapsed',
-              text: `the silence of ${where(r)} ended by itself at ${r.endsAt ?? '?'}`,
-            },
-      );
-      continue;
-    }
-    const releaseFailed = f?.state === 'failed' && f.op === 'release';
-    if (releaseFailed && deleted && now.getTime() >= deletedAt + RELEASE_GRACE_MS) {
-      // The action is going away, and its deletion waits no longer on Alertmanager: the
-      // lease ends the silence by itself, soon.
-      r = { ...r, state: 'Lapsed' };
-      records.push(r);
-      event(
-        'Warning',
-        'SilenceLapsed',
-        `could not expire the silence of ${where(r)} (${failure ?? 'failed'}); it ends by itself at ${r.endsAt ?? 'the end of its lease'}`,
-      );
-      standings.push({
-        kind: 'lapsed',
-        text: `the silence of ${where(r)} ends by itself at ${r.endsAt ?? '?'}`,
-      });
-      continue;
-    }
-    settled = false;
-    records.push(r);
-    // A failed release is retried with backoff; the first release goes out at once.
-    if (!releaseFailed || retryAt <= now.getTime()) {
-      effects.push({ type: 'silence', op: 'release', url: r.url, nodeLabel: r.nodeLabel });
-      standings.push({ kind: 'releasing', text: `expiring the silence of ${where(r)}` });
-    } else {
-      wakeIn(retryAt - now.getTime());
-      standings.push({
-        kind: 'failing',
-        unreachable: f.unreachable ?? false,
-        text: `could not expire the silence of ${where(r)} yet (${failure ?? 'failed'}); it ends by itself at ${r.endsAt ?? '?'} at the latest`,
-      });
-    }
+    if (f?.state === 'running') whileCalling(pass, f, r, target);
+    else if (wanted.has(key)) hold(pass, f, r, target);
+    else if (r) release(pass, f, r);
   }
+  const settled = pass.settled;
 
   // Events for what changed since the observed status.
   for (const r of records) {
@@ -438,6 +298,195 @@ export function planSilences(
   }
 
   return { status, effects, settled, ...(wakeMs !== undefined ? { wakeAfterMs: wakeMs } : {}) };
+}
+
+/** One planning pass over an action's silences: what it collects, silence by silence. */
+interface SilencePass {
+  now: Date;
+  node: string;
+  deleted: boolean;
+  deletedAt: number;
+  records: SilenceRecord[];
+  standings: Standing[];
+  effects: SilencePlan['effects'];
+  /** No silence is held or being released: cleared by any that is. */
+  settled: boolean;
+  wake: (ms: number) => void;
+  event: (eventType: 'Normal' | 'Warning', reason: string, message: string) => void;
+}
+
+type Place = { url: string; nodeLabel: string };
+
+function place(node: string, x: Place): string {
+  return `${x.nodeLabel}="${node}" in ${x.url}`;
+}
+
+/** A call about the silence is under way: it is shown, and nothing else is done. */
+function whileCalling(
+  p: SilencePass,
+  f: SilenceCallFacts,
+  r: SilenceRecord | undefined,
+  target: SilenceTarget | undefined,
+): void {
+  const where = (x: Place) => place(p.node, x);
+  if (f.op === 'hold' || (r && !SETTLED.has(r.state))) p.settled = false;
+  if (r) p.records.push(r);
+  // A retry keeps showing the failure it retries, so the condition does not flap.
+  const x = r ?? target;
+  const subject = x ? where(x) : 'the node';
+  const error = f.failures > 0 ? (f.message ?? 'failed') : undefined;
+  const unreachable = f.unreachable ?? false;
+  if (f.op === 'hold' && r?.state === 'Active') {
+    const until = `${where(r)} until ${r.endsAt ?? '?'} (silence ${r.id ?? '?'})`;
+    p.standings.push(
+      error
+        ? { kind: 'renewalFailing', unreachable, text: `silenced ${until}, but renewing it failed: ${error}` }
+        : { kind: 'active', text: `silenced ${until}` },
+    );
+  } else if (f.op === 'hold') {
+    p.standings.push(
+      error
+        ? { kind: 'failing', unreachable, text: `no silence of ${subject}: ${error}` }
+        : { kind: 'pending', text: `asking ${subject} for a silence` },
+    );
+  } else {
+    p.standings.push(
+      error
+        ? {
+            kind: 'failing',
+            unreachable,
+            text: `could not expire the silence of ${subject} yet (${error}); it ends by itself at ${r?.endsAt ?? '?'} at the latest`,
+          }
+        : { kind: 'releasing', text: `expiring the silence of ${subject}` },
+    );
+  }
+}
+
+/** When a call that failed may be tried again (now, without a failure), and its error. */
+function retryOf(p: SilencePass, f: SilenceCallFacts | undefined): { retryAt: number; failure?: string } {
+  return f?.state === 'failed'
+    ? { retryAt: f.at.getTime() + retryDelayMs(f.failures), failure: f.message ?? 'failed' }
+    : { retryAt: p.now.getTime() };
+}
+
+/** A silence wanted now: held, renewed when due, retried after a failure. Undefined target: the node is gone. */
+function hold(
+  p: SilencePass,
+  f: SilenceCallFacts | undefined,
+  observed: SilenceRecord | undefined,
+  target: SilenceTarget | undefined,
+): void {
+  const { now } = p;
+  const where = (x: Place) => place(p.node, x);
+  let r = observed;
+  const { retryAt, failure } = retryOf(p, f);
+  p.settled = false;
+  if (!target) {
+    // Node gone: held as it is.
+    if (r) p.records.push(r);
+    return;
+  }
+  const notAfter = target.notAfter.getTime();
+  if (now.getTime() >= notAfter) {
+    if (r) p.records.push(r);
+    p.standings.push({
+      kind: 'elapsed',
+      text: `the silence of ${where(target)} ended at ${target.notAfter.toISOString()}, its policy's duration after approval`,
+    });
+    return;
+  }
+  let due: number | undefined;
+  if (!r || SETTLED.has(r.state) || r.state === 'Pending') due = retryAt;
+  else if (r.endsAt !== undefined && Date.parse(r.endsAt) >= notAfter)
+    due = undefined; // Already lasts as long as it may: nothing to renew.
+  else if (f?.state === 'succeeded' && f.op === 'hold') due = f.at.getTime() + RENEW_MS;
+  else due = f ? retryAt : now.getTime(); // No call yet in this process (a restart): renew now.
+
+  if (due !== undefined && due <= now.getTime()) {
+    p.effects.push({
+      type: 'silence',
+      op: 'hold',
+      url: target.url,
+      nodeLabel: target.nodeLabel,
+      notAfter: target.notAfter.toISOString(),
+    });
+    if (!r || r.state !== 'Active') {
+      // Recorded before the call, with the end it asks for: the latest it could last.
+      const endsAt = new Date(Math.min(now.getTime() + LEASE_MS, notAfter)).toISOString();
+      r = { url: target.url, nodeLabel: target.nodeLabel, state: 'Pending', endsAt };
+    }
+  } else if (due !== undefined) {
+    p.wake(due - now.getTime());
+  }
+  if (r) p.records.push(r);
+  if (r?.state === 'Active') {
+    const until = `${where(r)} until ${r.endsAt ?? '?'} (silence ${r.id ?? '?'})`;
+    p.standings.push(
+      failure && f
+        ? {
+            kind: 'renewalFailing',
+            unreachable: f.unreachable ?? false,
+            text: `silenced ${until}, but renewing it failed: ${failure}`,
+          }
+        : { kind: 'active', text: `silenced ${until}` },
+    );
+  } else if (failure && f) {
+    p.standings.push({
+      kind: 'failing',
+      unreachable: f.unreachable ?? false,
+      text: `no silence of ${where(target)}: ${failure}`,
+    });
+  } else {
+    p.standings.push({ kind: 'pending', text: `asking ${where(target)} for a silence` });
+  }
+}
+
+/** A silence not wanted (the action ended, or no policy asks for it any more): released. */
+function release(p: SilencePass, f: SilenceCallFacts | undefined, observed: SilenceRecord): void {
+  const { now, event } = p;
+  const where = (x: Place) => place(p.node, x);
+  let r = observed;
+  if (SETTLED.has(r.state)) {
+    p.records.push(r);
+    p.standings.push(
+      r.state === 'Expired'
+        ? { kind: 'expired', text: `the silence of ${where(r)} was expired at ${r.endsAt ?? '?'}` }
+        : { kind: 'lapsed', text: `the silence of ${where(r)} ended by itself at ${r.endsAt ?? '?'}` },
+    );
+    return;
+  }
+  const { retryAt, failure } = retryOf(p, f);
+  const releaseFailed = f?.state === 'failed' && f.op === 'release';
+  if (releaseFailed && p.deleted && now.getTime() >= p.deletedAt + RELEASE_GRACE_MS) {
+    // The action is going away, and its deletion waits no longer on Alertmanager: the
+    // lease ends the silence by itself, soon.
+    r = { ...r, state: 'Lapsed' };
+    p.records.push(r);
+    event(
+      'Warning',
+      'SilenceLapsed',
+      `could not expire the silence of ${where(r)} (${failure ?? 'failed'}); it ends by itself at ${r.endsAt ?? 'the end of its lease'}`,
+    );
+    p.standings.push({
+      kind: 'lapsed',
+      text: `the silence of ${where(r)} ends by itself at ${r.endsAt ?? '?'}`,
+    });
+    return;
+  }
+  p.settled = false;
+  p.records.push(r);
+  // A failed release is retried with backoff; the first release goes out at once.
+  if (!releaseFailed || retryAt <= now.getTime()) {
+    p.effects.push({ type: 'silence', op: 'release', url: r.url, nodeLabel: r.nodeLabel });
+    p.standings.push({ kind: 'releasing', text: `expiring the silence of ${where(r)}` });
+  } else {
+    p.wake(retryAt - now.getTime());
+    p.standings.push({
+      kind: 'failing',
+      unreachable: f.unreachable ?? false,
+      text: `could not expire the silence of ${where(r)} yet (${failure ?? 'failed'}); it ends by itself at ${r.endsAt ?? '?'} at the latest`,
+    });
+  }
 }
 
 function silencedCondition(
