@@ -7,7 +7,16 @@ import { holdSilences } from '../../src/actions/silences.ts';
 import type { ActionPolicySpec } from '../../src/api/action-policy.ts';
 import type { NodeActionStatus, SilenceRecord, ObservedNodeAction } from '../../src/api/node-action.ts';
 import type { PolicyFacts } from '../../src/policies/evaluate.ts';
-import { RENEW_MS, RETRY_MAX_MS, retryDelayMs, silenceKey, silenceTargets, type SilenceCallFacts, type SilenceInput, LEASE_MS } from '../../src/silences/plan.ts';
+import {
+  RENEW_MS,
+  RETRY_MAX_MS,
+  retryDelayMs,
+  silenceKey,
+  silenceTargets,
+  type SilenceCallFacts,
+  type SilenceInput,
+  LEASE_MS,
+} from '../../src/silences/plan.ts';
 import { action, at, T0 } from './action-fixtures.ts';
 
 const AM = 'http://am.monitoring:9093';
