@@ -15,6 +15,7 @@ import {
   HOOK_JOB_LABELS,
   CORDONED_BY_ANNOTATION,
   INSTANCE_LABEL,
+  POLICY_VALID_CONDITION,
 } from '../api/names.ts';
 import type { NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
 import { NODE_ACTIONS_PATH, ACTION_POLICIES_PATH } from '../api/paths.ts';
@@ -659,7 +660,7 @@ export class ActionReconciler {
         conditions: setCondition(
           policy.status?.conditions,
           {
-            type: 'Valid',
+            type: POLICY_VALID_CONDITION,
             status: valid ? 'True' : 'False',
             reason: valid ? 'Valid' : 'InvalidWindow',
             message: valid
