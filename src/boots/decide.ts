@@ -158,6 +158,50 @@ function sweepEarlierBoots(input: BootInput, bootID: string, effects: readonly H
   return sweep;
 }
 
+/**
+ * The record of the current boot: the one on the node, or a new one (attributed to the
+ * action that caused the boot, if known) whose earlier runs stop, their Jobs deleted.
+ */
+function currentRecord(
+  input: BootInput,
+  bootID: string,
+  attribution: BootAction | undefined,
+  effects: HookEffect[],
+): BootRecord {
+  const { node, now } = input;
+  if (node.record && node.record.bootID === bootID) return structuredClone(node.record);
+  const record: BootRecord = {
+    bootID,
+    ...(attribution ? { action: attribution } : {}),
+    preready: emptyStage(),
+    ready: emptyStage(),
+  };
+  const old = node.record;
+  if (old) {
+    const reason = `stopped: node ${node.name} booted again (boot ID ${bootID})`;
+    for (const stage of [old.preready, old.ready]) {
+      effects.push(...stopRuns(stage.runs, bootSubject(node, old), now, reason).effects);
+    }
+  }
+  return record;
+}
+
+/** Why a node that NodePrereadyJobs guard must carry the taint now; undefined: it need not. */
+function whyTainted(
+  node: BootNodeFacts,
+  record: BootRecord,
+  prereadyDone: boolean,
+  announcement: BootAnnouncement | undefined,
+): string | undefined {
+  if (!prereadyDone)
+    return record.preready.phase === 'Failed'
+      ? `a NodePrereadyJob failed for boot ${record.bootID}`
+      : `the NodePrereadyJobs of boot ${record.bootID} are not done`;
+  if (!node.ready) return 'the node is NotReady';
+  if (announcement) return `NodeAction ${announcement.action.name} is about to make the node boot again`;
+  return undefined;
+}
+
 function sameRecord(a: BootRecord | undefined, b: BootRecord | undefined): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
@@ -282,25 +326,7 @@ export function decideBoot(input: BootInput): BootDecision {
     return finish('no boot hooks select the node');
   }
 
-  // The record of the current boot; the runs of an earlier boot stop (their Jobs go).
-  let record: BootRecord;
-  if (node.record && recordIsCurrent) {
-    record = structuredClone(node.record);
-  } else {
-    record = {
-      bootID,
-      ...(attribution ? { action: attribution } : {}),
-      preready: emptyStage(),
-      ready: emptyStage(),
-    };
-    const old = node.record;
-    if (old) {
-      const reason = `stopped: node ${node.name} booted again (boot ID ${bootID})`;
-      for (const stage of [old.preready, old.ready]) {
-        effects.push(...stopRuns(stage.runs, bootSubject(node, old), now, reason).effects);
-      }
-    }
-  }
+  const record = currentRecord(input, bootID, attribution, effects);
   sweep();
 
   // A boot an action caused starts its hooks once that action has seen the node return.
@@ -344,15 +370,7 @@ export function decideBoot(input: BootInput): BootDecision {
   const prereadyDone = stageDone(record.preready, prereadyHooks);
 
   // The taint, decided on the record as it will be written.
-  const taintReason = !prereadyDone
-    ? record.preready.phase === 'Failed'
-      ? `a NodePrereadyJob failed for boot ${bootID}`
-      : `the NodePrereadyJobs of boot ${bootID} are not done`
-    : !node.ready
-      ? 'the node is NotReady'
-      : announced && announcement
-        ? `NodeAction ${announcement.action.name} is about to make the node boot again`
-        : undefined;
+  const taintReason = whyTainted(node, record, prereadyDone, announced ? announcement : undefined);
   if (guarded && taintReason) setTaint(true, taintReason);
   else
     setTaint(
