@@ -15,6 +15,7 @@ import { silentLogger } from '../src/log.ts';
 import { sleep, waitFor } from '../src/wait.ts';
 import type { LoadResult } from './load.ts';
 import { ms, percentile, report } from './stats.ts';
+import { record } from './summary.ts';
 
 const run = promisify(execFile);
 
@@ -134,6 +135,11 @@ export async function checksBench(
         ['bare node:http, same body', `${rps(baseline).toFixed(0)} req/s`],
         ['ratio', `${(rps(health) / rps(baseline)).toFixed(2)}× the bare server`],
       ],
+    );
+    record(
+      `/v1/health, ${String(options.checks)} checks: req/s against a bare node:http server`,
+      `${(rps(health) / rps(baseline)).toFixed(2)}×`,
+      '≥ 0.7×',
     );
   } finally {
     await controller.stop();

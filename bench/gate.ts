@@ -2,22 +2,17 @@
 //  - gate latency: a NodeAction created → Approved, with 10 healthy checks gating it
 //    and no hooks, beside the raw watch round trip (create → watch event);
 //  - per-hook overhead: a hook Job seen Complete → the action seen in its next phase;
-//  - API requests per completed action, from the API server's own request counters;
-//  - scale: 5,000 nodes and 1,000 checks — the controller's time to synced caches and
-//    its peak RSS, in a process of its own.
-import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+//  - API requests per completed action, from the API server's own request counters.
+// (Scale, the controller's memory and sync time at 5,000 nodes, is in scale.ts.)
 import { performance } from 'node:perf_hooks';
 import type { Sandbox } from '../sandbox/cluster.ts';
-import { talosNode } from '../sandbox/nodes.ts';
 import { Controller } from '../src/controller.ts';
-import type { KubeObject } from '../src/kube/informer.ts';
-import { slimNode } from '../src/kube/nodes.ts';
 import { RestClient, type WatchEvent } from '../src/kube/rest.ts';
 import { silentLogger } from '../src/log.ts';
 import { installGatehouse } from '../src/manifests/install.ts';
 import { sleep, waitFor } from '../src/wait.ts';
 import { ms, percentile, report } from './stats.ts';
+import { record } from './summary.ts';
 import { measureWatchRoundTrip } from './watch-round-trip.ts';
 
 const API = '/apis/talos.dev/v1alpha1';
@@ -95,7 +90,7 @@ class Observer {
   }
 }
 
-async function requestsServed(api: RestClient): Promise<number> {
+export async function requestsServed(api: RestClient): Promise<number> {
   const text = await api.request<string>('/metrics', { headers: { Accept: 'text/plain' } });
   let total = 0;
   for (const line of text.split('\n')) {
@@ -197,10 +192,17 @@ export async function gateBench(sandbox: Sandbox, samples: number): Promise<void
         ['gate p50 / floor p50', `${(percentile(latencies, 50) / percentile(floor, 50)).toFixed(1)}×`],
       ],
     );
+    record(
+      'gate latency p50 (create → Approved, 10 checks) against the watch round trip p50',
+      `${ms(percentile(latencies, 50))} / ${ms(percentile(floor, 50))} = ${(percentile(latencies, 50) / percentile(floor, 50)).toFixed(1)}×`,
+      '≤ 2.5×',
+    );
+    const perAction = ((after - before - idle) / samples).toFixed(1);
     report('API requests per completed action (apiserver_request_total, idle background subtracted)', [
-      ['requests per action', ((after - before - idle) / samples).toFixed(1)],
+      ['requests per action', perAction],
       ['of which the benchmark client made', '2 (create, mark executed; its watches are long-lived)'],
     ]);
+    record('API requests per completed action', perAction);
 
     // Per-hook overhead: one PreRebootJob (ConfigChange runs them in every mode).
     await api.request(`${API}/namespaces/bench/prerebootjobs`, {
@@ -246,157 +248,5 @@ export async function gateBench(sandbox: Sandbox, samples: number): Promise<void
   } finally {
     observer.stop();
     await controller.stop();
-  }
-}
-
-/** Peak RSS (VmHWM) of a process, in MiB. */
-async function peakRss(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${String(pid)}/status`, 'utf8');
-  const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return kb / 1024;
-}
-
-/** What a kubelet of a busy node adds to its status: 50 images (its default cap) and volumes. */
-function busyNodeStatus(n: number) {
-  return {
-    conditions: ['MemoryPressure', 'DiskPressure', 'PIDPressure', 'Ready'].map((type) => ({
-      type,
-      status: type === 'Ready' ? 'True' : 'False',
-      reason: type === 'Ready' ? 'KubeletReady' : `KubeletHasNo${type}`,
-      message: type === 'Ready' ? 'kubelet is posting ready status' : `kubelet has no ${type}`,
-      lastHeartbeatTime: '2026-11-30T00:00:00Z',
-      lastTransitionTime: '2026-11-30T00:00:00Z',
-    })),
-    images: Array.from({ length: 50 }, (_, i) => ({
-      names: [
-        `registry.example.com/team-${String((n + i) % 40)}/service-${String(i)}@sha256:${i.toString(16).padStart(64, '0')}`,
-        `registry.example.com/team-${String((n + i) % 40)}/service-${String(i)}:v1.${String(i)}.0`,
-      ],
-      sizeBytes: 50_000_000 + i * 1_000_000,
-    })),
-    volumesInUse: Array.from(
-      { length: 8 },
-      (_, i) => `kubernetes.io/csi/rbd.csi.ceph.com^0001-${String(n)}-${String(i)}`,
-    ),
-    volumesAttached: Array.from({ length: 8 }, (_, i) => ({
-      name: `kubernetes.io/csi/rbd.csi.ceph.com^0001-${String(n)}-${String(i)}`,
-      devicePath: '',
-    })),
-  };
-}
-
-/** Mean JSON size of a Node as the API server serves it, and as the controller caches it. */
-async function nodeCacheSizes(api: RestClient): Promise<{ served: number; cached: number }> {
-  const list = await api.request<{ items: KubeObject[] }>('/api/v1/nodes', { query: { limit: 200 } });
-  let served = 0;
-  let cached = 0;
-  for (const node of list.items) {
-    served += JSON.stringify(node).length;
-    delete (node.metadata as { managedFields?: unknown }).managedFields;
-    cached += JSON.stringify(slimNode(node)).length;
-  }
-  return { served: served / list.items.length, cached: cached / list.items.length };
-}
-
-export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number): Promise<void> {
-  const api = new RestClient(sandbox.kubeConfig());
-  await installGatehouse(api, { withoutDeployment: true });
-  const t0 = performance.now();
-  const names = Array.from({ length: nodes }, (_, i) => `scale-${String(i).padStart(5, '0')}`);
-  for (let i = 0; i < names.length; i += 100) {
-    await Promise.all(
-      names.slice(i, i + 100).map((name, j) => {
-        const node = talosNode(
-          {
-            name,
-            role: 'worker',
-            internalIP: `10.99.${String(Math.floor((i + j) / 250))}.${String(((i + j) % 250) + 2)}`,
-          },
-          sandbox.state.kubernetesVersion,
-        );
-        // Not simulated by kwok: the point is the controller's caches, not 5,000 kubelets.
-        // But as big as a kubelet makes them: the images it reports (up to 50) and volumes.
-        node.metadata = { name, labels: node.metadata?.labels ?? {} };
-        Object.assign(node.status ?? {}, busyNodeStatus(i + j));
-        return api.request('/api/v1/nodes', { method: 'POST', body: node });
-      }),
-    );
-  }
-  for (let i = 0; i < checks; i += 100) {
-    await Promise.all(
-      Array.from({ length: Math.min(100, checks - i) }, (_, j) =>
-        api.request(`${API}/clusterhealthchecks`, {
-          method: 'POST',
-          body: {
-            apiVersion: 'talos.dev/v1alpha1',
-            kind: 'ClusterHealthCheck',
-            metadata: { name: `scale-${String(i + j)}` },
-            spec: {
-              interval: '60s',
-              nodes: {
-                selector: { matchLabels: { 'kubernetes.io/hostname': names[(i + j) % names.length] ?? '' } },
-              },
-            },
-          },
-        }),
-      ),
-    );
-  }
-  const created = performance.now() - t0;
-  // The controller in a process of its own, so its RSS is its own.
-  const child = spawn(
-    process.execPath,
-    [
-      'src/cli/main.ts',
-      'controller',
-      '--kubeconfig',
-      sandbox.kubeconfig,
-      '--listen-host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--log-level',
-      'info',
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const started = performance.now();
-  try {
-    const url = await new Promise<string>((resolve, reject) => {
-      let buffer = '';
-      child.stdout.on('data', (d: Buffer) => {
-        buffer += d.toString();
-        const match = /"url":"(http:\/\/[^"]+)"/.exec(buffer);
-        if (match?.[1]) resolve(match[1]);
-      });
-      child.once('exit', (code) => reject(new Error(`controller exited with ${String(code)}`)));
-    });
-    await waitFor(
-      'the controller to be ready (caches synced)',
-      async () => ((await fetch(`${url}/readyz`)).status === 200 ? true : undefined),
-      { timeoutMs: 300_000, intervalMs: 50 },
-    );
-    const synced = performance.now() - started;
-    await sleep(15_000); // a quarter of the checks' interval: steady state, probes running
-    const rss = await peakRss(child.pid ?? 0);
-    const sizes = await nodeCacheSizes(api);
-    const metrics = await (await fetch(`${url}/metrics`)).text();
-    const gauge = (name: string) =>
-      Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN) / 2 ** 20;
-    report(`scale: ${String(nodes)} nodes, ${String(checks)} checks (controller in its own process)`, [
-      ['objects created in', ms(created)],
-      ['controller start → caches synced (/readyz 200)', ms(synced)],
-      ['controller peak RSS', `${rss.toFixed(0)} MiB`],
-      [
-        'steady state: RSS, V8 heap in use',
-        `${gauge('gatehouse_process_resident_memory_bytes').toFixed(0)} MiB, ${gauge('gatehouse_nodejs_heap_size_used_bytes').toFixed(0)} MiB`,
-      ],
-      [
-        'a Node as served → as cached (JSON)',
-        `${(sizes.served / 1024).toFixed(1)} KiB → ${(sizes.cached / 1024).toFixed(1)} KiB (${(sizes.cached / sizes.served).toFixed(2)}×)`,
-      ],
-    ]);
-  } finally {
-    child.kill('SIGTERM');
   }
 }

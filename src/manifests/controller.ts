@@ -15,6 +15,8 @@ export const LEASE_NAME = 'gatehouse-controller';
 /** The Secret Talos creates for a talos.dev/v1alpha1 ServiceAccount of that name, or one made from a talosconfig. */
 export const TALOS_SECRET = 'gatehouse-talos';
 export const HTTP_PORT = 8080;
+/** The Node flags the controller runs with (NODE_OPTIONS); the scale benchmark starts it with the same. */
+export const CONTROLLER_NODE_OPTIONS = '';
 
 export function labels(component?: string): Record<string, string> {
   return {
