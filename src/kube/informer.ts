@@ -6,7 +6,7 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.ts';
 import { sleep } from '../wait.ts';
-import { KubeApiError, type RestClient, type WatchEvent } from './rest.ts';
+import { KubeApiError, type ListFields, type RestClient, type WatchEvent } from './rest.ts';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -37,6 +37,8 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
   idleTimeoutMs?: number;
   minBackoffMs?: number;
   maxBackoffMs?: number;
+  /** Objects per list page (limit); default 500, as client-go's reflector asks. */
+  pageSize?: number;
   /**
    * Trims each object before it is cached (after managedFields are dropped), as client-go's
    * SetTransform does: the cache then holds only what its readers need.
@@ -94,6 +96,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
       idleTimeoutMs: 330_000,
       minBackoffMs: 200,
       maxBackoffMs: 30_000,
+      pageSize: LIST_PAGE,
       ...options,
     };
     this.transform = transform as ((object: KubeObject) => KubeObject) | undefined;
@@ -184,23 +187,29 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
 
   private async relist(signal: AbortSignal): Promise<void> {
     this.stats.lists++;
-    // In pages, so that 5,000 nodes never sit in memory as one response at once.
-    type Page = { items: T[]; metadata: { resourceVersion: string; continue?: string } };
+    // In pages, so that 5,000 nodes never sit in memory as one response; and each page
+    // decoded as it arrives, each item trimmed as soon as it is complete (list-decoder.ts).
     const items: T[] = [];
-    let page: Page | undefined;
+    let metadata: ListFields['metadata'];
     do {
-      page = await this.options.rest.request<Page>(this.options.path, {
-        query: {
-          labelSelector: this.options.labelSelector,
-          fieldSelector: this.options.fieldSelector,
-          limit: LIST_PAGE,
-          continue: page?.metadata.continue,
+      const page = await this.options.rest.listPage(
+        this.options.path,
+        {
+          query: {
+            labelSelector: this.options.labelSelector,
+            fieldSelector: this.options.fieldSelector,
+            limit: this.options.pageSize,
+            continue: metadata?.continue,
+          },
+          signal,
         },
-        signal,
-      });
-      for (const item of page.items) items.push(this.trim(item));
-    } while (page.metadata.continue);
-    const list = { items, metadata: page.metadata };
+        (item) => items.push(this.trim(item as T)),
+      );
+      metadata = page.metadata;
+    } while (metadata?.continue);
+    if (metadata?.resourceVersion === undefined)
+      throw new Error(`list ${this.options.path}: no resourceVersion`);
+    const list = { items, metadata: { resourceVersion: metadata.resourceVersion } };
     const seen = new Set<string>();
     for (const item of list.items) {
       const key = objectKey(item);

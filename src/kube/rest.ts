@@ -8,10 +8,29 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
+import { createSecureContext } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { ListDecoder } from './list-decoder.ts';
 
 /** Idle connections are closed after this long: before kube-apiserver closes them (after 90 s). */
 const IDLE_CONNECTION_MS = 30_000;
+
+/**
+ * Requests in flight at once (watches apart): each needs a TLS connection of its own, and
+ * each connection costs ~80 KiB of native memory on this side. A controller starting
+ * with 1,000 checks probes them all within a second; unbounded, that opened hundreds of
+ * connections at once (docs/decisions.md, "What the controller caches"). The API server
+ * answers 32 at a time about as fast as it answers hundreds, so the rest wait in line.
+ */
+export const MAX_REQUESTS_IN_FLIGHT = 32;
+
+interface Pool {
+  key: string;
+  /** Short requests, at most MAX_REQUESTS_IN_FLIGHT connections. */
+  requests: HttpsAgent;
+  /** Watches: each holds its connection for minutes, so they never wait for (or block) requests. */
+  watches: HttpsAgent;
+}
 
 /** A refusal from the API server, carrying its Status (reason, message, details). */
 export class KubeApiError extends Error {
@@ -47,7 +66,7 @@ export interface RestRequest {
 export class RestClient {
   readonly kubeConfig: KubeConfig;
   private readonly server: string;
-  private pool: { key: string; agent: HttpsAgent } | undefined;
+  private pool: Pool | undefined;
 
   constructor(kubeConfig: KubeConfig) {
     const cluster = kubeConfig.getCurrentCluster();
@@ -58,46 +77,121 @@ export class RestClient {
 
   async request<T = unknown>(path: string, req: RestRequest = {}): Promise<T> {
     const method = req.method ?? 'GET';
+    const { status, body: text } = await this.exchange(path, req, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      return new Promise<string>((resolve, reject) => {
+        res.on('end', () => resolve(text));
+        res.on('error', reject);
+      });
+    });
+    const parsed = parse(text);
+    if (status < 200 || status >= 300) {
+      const body =
+        parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : { message: text };
+      throw new KubeApiError(method, new URL(this.server + path).pathname, status, body);
+    }
+    return parsed as T;
+  }
+
+  /**
+   * One page of a list (GET of a collection), decoded as it arrives (list-decoder.ts):
+   * `onItem` gets each item as soon as its bytes are in, so that a page of big objects is
+   * never held whole. Resolves with the list's other fields (its metadata: resourceVersion,
+   * continue). A refusal rejects with a KubeApiError, as request() does; a malformed body,
+   * or an exception from `onItem`, rejects with that error and closes the connection.
+   */
+  async listPage(
+    path: string,
+    req: Pick<RestRequest, 'query' | 'headers' | 'signal'>,
+    onItem: (item: unknown) => void,
+  ): Promise<ListFields> {
+    const { status, body } = await this.exchange<{ text?: string; fields?: ListFields }>(path, req, (res) => {
+      if ((res.statusCode ?? 0) < 200 || (res.statusCode ?? 0) >= 300) {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        return new Promise((resolve, reject) => {
+          res.on('end', () => resolve({ text }));
+          res.on('error', reject);
+        });
+      }
+      const decoder = new ListDecoder(onItem);
+      return new Promise((resolve, reject) => {
+        res.on('data', (chunk: Buffer) => {
+          try {
+            decoder.write(chunk);
+          } catch (error) {
+            res.destroy(error instanceof Error ? error : new Error(String(error)));
+          }
+        });
+        res.on('end', () => {
+          try {
+            resolve({ fields: decoder.end() });
+          } catch (error) {
+            reject(error instanceof Error ? error : new Error(String(error)));
+          }
+        });
+        res.on('error', reject);
+        res.on('aborted', () => reject(new Error(`list ${path} aborted by the server`)));
+      });
+    });
+    if (body.fields) return body.fields;
+    const text = body.text ?? '';
+    const parsed = parse(text);
+    throw new KubeApiError(
+      'GET',
+      new URL(this.server + path).pathname,
+      status,
+      parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : { message: text },
+    );
+  }
+
+  /**
+   * Sends a request and hands its response to `read`, which resolves once the body has been
+   * read. A kept-alive connection the server closed as we reused it never got the request:
+   * a read is sent again on a new connection, a write never is (never twice).
+   */
+  private async exchange<R>(
+    path: string,
+    req: RestRequest,
+    read: (res: IncomingMessage) => Promise<R>,
+  ): Promise<{ status: number; body: R }> {
+    const method = req.method ?? 'GET';
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(req.query ?? {}))
       if (v !== undefined) url.searchParams.set(k, String(v));
     const payload =
       req.body === undefined ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body);
-    const options = await this.options(url, {
-      method,
-      headers: {
-        Accept: 'application/json',
-        ...(payload !== undefined ? { 'Content-Type': req.contentType ?? 'application/json' } : {}),
-        ...req.headers,
+    const options = await this.options(
+      url,
+      {
+        method,
+        headers: {
+          Accept: 'application/json',
+          ...(payload !== undefined ? { 'Content-Type': req.contentType ?? 'application/json' } : {}),
+          ...req.headers,
+        },
+        ...(req.signal ? { signal: req.signal } : {}),
       },
-      ...(req.signal ? { signal: req.signal } : {}),
-    });
+      'requests',
+    );
     const send = (retried: boolean) =>
-      new Promise<{ status: number; text: string }>((resolve, reject) => {
+      new Promise<{ status: number; body: R }>((resolve, reject) => {
+        let responded = false;
         const r = this.send(url, options, (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (chunk: string) => (text += chunk));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-          res.on('error', reject);
+          responded = true;
+          read(res).then((body) => resolve({ status: res.statusCode ?? 0, body }), reject);
         });
         r.on('error', (error: NodeJS.ErrnoException) => {
-          // A kept-alive connection the server closed as we reused it: the request never
-          // reached it. Reads are sent again on a new connection; writes are not (never twice).
-          if (r.reusedSocket && error.code === 'ECONNRESET' && method === 'GET' && !retried) {
+          if (!responded && r.reusedSocket && error.code === 'ECONNRESET' && method === 'GET' && !retried) {
             send(true).then(resolve, reject);
           } else reject(error);
         });
         r.end(payload);
       });
-    const { status, text } = await send(false);
-    const parsed = parse(text);
-    if (status < 200 || status >= 300) {
-      const body =
-        parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : { message: text };
-      throw new KubeApiError(method, url.pathname, status, body);
-    }
-    return parsed as T;
+    return send(false);
   }
 
   private send(url: URL, options: RequestOptions, onResponse: (res: IncomingMessage) => void): ClientRequest {
@@ -112,7 +206,11 @@ export class RestClient {
    * a new pool; the old one's idle connections close on their own. Behind a proxy the
    * kubeconfig's proxy agent is used as it is.
    */
-  private async options(url: URL, base: RequestOptions): Promise<RequestOptions> {
+  private async options(
+    url: URL,
+    base: RequestOptions,
+    use: 'requests' | 'watches',
+  ): Promise<RequestOptions> {
     const options = { ...base };
     await this.kubeConfig.applyToHTTPSOptions(options);
     if (url.protocol !== 'https:' || this.kubeConfig.getCurrentCluster()?.proxyUrl) return options;
@@ -127,9 +225,14 @@ export class RestClient {
     };
     const key = fingerprint(tls);
     if (this.pool?.key !== key) {
-      this.pool = { key, agent: new HttpsAgent({ ...tls, keepAlive: true, timeout: IDLE_CONNECTION_MS }) };
+      // One TLS context for every connection of the pool: otherwise each connection parses
+      // the CA, certificate and key again into a context of its own.
+      const secureContext = createSecureContext(tls);
+      const agent = (maxSockets: number) =>
+        new HttpsAgent({ ...tls, secureContext, keepAlive: true, timeout: IDLE_CONNECTION_MS, maxSockets });
+      this.pool = { key, requests: agent(MAX_REQUESTS_IN_FLIGHT), watches: agent(Infinity) };
     }
-    options.agent = this.pool.agent;
+    options.agent = this.pool[use];
     return options;
   }
 
@@ -150,11 +253,11 @@ export class RestClient {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
     url.searchParams.set('watch', 'true');
-    const options = await this.options(url, {
-      method: 'GET',
-      headers: { Accept: 'application/json' },
-      ...(signal ? { signal } : {}),
-    });
+    const options = await this.options(
+      url,
+      { method: 'GET', headers: { Accept: 'application/json' }, ...(signal ? { signal } : {}) },
+      'watches',
+    );
     await new Promise<void>((resolve, reject) => {
       const r = this.send(url, options, (res) => {
         res.setEncoding('utf8');
@@ -231,6 +334,13 @@ function fingerprint(values: Record<string, unknown>): string {
     }
   }
   return hash.digest('hex');
+}
+
+/** A list's fields besides its items. */
+export interface ListFields {
+  kind?: string;
+  apiVersion?: string;
+  metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number };
 }
 
 export interface WatchEvent {

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { Informer, type KubeObject } from '../../src/kube/informer.ts';
+import type { RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
 import { sleep } from '../../src/wait.ts';
 import { compactEtcd } from '../../sandbox/cluster.ts';
@@ -154,5 +155,80 @@ describe('Informer', () => {
     );
     assert.deepEqual(deleted, ['doomed']);
     assert.equal(inf.stats.lists, 2);
+  });
+
+  it('lists in pages, each decoded as it arrives, and caches every object of every page', async (t) => {
+    const namespace = await freshNamespace(t);
+    // Text that a decoder cutting at the wrong byte would break: quotes, brackets, escapes, UTF-8.
+    const text = (i: number) => `"${'é日😀\\]},'.repeat(i * 40)}"`;
+    await Promise.all(
+      Array.from({ length: 23 }, (_, i) => create(namespace, `cm-${String(i)}`, { text: text(i) })),
+    );
+    const pages: (string | undefined)[] = [];
+    const counting = Object.assign(Object.create(api) as RestClient, {
+      listPage: (...args: Parameters<RestClient['listPage']>) => {
+        pages.push(args[1].query?.continue as string | undefined);
+        return api.listPage(...args);
+      },
+    });
+    const inf = new Informer<KubeObject & { data?: Record<string, string> }>({
+      rest: counting,
+      path: `/api/v1/namespaces/${namespace}/configmaps`,
+      log: silentLogger(),
+      pageSize: 5,
+    });
+    inf.start();
+    t.after(() => inf.stop());
+    await inf.waitForSync();
+    assert.equal(pages.length, 5, '23 objects in pages of 5');
+    assert.equal(pages[0], undefined);
+    assert.ok(
+      pages.slice(1).every((p) => typeof p === 'string' && p.length > 0),
+      'each next page by its token',
+    );
+    for (let i = 0; i < 23; i++) assert.equal(inf.get(`${namespace}/cm-${String(i)}`)?.data?.text, text(i));
+    await consistent(inf, namespace);
+  });
+
+  it('starts the list over when its continue token expires between pages (410 Gone)', async (t) => {
+    // PodTemplates skip the watch cache: a compaction between two pages expires the token.
+    const namespace = await freshNamespace(t);
+    const path = `/api/v1/namespaces/${namespace}/podtemplates`;
+    const template = (name: string) => ({
+      metadata: { name },
+      template: { spec: { containers: [{ name: 'c', image: 'i' }] } },
+    });
+    for (let i = 0; i < 7; i++) await api.request(path, { method: 'POST', body: template(`t-${String(i)}`) });
+    let compacted = false;
+    const compacting = Object.assign(Object.create(api) as RestClient, {
+      listPage: async (...args: Parameters<RestClient['listPage']>) => {
+        if (args[1].query?.continue && !compacted) {
+          compacted = true;
+          await api.request(path, { method: 'POST', body: template('between-pages') });
+          await compactEtcd(await testSandboxState());
+        }
+        return api.listPage(...args);
+      },
+    });
+    const inf = new Informer<KubeObject>({
+      rest: compacting,
+      path,
+      log: silentLogger(),
+      minBackoffMs: 50,
+      pageSize: 3,
+    });
+    inf.start();
+    t.after(() => inf.stop());
+    await inf.waitForSync();
+    assert.ok(compacted);
+    assert.equal(inf.stats.gone, 1, 'the expired token was a 410');
+    assert.equal(inf.stats.lists, 2, 'and the list started over');
+    assert.deepEqual(
+      inf
+        .list()
+        .map((o) => o.metadata.name)
+        .sort(),
+      ['between-pages', ...Array.from({ length: 7 }, (_, i) => `t-${String(i)}`)].sort(),
+    );
   });
 });

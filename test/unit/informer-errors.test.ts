@@ -1,5 +1,6 @@
 // How the informer recovers from what the API server says inside a watch stream, and
-// from being stopped at any moment — with a RestClient stand-in that scripts the server.
+// from being stopped at any moment — with a RestClient stand-in that scripts the server
+// (its list pages deliver their items as RestClient.listPage does).
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { Informer, type KubeObject } from '../../src/kube/informer.ts';
@@ -12,13 +13,14 @@ it('relists after an error the server put in the stream, instead of resuming int
   const lists: string[] = [];
   const watchedFrom: (string | undefined)[] = [];
   const server = {
-    request: (): Promise<unknown> => {
+    listPage: (_path: string, _req: unknown, onItem: (o: KubeObject) => void): Promise<unknown> => {
       lists.push('list');
-      return Promise.resolve(
+      const page =
         lists.length === 1
           ? { items: [item('a', '1')], metadata: { resourceVersion: '1' } }
-          : { items: [item('a', '1'), item('b', '7')], metadata: { resourceVersion: '7' } },
-      );
+          : { items: [item('a', '1'), item('b', '7')], metadata: { resourceVersion: '7' } };
+      page.items.forEach(onItem);
+      return Promise.resolve({ metadata: page.metadata });
     },
     watch: (
       _path: string,
@@ -57,9 +59,9 @@ it('stops at once when stopped while listing, without opening a watch', async ()
   let release: () => void = () => undefined;
   let watches = 0;
   const server = {
-    request: () =>
+    listPage: () =>
       new Promise((resolve) => {
-        release = () => resolve({ items: [], metadata: { resourceVersion: '1' } });
+        release = () => resolve({ metadata: { resourceVersion: '1' } });
       }),
     watch: () => {
       watches++;

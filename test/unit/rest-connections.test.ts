@@ -11,7 +11,7 @@ import type { TLSSocket } from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { CertificateAuthority } from '../../sandbox/pki.ts';
-import { KubeApiError, RestClient } from '../../src/kube/rest.ts';
+import { KubeApiError, MAX_REQUESTS_IN_FLIGHT, RestClient } from '../../src/kube/rest.ts';
 
 let dir: string;
 let server: Server;
@@ -19,6 +19,8 @@ let url: string;
 let ca: CertificateAuthority;
 /** Each TLS connection the server accepted, with the client certificate's common name. */
 const connections: string[] = [];
+/** Requests to /slow being answered now, and the most at once. */
+const inFlight = { now: 0, max: 0 };
 /** Requests to /drop close their connection without an answer when it was used before. */
 const requestsOn = new WeakMap<object, number>();
 
@@ -67,6 +69,20 @@ before(async () => {
       requestsOn.set(socket, count);
       if (req.url === '/drop' && count > 1) {
         socket.destroy();
+        return;
+      }
+      if (req.url?.startsWith('/watch')) {
+        // A watch: open until the client goes.
+        res.writeHead(200, { 'Content-Type': 'application/json' }).flushHeaders();
+        return;
+      }
+      if (req.url === '/slow') {
+        inFlight.now++;
+        inFlight.max = Math.max(inFlight.max, inFlight.now);
+        setTimeout(() => {
+          inFlight.now--;
+          res.end('{}');
+        }, 100);
         return;
       }
       req.resume();
@@ -132,5 +148,44 @@ describe('REST client connections', () => {
     await api.request('/');
     await api.request('/');
     assert.deepEqual(connections.slice(before), ['carol', 'carol-renewed']);
+  });
+
+  it('keeps at most MAX_REQUESTS_IN_FLIGHT requests (and connections) open, however many are asked', async () => {
+    const kc = kubeConfig(await clientCert('dave'));
+    const api = new RestClient(kc);
+    const before = connections.length;
+    inFlight.max = 0;
+    await Promise.all(Array.from({ length: 200 }, () => api.request('/slow')));
+    assert.ok(
+      inFlight.max <= MAX_REQUESTS_IN_FLIGHT,
+      `${String(inFlight.max)} at once: the rest waited in line`,
+    );
+    const opened = connections.slice(before).length;
+    assert.ok(opened <= MAX_REQUESTS_IN_FLIGHT, `${String(opened)} connections`);
+  });
+
+  it('never lets watches take the connections requests need', async () => {
+    const kc = kubeConfig(await clientCert('erin'));
+    const api = new RestClient(kc);
+    const stop = new AbortController();
+    const opened: Promise<void>[] = [];
+    const watches = Array.from({ length: MAX_REQUESTS_IN_FLIGHT }, () => {
+      const open = Promise.withResolvers<undefined>();
+      opened.push(open.promise);
+      return api
+        .watch(
+          '/watch',
+          {},
+          () => undefined,
+          stop.signal,
+          () => open.resolve(undefined),
+        )
+        .catch(() => undefined);
+    });
+    await Promise.all(opened);
+    const answer = await api.request<{ method: string }>('/', { signal: AbortSignal.timeout(5000) });
+    assert.equal(answer.method, 'GET');
+    stop.abort();
+    await Promise.all(watches);
   });
 });
