@@ -28,9 +28,15 @@ interface Pool {
   key: string;
   /** Short requests, at most MAX_REQUESTS_IN_FLIGHT connections. */
   requests: HttpsAgent;
-  /** Watches: each holds its connection for minutes, so they never wait for (or block) requests. */
-  watches: HttpsAgent;
+  /**
+   * The informers' watches and list pages: a watch holds its connection for minutes, and a
+   * cache's sync should not wait behind a thousand probes. There are as many at once as
+   * there are informers (and followed objects), so this pool needs no bound of its own.
+   */
+  streams: HttpsAgent;
 }
+
+type PoolName = 'requests' | 'streams';
 
 /** A refusal from the API server, carrying its Status (reason, message, details). */
 export class KubeApiError extends Error {
@@ -101,42 +107,48 @@ export class RestClient {
    * never held whole. Resolves with the list's other fields (its metadata: resourceVersion,
    * continue). A refusal rejects with a KubeApiError, as request() does; a malformed body,
    * or an exception from `onItem`, rejects with that error and closes the connection.
+   * Pages travel with the watches, not in line behind requests (see Pool).
    */
   async listPage(
     path: string,
     req: Pick<RestRequest, 'query' | 'headers' | 'signal'>,
     onItem: (item: unknown) => void,
   ): Promise<ListFields> {
-    const { status, body } = await this.exchange<{ text?: string; fields?: ListFields }>(path, req, (res) => {
-      if ((res.statusCode ?? 0) < 200 || (res.statusCode ?? 0) >= 300) {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
+    const { status, body } = await this.exchange<{ text?: string; fields?: ListFields }>(
+      path,
+      req,
+      (res) => {
+        if ((res.statusCode ?? 0) < 200 || (res.statusCode ?? 0) >= 300) {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          return new Promise((resolve, reject) => {
+            res.on('end', () => resolve({ text }));
+            res.on('error', reject);
+          });
+        }
+        const decoder = new ListDecoder(onItem);
         return new Promise((resolve, reject) => {
-          res.on('end', () => resolve({ text }));
+          res.on('data', (chunk: Buffer) => {
+            try {
+              decoder.write(chunk);
+            } catch (error) {
+              res.destroy(error instanceof Error ? error : new Error(String(error)));
+            }
+          });
+          res.on('end', () => {
+            try {
+              resolve({ fields: decoder.end() });
+            } catch (error) {
+              reject(error instanceof Error ? error : new Error(String(error)));
+            }
+          });
           res.on('error', reject);
+          res.on('aborted', () => reject(new Error(`list ${path} aborted by the server`)));
         });
-      }
-      const decoder = new ListDecoder(onItem);
-      return new Promise((resolve, reject) => {
-        res.on('data', (chunk: Buffer) => {
-          try {
-            decoder.write(chunk);
-          } catch (error) {
-            res.destroy(error instanceof Error ? error : new Error(String(error)));
-          }
-        });
-        res.on('end', () => {
-          try {
-            resolve({ fields: decoder.end() });
-          } catch (error) {
-            reject(error instanceof Error ? error : new Error(String(error)));
-          }
-        });
-        res.on('error', reject);
-        res.on('aborted', () => reject(new Error(`list ${path} aborted by the server`)));
-      });
-    });
+      },
+      'streams',
+    );
     if (body.fields) return body.fields;
     const text = body.text ?? '';
     const parsed = parse(text);
@@ -157,6 +169,7 @@ export class RestClient {
     path: string,
     req: RestRequest,
     read: (res: IncomingMessage) => Promise<R>,
+    pool: PoolName = 'requests',
   ): Promise<{ status: number; body: R }> {
     const method = req.method ?? 'GET';
     const url = new URL(this.server + path);
@@ -175,7 +188,7 @@ export class RestClient {
         },
         ...(req.signal ? { signal: req.signal } : {}),
       },
-      'requests',
+      pool,
     );
     const send = (retried: boolean) =>
       new Promise<{ status: number; body: R }>((resolve, reject) => {
@@ -206,11 +219,7 @@ export class RestClient {
    * a new pool; the old one's idle connections close on their own. Behind a proxy the
    * kubeconfig's proxy agent is used as it is.
    */
-  private async options(
-    url: URL,
-    base: RequestOptions,
-    use: 'requests' | 'watches',
-  ): Promise<RequestOptions> {
+  private async options(url: URL, base: RequestOptions, use: PoolName): Promise<RequestOptions> {
     const options = { ...base };
     await this.kubeConfig.applyToHTTPSOptions(options);
     if (url.protocol !== 'https:' || this.kubeConfig.getCurrentCluster()?.proxyUrl) return options;
@@ -230,7 +239,7 @@ export class RestClient {
       const secureContext = createSecureContext(tls);
       const agent = (maxSockets: number) =>
         new HttpsAgent({ ...tls, secureContext, keepAlive: true, timeout: IDLE_CONNECTION_MS, maxSockets });
-      this.pool = { key, requests: agent(MAX_REQUESTS_IN_FLIGHT), watches: agent(Infinity) };
+      this.pool = { key, requests: agent(MAX_REQUESTS_IN_FLIGHT), streams: agent(Infinity) };
     }
     options.agent = this.pool[use];
     return options;
@@ -256,7 +265,7 @@ export class RestClient {
     const options = await this.options(
       url,
       { method: 'GET', headers: { Accept: 'application/json' }, ...(signal ? { signal } : {}) },
-      'watches',
+      'streams',
     );
     await new Promise<void>((resolve, reject) => {
       const r = this.send(url, options, (res) => {

@@ -188,4 +188,19 @@ describe('REST client connections', () => {
     stop.abort();
     await Promise.all(watches);
   });
+
+  it('reads list pages beside the queue of requests, not at its end', async () => {
+    const kc = kubeConfig(await clientCert('frank'));
+    const api = new RestClient(kc);
+    let answered = 0;
+    const queue = Array.from({ length: 200 }, () => api.request('/slow').then(() => answered++));
+    // Each /slow takes 100 ms and 32 go at once: the queue lasts over 600 ms.
+    const fields = await api.listPage('/', {}, () => undefined);
+    assert.equal(fields.kind, undefined);
+    assert.ok(
+      answered < 100,
+      `the list page came back early in the queue (${String(answered)} of 200 answered)`,
+    );
+    await Promise.all(queue);
+  });
 });
