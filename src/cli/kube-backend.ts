@@ -11,7 +11,7 @@ import { API_VERSION } from '../api/common.ts';
 import { INSTANCE_LABEL, EXECUTED_ANNOTATION, REQUESTED_VIA_ANNOTATION } from '../api/names.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { isTerminal } from '../api/phases.ts';
-import { probeTypeOf } from '../checks/runner.ts';
+import { probeTypeOf } from '../checks/probe.ts';
 import {
   actionNamePrefix,
   canonicalJson,

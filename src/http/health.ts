@@ -5,8 +5,8 @@
 // Answers come from each check's current state (at most one interval old). They never
 // trigger probes: an unauthenticated endpoint must not be a way to load the cluster.
 import { ACTIONS, type Action } from '../api/common.ts';
+import { probeTypeOf } from '../checks/probe.ts';
 import type { CheckRunner, CheckView } from '../checks/runner.ts';
-import { probeTypeOf } from '../checks/runner.ts';
 import { checkGates } from '../checks/selection.ts';
 import { rfc3339 } from '../kube/events.ts';
 import { HttpError, type Reply, type Request, type Router } from './server.ts';
