@@ -12,13 +12,9 @@ import { INSTANCE_LABEL, EXECUTED_ANNOTATION, REQUESTED_VIA_ANNOTATION } from '.
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { isTerminal } from '../api/phases.ts';
 import { probeTypeOf } from '../checks/probe.ts';
-import {
-  actionNamePrefix,
-  canonicalJson,
-  executedMark,
-  executedRefusal,
-  performanceObserved,
-} from '../http/actions.ts';
+import { executedMark, executedRefusal, performanceObserved } from '../http/actions/executed.ts';
+import { actionNamePrefix } from '../http/actions/names.ts';
+import { canonicalJson } from '../http/objects.ts';
 import { nodeView, type NodeObject } from '../http/node-view.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import { KubeApiError, RestClient } from '../kube/rest.ts';

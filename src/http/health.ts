@@ -9,7 +9,7 @@ import { probeTypeOf } from '../checks/probe.ts';
 import type { CheckRunner, CheckView } from '../checks/runner.ts';
 import { checkGates } from '../checks/selection.ts';
 import { rfc3339 } from '../kube/events.ts';
-import { HttpError, type Reply, type Request, type Router } from './server.ts';
+import { HttpError, type Reply, type Request, type Router } from './router.ts';
 
 export interface HealthSources {
   checks: CheckRunner;

@@ -9,6 +9,7 @@ import { ACTIONS } from '../api/common.ts';
 import { NODE_ACTION_PHASES } from '../api/node-action.ts';
 import { isRecord, toStructural, type OpenAPISchema } from '../manifests/openapi.ts';
 import { formatDuration } from '../wait.ts';
+import type { Router } from './router.ts';
 import {
   CancelResult,
   CheckSummary,
@@ -487,4 +488,14 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
       },
     },
   };
+}
+
+/** GET /openapi.json: the document, serialised once. */
+export function openApiRoutes(router: Router, options: OpenApiOptions): void {
+  const document = `${JSON.stringify(openApiDocument(options))}\n`;
+  router.on('GET', '/openapi.json', () => ({
+    status: 200,
+    body: document,
+    contentType: 'application/json; charset=utf-8',
+  }));
 }
