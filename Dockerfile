@@ -15,9 +15,9 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=dependencies /app/node_modules ./node_modules
 COPY package.json ./
+# Without the test bed: .dockerignore leaves out src/demo (and sandbox/ is not copied),
+# which only `gatehouse sandbox` and `gatehouse demo` load (src/cli/test-bed.ts).
 COPY src ./src
-# The CLI in the image also offers `sandbox` and `demo`, which import these.
-COPY sandbox ./sandbox
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["node", "/app/src/cli/main.ts"]

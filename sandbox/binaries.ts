@@ -1,9 +1,9 @@
 // Where the sandbox's control-plane programs are, building them on first use.
 import { spawn } from 'node:child_process';
 import { access, constants, readFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cacheDir } from '../src/cache-dir.ts';
 
 export const PROGRAMS = [
   'etcd',
@@ -21,10 +21,6 @@ export interface Binaries {
 }
 
 const buildScript = join(dirname(fileURLToPath(import.meta.url)), 'build.sh');
-
-export function cacheDir(): string {
-  return process.env.GATEHOUSE_CACHE ?? join(homedir(), '.cache', 'gatehouse');
-}
 
 async function complete(dir: string): Promise<boolean> {
   try {

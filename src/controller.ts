@@ -12,10 +12,9 @@ import { hookKinds, type HookKindName, type HookSpec } from './api/hooks.ts';
 import { CheckRunner, type ObservedCheck, type ProbeFunction } from './checks/runner.ts';
 import { HookRunner } from './hooks/runner.ts';
 import { loadClusterCA } from './hooks/webhook.ts';
-import { actionRoutes, type ActionsApiOptions } from './http/actions.ts';
-import { dashboardRoutes, type Dashboard } from './http/dashboard.ts';
-import { healthRoutes } from './http/health.ts';
-import { Router, serverUrl, startServer } from './http/server.ts';
+import type { Dashboard } from './http/dashboard.ts';
+import { Router } from './http/router.ts';
+import { apiRoutes, serverUrl, startServer, type ApiOptions } from './http/server.ts';
 import { EventRecorder } from './kube/events.ts';
 import { Informer, type KubeObject } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader.ts';
@@ -83,7 +82,7 @@ export interface ControllerOptions {
    */
   dashboard?: boolean;
   /** Limits and auth caching of the /v1/actions HTTP API (see src/http/access.ts for the defaults). */
-  api?: Pick<ActionsApiOptions, 'limits' | 'auth' | 'pollIntervalMs' | 'heartbeatMs'>;
+  api?: Pick<ApiOptions, 'limits' | 'auth' | 'pollIntervalMs' | 'heartbeatMs'>;
   /**
    * The Talos executor: Managed actions are performed through the Talos API with this
    * talosconfig context, or with the one a followed file gives, switched when the file
@@ -328,35 +327,34 @@ export class Controller {
       body: await controller.metrics.registry.metrics(),
       contentType: controller.metrics.registry.contentType,
     }));
-    healthRoutes(router, {
-      checks: controller.checks,
-      nodeLabels: (name) => {
-        const node = controller.nodeInformer.get(name);
-        return node ? (node.metadata.labels ?? {}) : undefined;
-      },
-    });
-    actionRoutes(router, {
+    controller.dashboard = apiRoutes(router, {
       rest: controller.rest,
       log: options.log,
       metrics: controller.metrics,
       actions: controller.actionInformer,
       nodes: controller.nodeInformer,
       checks: controller.checks,
+      nodeLabels: (name) => {
+        const node = controller.nodeInformer.get(name);
+        return node ? (node.metadata.labels ?? {}) : undefined;
+      },
       ...(options.instance ? { instance: options.instance } : {}),
       ...options.api,
-    });
-    if (options.dashboard !== false) {
-      controller.dashboard = dashboardRoutes(router, {
-        checks: controller.checks,
-        checkInformer: controller.checkInformer,
-        nodes: controller.nodeInformer,
-        actions: controller.actionInformer,
-        // Watched only when the controller gates actions or boots (see namedInformers).
-        ...(controller.actions || controller.boots ? { policies: controller.policyInformer } : {}),
-        ...(options.instance ? { instance: options.instance } : {}),
-        log: options.log,
-      });
-    }
+      ...(options.dashboard !== false
+        ? {
+            dashboard: {
+              checks: controller.checks,
+              checkInformer: controller.checkInformer,
+              nodes: controller.nodeInformer,
+              actions: controller.actionInformer,
+              // Watched only when the controller gates actions or boots (see namedInformers).
+              ...(controller.actions || controller.boots ? { policies: controller.policyInformer } : {}),
+              ...(options.instance ? { instance: options.instance } : {}),
+              log: options.log,
+            },
+          }
+        : {}),
+    }).dashboard;
     controller.server = await startServer(router, {
       host: options.host ?? '0.0.0.0',
       port: options.port ?? 8080,

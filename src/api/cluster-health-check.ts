@@ -376,15 +376,30 @@ export const PrometheusProbe = Type.Object(
   },
 );
 
-export const PROBES = [
-  'httpGet',
-  'tcpSocket',
-  'resource',
-  'workloads',
-  'podDisruptionBudgets',
-  'nodes',
-  'prometheus',
-] as const;
+/**
+ * The probe types, by the spec field that sets each: the one list every other probe
+ * list derives from (the spec's fields, PROBES, the CEL rule, the probe registry in
+ * src/checks/probes), so a type added here is a compile error until it is implemented.
+ */
+const PROBE_SCHEMAS = {
+  httpGet: HttpGetProbe,
+  tcpSocket: TcpSocketProbe,
+  resource: ResourceProbe,
+  workloads: WorkloadsProbe,
+  podDisruptionBudgets: PodDisruptionBudgetsProbe,
+  nodes: NodesProbe,
+  prometheus: PrometheusProbe,
+};
+
+export type ProbeName = keyof typeof PROBE_SCHEMAS;
+/** Each probe type's part of the spec, e.g. `ProbeSpecs['httpGet']`. */
+export type ProbeSpecs = { [K in ProbeName]: Static<(typeof PROBE_SCHEMAS)[K]> };
+
+export const PROBES = Object.keys(PROBE_SCHEMAS) as readonly ProbeName[];
+
+const probeFields = Object.fromEntries(
+  Object.entries(PROBE_SCHEMAS).map(([name, schema]) => [name, Type.Optional(schema)]),
+) as { [K in ProbeName]: Type.TOptional<(typeof PROBE_SCHEMAS)[K]> };
 
 export const ClusterHealthCheckSpec = Type.Object(
   {
@@ -427,17 +442,10 @@ export const ClusterHealthCheckSpec = Type.Object(
         default: 3,
       }),
     ),
-    httpGet: Type.Optional(HttpGetProbe),
-    tcpSocket: Type.Optional(TcpSocketProbe),
-    resource: Type.Optional(ResourceProbe),
-    workloads: Type.Optional(WorkloadsProbe),
-    podDisruptionBudgets: Type.Optional(PodDisruptionBudgetsProbe),
-    nodes: Type.Optional(NodesProbe),
-    prometheus: Type.Optional(PrometheusProbe),
+    ...probeFields,
   },
   {
-    description:
-      'What must hold, which actions it gates, and how often it is probed. Exactly one probe: httpGet, tcpSocket, resource, workloads, podDisruptionBudgets, nodes or prometheus.',
+    description: `What must hold, which actions it gates, and how often it is probed. Exactly one probe: ${PROBES.slice(0, -1).join(', ')} or ${PROBES.at(-1) ?? ''}.`,
     ...rules({
       rule: `[${PROBES.map((p) => `has(self.${p})`).join(', ')}].filter(x, x).size() == 1`,
       message: `spec must set exactly one probe: ${PROBES.join(', ')}`,

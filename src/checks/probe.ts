@@ -1,5 +1,6 @@
 // What every probe type implements. A probe looks at the world and says whether a
 // check holds; it never changes anything (checks are impact-free by contract).
+import { PROBES, type ClusterHealthCheckSpec, type ProbeName } from '../api/cluster-health-check.ts';
 import type { RestClient } from '../kube/rest.ts';
 
 export interface ProbeResult {
@@ -25,3 +26,8 @@ export interface ProbeContext {
 
 /** A probe of one type; S is that probe's part of ClusterHealthCheck.spec. */
 export type Probe<S> = (spec: S, context: ProbeContext) => Promise<ProbeResult>;
+
+/** The probe type a spec sets; `none` only for a spec the API server should have refused. */
+export function probeTypeOf(spec: ClusterHealthCheckSpec): ProbeName | 'none' {
+  return PROBES.find((p) => spec[p] !== undefined) ?? 'none';
+}

@@ -12,7 +12,7 @@ import type { RestClient } from '../kube/rest.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { errorMessage, formatDuration } from '../wait.ts';
-import type { ProbeContext, ProbeResult } from './probe.ts';
+import { probeTypeOf, type ProbeContext, type ProbeResult } from './probe.ts';
 import {
   applyOutcome,
   significantlyChanged,
@@ -70,20 +70,6 @@ interface Entry {
   writtenAt?: number;
   writing?: Promise<void>;
   removed?: boolean;
-}
-
-const PROBE_TYPES = [
-  'httpGet',
-  'tcpSocket',
-  'resource',
-  'workloads',
-  'podDisruptionBudgets',
-  'nodes',
-  'prometheus',
-] as const;
-
-export function probeTypeOf(spec: ClusterHealthCheckSpec): string {
-  return PROBE_TYPES.find((p) => spec[p] !== undefined) ?? 'none';
 }
 
 export class CheckRunner {

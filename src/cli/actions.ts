@@ -1,7 +1,7 @@
 // `gatehouse actions list | describe NAME | cancel NAME | executed NAME`.
 import { Command, Option } from 'commander';
 import { isTerminal } from '../api/phases.ts';
-import { objectView } from '../http/actions.ts';
+import { objectView } from '../http/objects.ts';
 import type { ActionObject, Backend, Progress } from './backend.ts';
 import { clusterCommand, connect, type ConnectionOptions } from './connection.ts';
 import { LiveDisplay } from './display.ts';

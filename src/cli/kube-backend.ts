@@ -11,14 +11,10 @@ import { API_VERSION } from '../api/common.ts';
 import { INSTANCE_LABEL, EXECUTED_ANNOTATION, REQUESTED_VIA_ANNOTATION } from '../api/names.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { isTerminal } from '../api/phases.ts';
-import { probeTypeOf } from '../checks/runner.ts';
-import {
-  actionNamePrefix,
-  canonicalJson,
-  executedMark,
-  executedRefusal,
-  performanceObserved,
-} from '../http/actions.ts';
+import { probeTypeOf } from '../checks/probe.ts';
+import { executedMark, executedRefusal, performanceObserved } from '../http/actions/executed.ts';
+import { actionNamePrefix } from '../http/actions/names.ts';
+import { canonicalJson } from '../http/objects.ts';
 import { nodeView, type NodeObject } from '../http/node-view.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import { KubeApiError, RestClient } from '../kube/rest.ts';

@@ -4,7 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { type Command, Option } from 'commander';
 import type { Action } from '../api/common.ts';
-import { objectView } from '../http/actions.ts';
+import { objectView } from '../http/objects.ts';
 import { errorMessage } from '../wait.ts';
 import { duration, wholeNumber } from './arguments.ts';
 import type { ActionObject, CreateOptions, RequestSpec } from './backend.ts';

@@ -1,15 +1,13 @@
 // `gatehouse sandbox up|down|env`: a local control plane for trying gatehouse out.
 import { join } from 'node:path';
 import { Command } from 'commander';
-import { cacheDir } from '../../sandbox/binaries.ts';
+import type { SandboxState } from '../../sandbox/cluster.ts';
+import { cacheDir } from '../cache-dir.ts';
 import { duration, wholeNumber } from './arguments.ts';
-import {
-  attachSandbox,
-  readState,
-  startSandbox,
-  stopSandbox,
-  type SandboxState,
-} from '../../sandbox/cluster.ts';
+import { handled } from './exit.ts';
+import { loadTestBed } from './test-bed.ts';
+
+const cluster = () => loadTestBed('sandbox', () => import('../../sandbox/cluster.ts'));
 
 export function defaultSandboxDir(): string {
   return process.env.GATEHOUSE_SANDBOX_DIR ?? join(cacheDir(), 'sandboxes', 'default');
@@ -44,60 +42,73 @@ export function sandboxCommand(): Command {
       '2s',
     )
     .action(
-      async (opts: {
-        dir: string;
-        nodes: number;
-        controlPlanes: number;
-        talos: boolean;
-        talosBootDelay: string;
-      }) => {
-        const running = await attachSandbox(opts.dir);
-        if (running) {
-          process.stderr.write(`sandbox already up at ${running.state.server}\n`);
-          process.stdout.write(envLines(running.state));
-          return;
-        }
-        const { defaultNodeSpecs } = await import('../../sandbox/nodes.ts');
-        const sb = await startSandbox({
-          dir: opts.dir,
-          nodes: defaultNodeSpecs(opts.nodes, Math.min(opts.controlPlanes, opts.nodes)),
-          talos: opts.talos,
-          talosBootDelay: opts.talosBootDelay,
-          log: (line) => process.stderr.write(`${line}\n`),
-        });
-        process.stderr.write(`\nsandbox up: ${sb.state.server} (kubernetes ${sb.state.kubernetesVersion})\n`);
-        process.stderr.write(`nodes: ${sb.state.nodes.join(', ')}\nto use it:\n`);
-        if (sb.state.talosconfig) process.stderr.write(`Talos API simulator: ${sb.state.talosconfig}\n`);
-        process.stdout.write(envLines(sb.state));
-      },
+      handled(
+        async (opts: {
+          dir: string;
+          nodes: number;
+          controlPlanes: number;
+          talos: boolean;
+          talosBootDelay: string;
+        }) => {
+          const { attachSandbox, startSandbox } = await cluster();
+          const running = await attachSandbox(opts.dir);
+          if (running) {
+            process.stderr.write(`sandbox already up at ${running.state.server}\n`);
+            process.stdout.write(envLines(running.state));
+            return;
+          }
+          const { defaultNodeSpecs } = await loadTestBed('sandbox', () => import('../../sandbox/nodes.ts'));
+          const sb = await startSandbox({
+            dir: opts.dir,
+            nodes: defaultNodeSpecs(opts.nodes, Math.min(opts.controlPlanes, opts.nodes)),
+            talos: opts.talos,
+            talosBootDelay: opts.talosBootDelay,
+            log: (line) => process.stderr.write(`${line}\n`),
+          });
+          process.stderr.write(
+            `\nsandbox up: ${sb.state.server} (kubernetes ${sb.state.kubernetesVersion})\n`,
+          );
+          process.stderr.write(`nodes: ${sb.state.nodes.join(', ')}\nto use it:\n`);
+          if (sb.state.talosconfig) process.stderr.write(`Talos API simulator: ${sb.state.talosconfig}\n`);
+          process.stdout.write(envLines(sb.state));
+        },
+      ),
     );
 
   sandbox
     .command('down')
     .description('stop every process of the sandbox and remove its files')
     .option(...dirOption)
-    .action(async (opts: { dir: string }) => {
-      const state = await readState(opts.dir);
-      await stopSandbox(opts.dir);
-      process.stderr.write(
-        state
-          ? `sandbox stopped (${String(state.processes.length)} processes)\n`
-          : 'no sandbox was running\n',
-      );
-    });
+    .action(
+      handled(async (opts: { dir: string }) => {
+        const { readState, stopSandbox } = await cluster();
+        const state = await readState(opts.dir);
+        await stopSandbox(opts.dir);
+        process.stderr.write(
+          state
+            ? `sandbox stopped (${String(state.processes.length)} processes)\n`
+            : 'no sandbox was running\n',
+        );
+      }),
+    );
 
   sandbox
     .command('env')
     .description('print shell exports for the running sandbox: eval "$(gatehouse sandbox env)"')
     .option(...dirOption)
-    .action(async (opts: { dir: string }) => {
-      const running = await attachSandbox(opts.dir);
-      if (!running) {
-        process.stderr.write(`no sandbox is running in ${opts.dir}; start one with: gatehouse sandbox up\n`);
-        process.exitCode = 1;
-        return;
-      }
-      process.stdout.write(envLines(running.state));
-    });
+    .action(
+      handled(async (opts: { dir: string }) => {
+        const { attachSandbox } = await cluster();
+        const running = await attachSandbox(opts.dir);
+        if (!running) {
+          process.stderr.write(
+            `no sandbox is running in ${opts.dir}; start one with: gatehouse sandbox up\n`,
+          );
+          process.exitCode = 1;
+          return;
+        }
+        process.stdout.write(envLines(running.state));
+      }),
+    );
   return sandbox;
 }

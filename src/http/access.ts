@@ -11,7 +11,7 @@ import { errorMessage } from '../wait.ts';
 import { ApiError, errorReply } from './api-error.ts';
 import { Authenticator, Authorizer, type AuthOptions, type Caller, type ResourceAttributes } from './auth.ts';
 import { ConcurrencyLimiter, RateLimiter, type RateLimit } from './rate-limit.ts';
-import { HttpError, type Handler, type Reply, type Request } from './server.ts';
+import { HttpError, type Handler, type Reply, type Request } from './router.ts';
 
 export interface ApiLimits {
   /** Largest request body accepted (413 beyond). Default 64 KiB. */

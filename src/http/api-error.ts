@@ -1,6 +1,6 @@
 // Refusals of the /v1 API: a status, a message that says what to fix, and where it
 // helps, the fields at fault and response headers (WWW-Authenticate, Retry-After).
-import { HttpError, type Reply } from './server.ts';
+import { HttpError, type Reply } from './router.ts';
 
 export interface FieldProblem {
   /** Where in the request, e.g. spec.upgrade.image. */

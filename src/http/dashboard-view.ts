@@ -9,6 +9,7 @@ import { NODE_ACTION_PHASES, type NodeActionPhase, type NodeActionStatus } from 
 import type { ActionObject } from '../actions/reconciler.ts';
 import { holdsSlot, isTerminal } from '../api/phases.ts';
 import { isBootHookKind } from '../boots/record.ts';
+import { probeTypeOf } from '../checks/probe.ts';
 import type { CheckView } from '../checks/runner.ts';
 import { checkGates } from '../checks/selection.ts';
 import type { CheckState } from '../checks/state.ts';
@@ -17,7 +18,6 @@ import { matchesSelector, selectorToQuery } from '../kube/labels.ts';
 import { rfc3339 } from '../kube/time.ts';
 import { policyMatches, reportPolicy, type ActionRef, type NodeLabels } from '../policies/evaluate.ts';
 import { windowState } from '../policies/window.ts';
-import { probeTypeOf } from '../checks/runner.ts';
 import { nodeView, type NodeObject } from './node-view.ts';
 import type { NodeView } from './schemas.ts';
 

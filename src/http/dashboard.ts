@@ -15,7 +15,7 @@ import type { ActionObject } from '../actions/reconciler.ts';
 import type { CheckView } from '../checks/runner.ts';
 import type { Logger } from '../log.ts';
 import { dashboardView, type NodeInput, type PolicyObject } from './dashboard-view.ts';
-import type { Reply, Request, Router } from './server.ts';
+import type { Reply, Request, Router } from './router.ts';
 
 /** What the dashboard reads from an informer: its cache, and that something changed. */
 export interface WatchedCache<T> {

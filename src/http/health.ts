@@ -4,12 +4,14 @@
 //
 // Answers come from each check's current state (at most one interval old). They never
 // trigger probes: an unauthenticated endpoint must not be a way to load the cluster.
+// Each is serialised once per change of the checks and carries an ETag (health-cache.ts).
 import { ACTIONS, type Action } from '../api/common.ts';
+import { probeTypeOf } from '../checks/probe.ts';
 import type { CheckRunner, CheckView } from '../checks/runner.ts';
-import { probeTypeOf } from '../checks/runner.ts';
 import { checkGates } from '../checks/selection.ts';
 import { rfc3339 } from '../kube/events.ts';
-import { HttpError, type Reply, type Request, type Router } from './server.ts';
+import { HealthCache, type HealthAnswer } from './health-cache.ts';
+import { HttpError, type Request, type Router } from './router.ts';
 
 export interface HealthSources {
   checks: CheckRunner;
@@ -54,9 +56,9 @@ function prospective(
   return { action: action as Action, node, labels };
 }
 
-// Serialising a thousand check summaries per request dominated the endpoint's cost;
-// a check's summary only changes when its state does (states are replaced, never
-// mutated), so each is serialised once per probe and reused by every request.
+// Answers are cached until a check changes (health-cache.ts); building one then reuses
+// every unchanged check's summary: it only changes when its state does (states are
+// replaced, never mutated), so each is serialised once per probe.
 const serialised = new WeakMap<CheckView['state'], string>();
 
 function summaryJson(view: CheckView): string {
@@ -68,7 +70,7 @@ function summaryJson(view: CheckView): string {
   return json;
 }
 
-function answer(views: CheckView[], scope: Record<string, unknown>): Reply {
+function answer(views: CheckView[], scope: Record<string, unknown>): HealthAnswer {
   const unhealthy = views.filter((v) => v.state.healthy !== true).map((v) => v.name);
   const healthy = unhealthy.length === 0;
   const message =
@@ -80,35 +82,43 @@ function answer(views: CheckView[], scope: Record<string, unknown>): Reply {
   const head = JSON.stringify({ healthy, message, ...scope });
   return {
     status: healthy ? 200 : 503,
-    contentType: 'application/json; charset=utf-8',
     body: `${head.slice(0, -1)},"checks":[${views.map(summaryJson).join(',')}]}\n`,
   };
 }
 
-export function healthRoutes(router: Router, sources: HealthSources): void {
+/** What an answer depends on besides the checks: which it covers, and the prospective action. */
+function cacheKey(check: string | undefined, target: ReturnType<typeof prospective>): string {
+  return JSON.stringify(target ? [check, target.action, target.node, target.labels] : [check]);
+}
+
+export function healthRoutes(router: Router, sources: HealthSources): HealthCache {
+  const cache = new HealthCache(sources.checks);
   router.on('GET', '/v1/health', (req) => {
     const target = prospective(req, sources);
-    const views = sources.checks
-      .views()
-      .filter((v) => !target || checkGates(v.spec, target.action, target.labels));
-    return answer(views, target ? { action: target.action, node: target.node } : {});
+    return cache.reply(req, cacheKey(undefined, target), () => {
+      const views = sources.checks
+        .views()
+        .filter((v) => !target || checkGates(v.spec, target.action, target.labels));
+      return answer(views, target ? { action: target.action, node: target.node } : {});
+    });
   });
   router.on('GET', '/v1/health/{check}', (req) => {
     const name = req.params.check ?? '';
     const view = sources.checks.view(name);
     if (!view) throw new HttpError(404, `ClusterHealthCheck "${name}" does not exist`);
     const target = prospective(req, sources);
-    if (target && !checkGates(view.spec, target.action, target.labels)) {
-      return {
-        status: 200,
-        body: {
+    return cache.reply(req, cacheKey(name, target), () => {
+      if (target && !checkGates(view.spec, target.action, target.labels)) {
+        const body = {
           healthy: true,
           message: `${name} does not gate ${target.action} on ${target.node}`,
           gates: false,
           checks: [checkSummary(view)],
-        },
-      };
-    }
-    return answer([view], target ? { action: target.action, node: target.node, gates: true } : {});
+        };
+        return { status: 200, body: `${JSON.stringify(body)}\n` };
+      }
+      return answer([view], target ? { action: target.action, node: target.node, gates: true } : {});
+    });
   });
+  return cache;
 }

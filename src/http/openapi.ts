@@ -9,6 +9,7 @@ import { ACTIONS } from '../api/common.ts';
 import { NODE_ACTION_PHASES } from '../api/node-action.ts';
 import { isRecord, toStructural, type OpenAPISchema } from '../manifests/openapi.ts';
 import { formatDuration } from '../wait.ts';
+import type { Router } from './router.ts';
 import {
   CancelResult,
   CheckSummary,
@@ -130,11 +131,28 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
       description: 'With action: the node of the prospective action.',
       schema: { type: 'string' },
     },
+    {
+      name: 'If-None-Match',
+      in: 'header',
+      description: 'The ETag of an earlier healthy answer: 304 without a body while it still holds.',
+      schema: { type: 'string' },
+    },
   ];
+  const healthTag = {
+    ETag: {
+      description: 'Names this answer; it changes whenever a check does.',
+      schema: { type: 'string' },
+    },
+  };
   const healthResponses = (what: string) => ({
-    '200': { description: `${what} healthy.`, content: json(ref('Health')) },
+    '200': { description: `${what} healthy.`, headers: healthTag, content: json(ref('Health')) },
+    '304': {
+      description: `${what} healthy, and the answer is still the one whose ETag was sent in If-None-Match.`,
+      headers: healthTag,
+    },
     '503': {
       description: `${what} not healthy (unknown counts as not healthy).`,
+      headers: healthTag,
       content: json(ref('Health')),
     },
     '400': errorResponse('Only one of action and node, or an action that does not exist.'),
@@ -487,4 +505,14 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
       },
     },
   };
+}
+
+/** GET /openapi.json: the document, serialised once. */
+export function openApiRoutes(router: Router, options: OpenApiOptions): void {
+  const document = `${JSON.stringify(openApiDocument(options))}\n`;
+  router.on('GET', '/openapi.json', () => ({
+    status: 200,
+    body: document,
+    contentType: 'application/json; charset=utf-8',
+  }));
 }

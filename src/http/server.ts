@@ -1,101 +1,68 @@
-// The controller's HTTP server: a small router over node:http. Every answer is JSON
-// (or Prometheus text); bad input gets a 4xx that says what to fix, never a 5xx.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+// The controller's HTTP server: every resource's routes on one router over node:http.
+// Every answer is JSON (or Prometheus text, or the dashboard's files); bad input gets a
+// 4xx that says what to fix, never a 5xx.
+//
+//   /v1/health[/{check}]            health.ts      unauthenticated, read-only
+//   /v1/actions[/...]               actions/       authenticated (access.ts)
+//   /v1/policies                    policies.ts    authenticated
+//   /v1/checks/{name}/evaluate      checks.ts      authenticated
+//   /openapi.json                   openapi.ts
+//   /, /dashboard, /v1/dashboard    dashboard.ts   unauthenticated, read-only
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { CheckRunner } from '../checks/runner.ts';
 import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
 import { errorMessage } from '../wait.ts';
+import { Access, type ApiLimits, type AuthCacheOptions } from './access.ts';
+import { actionRoutes, type ActionsApiOptions } from './actions/routes.ts';
+import { checkRoutes } from './checks.ts';
+import { dashboardRoutes, type Dashboard, type DashboardSources } from './dashboard.ts';
+import { healthRoutes, type HealthSources } from './health.ts';
+import { openApiRoutes } from './openapi.ts';
+import { policyRoutes } from './policies.ts';
+import { HttpError, type Reply, type Router } from './router.ts';
 
-export interface Request {
-  method: string;
-  url: URL;
-  params: Record<string, string>;
-  raw: IncomingMessage;
+export interface ApiOptions extends ActionsApiOptions {
+  checks: CheckRunner;
+  nodeLabels: HealthSources['nodeLabels'];
+  metrics?: Metrics;
+  limits?: Partial<ApiLimits>;
+  auth?: AuthCacheOptions;
+  /** Serve the dashboard from these; undefined: no dashboard. */
+  dashboard?: DashboardSources;
 }
 
-export interface Reply {
-  status: number;
-  body?: unknown;
-  contentType?: string;
-  headers?: Record<string, string>;
-}
-
-export type Handler = (req: Request, res: ServerResponse) => Promise<Reply | undefined> | Reply | undefined;
-
-interface Route {
-  method: string;
-  pattern: RegExp;
-  keys: string[];
-  handler: Handler;
-}
-
-export class HttpError extends Error {
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-  }
-}
-
-export class Router {
-  private readonly routes: Route[] = [];
-
-  /** `path` may hold `{name}` segments, which arrive decoded in `req.params`. */
-  on(method: string, path: string, handler: Handler): this {
-    const keys: string[] = [];
-    const pattern = new RegExp(
-      `^${path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{(\w+)\\?\}/g, (_, key: string) => {
-        keys.push(key);
-        return '([^/]+)';
-      })}$`,
-    );
-    this.routes.push({ method, pattern, keys, handler });
-    return this;
-  }
-
-  async handle(raw: IncomingMessage, res: ServerResponse): Promise<Reply | undefined> {
-    let url: URL;
-    try {
-      url = new URL(raw.url ?? '/', 'http://gatehouse.invalid');
-    } catch {
-      return { status: 400, body: { error: 'the request target is not a valid URL path' } };
-    }
-    const method = raw.method ?? 'GET';
-    let pathMatched = false;
-    for (const route of this.routes) {
-      const match = route.pattern.exec(url.pathname);
-      if (!match) continue;
-      pathMatched = true;
-      if (route.method !== method && !(route.method === 'GET' && method === 'HEAD')) continue;
-      const params: Record<string, string> = {};
-      try {
-        route.keys.forEach((key, i) => {
-          params[key] = decodeURIComponent(match[i + 1] ?? '');
-        });
-      } catch {
-        // A malformed escape (e.g. %zz) is the client's mistake, not a server error.
-        return { status: 400, body: { error: `the path ${url.pathname} has a malformed %-escape` } };
-      }
-      return route.handler({ method, url, params, raw }, res);
-    }
-    if (pathMatched) {
-      const allowed = this.routes.filter((r) => r.pattern.test(url.pathname)).map((r) => r.method);
-      return {
-        status: 405,
-        body: { error: `${method} is not allowed here; use ${allowed.join(' or ')}` },
-        headers: { Allow: allowed.join(', ') },
-      };
-    }
-    return { status: 404, body: { error: `no such endpoint: ${url.pathname}` } };
-  }
+/** Registers every route of the controller's API. */
+export function apiRoutes(router: Router, options: ApiOptions): { dashboard: Dashboard | undefined } {
+  const access = new Access({
+    rest: options.rest,
+    log: options.log,
+    ...(options.metrics ? { metrics: options.metrics } : {}),
+    ...(options.limits ? { limits: options.limits } : {}),
+    ...(options.auth ? { auth: options.auth } : {}),
+  });
+  healthRoutes(router, { checks: options.checks, nodeLabels: options.nodeLabels });
+  actionRoutes(router, access, options);
+  policyRoutes(router, access, options.rest);
+  checkRoutes(router, access, options.checks);
+  openApiRoutes(router, access.limits);
+  return { dashboard: options.dashboard && dashboardRoutes(router, options.dashboard) };
 }
 
 function send(res: ServerResponse, reply: Reply, head: boolean): void {
   if (res.headersSent) return;
-  // Bodies are objects (sent as JSON) or strings (sent as they are, with their contentType).
+  if (reply.status === 304) {
+    // No content, so no Content-Type or Content-Length (that would be the 200's).
+    res.writeHead(304, { 'Cache-Control': 'no-store', ...reply.headers });
+    res.end();
+    return;
+  }
+  // Bodies are objects (sent as JSON), or strings and bytes (sent as they are, with their contentType).
   const payload =
     reply.body === undefined
       ? ''
-      : typeof reply.body === 'string'
+      : typeof reply.body === 'string' || reply.body instanceof Uint8Array
         ? reply.body
         : `${JSON.stringify(reply.body)}\n`;
   res.writeHead(reply.status, {

@@ -6,7 +6,7 @@
 // (`gatehouse sandbox up`), which saves its start-up time while iterating.
 import { mkdir, mkdtemp } from 'node:fs/promises';
 import { join } from 'node:path';
-import { cacheDir } from '../../sandbox/binaries.ts';
+import { cacheDir } from '../../src/cache-dir.ts';
 import { reapOrphans, startSandbox, type Sandbox } from '../../sandbox/cluster.ts';
 
 let sandbox: Sandbox | undefined;

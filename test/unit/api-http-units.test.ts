@@ -8,13 +8,9 @@ import { describe, it } from 'node:test';
 import { NodeActionSpec } from '../../src/api/node-action.ts';
 import { ApiError } from '../../src/http/api-error.ts';
 import { readJson } from '../../src/http/body.ts';
-import {
-  actionNamePrefix,
-  canonicalJson,
-  executedRefusal,
-  isActionName,
-  performanceObserved,
-} from '../../src/http/actions.ts';
+import { executedRefusal, performanceObserved } from '../../src/http/actions/executed.ts';
+import { actionNamePrefix, isActionName } from '../../src/http/actions/names.ts';
+import { canonicalJson } from '../../src/http/objects.ts';
 import { Authenticator, Authorizer, bearerToken } from '../../src/http/auth.ts';
 import { openApiDocument } from '../../src/http/openapi.ts';
 import { ConcurrencyLimiter, RateLimiter } from '../../src/http/rate-limit.ts';

@@ -12,7 +12,8 @@ import type { KubeObject } from '../../src/kube/informer.ts';
 import { silentLogger } from '../../src/log.ts';
 import { Dashboard, dashboardRoutes, type WatchedCache } from '../../src/http/dashboard.ts';
 import type { DashboardView, NodeInput } from '../../src/http/dashboard-view.ts';
-import { Router, serverUrl, startServer } from '../../src/http/server.ts';
+import { Router } from '../../src/http/router.ts';
+import { serverUrl, startServer } from '../../src/http/server.ts';
 import { waitFor } from '../../src/wait.ts';
 import { action, state } from './action-fixtures.ts';
 

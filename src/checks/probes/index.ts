@@ -1,6 +1,11 @@
 // The probe of a ClusterHealthCheck: exactly one of the probe types is set in its spec.
-import { PROBES, type ClusterHealthCheckSpec } from '../../api/cluster-health-check.ts';
-import type { ProbeContext, ProbeResult } from '../probe.ts';
+import {
+  PROBES,
+  type ClusterHealthCheckSpec,
+  type ProbeName,
+  type ProbeSpecs,
+} from '../../api/cluster-health-check.ts';
+import type { Probe, ProbeContext, ProbeResult } from '../probe.ts';
 import { httpGetProbe } from './http-get.ts';
 import { nodesProbe } from './nodes.ts';
 import { podDisruptionBudgetsProbe } from './pod-disruption-budgets.ts';
@@ -9,6 +14,25 @@ import { resourceProbe } from './resource.ts';
 import { tcpSocketProbe } from './tcp-socket.ts';
 import { workloadsProbe } from './workloads.ts';
 
+/** Every probe type's implementation. A type added to the schema without one does not compile. */
+export type ProbeRegistry = { [K in ProbeName]: Probe<ProbeSpecs[K]> };
+
+export const PROBE_REGISTRY: ProbeRegistry = {
+  httpGet: httpGetProbe,
+  tcpSocket: tcpSocketProbe,
+  resource: resourceProbe,
+  workloads: workloadsProbe,
+  podDisruptionBudgets: podDisruptionBudgetsProbe,
+  nodes: nodesProbe,
+  prometheus: prometheusProbe,
+};
+
+/** The probe of type `name` on its part of the spec (a generic, so the two cannot mismatch). */
+function probeOf<K extends ProbeName>(name: K, part: ProbeSpecs[K], context: ProbeContext) {
+  const probe: Probe<ProbeSpecs[K]> = PROBE_REGISTRY[name];
+  return probe(part, context);
+}
+
 /**
  * Runs the one probe the spec sets. Resolves with the finding (healthy or not); rejects
  * only when the probe could not look (unreachable, discovery failed, a CEL expression
@@ -16,17 +40,11 @@ import { workloadsProbe } from './workloads.ts';
  */
 export async function runProbe(spec: ClusterHealthCheckSpec, context: ProbeContext): Promise<ProbeResult> {
   const set = PROBES.filter((p) => spec[p] !== undefined);
-  if (set.length !== 1)
+  const name = set[0];
+  if (set.length !== 1 || name === undefined)
     throw new Error(
       `a ClusterHealthCheck must set exactly one probe (${PROBES.join(', ')}); this one sets ${set.length ? set.join(', ') : 'none'}`,
     );
   context.signal.throwIfAborted();
-  if (spec.httpGet) return httpGetProbe(spec.httpGet, context);
-  if (spec.tcpSocket) return tcpSocketProbe(spec.tcpSocket, context);
-  if (spec.resource) return resourceProbe(spec.resource, context);
-  if (spec.workloads) return workloadsProbe(spec.workloads, context);
-  if (spec.podDisruptionBudgets) return podDisruptionBudgetsProbe(spec.podDisruptionBudgets, context);
-  if (spec.nodes) return nodesProbe(spec.nodes, context);
-  if (spec.prometheus) return prometheusProbe(spec.prometheus, context);
-  throw new Error('unreachable: no probe set');
+  return probeOf(name, spec[name] as ProbeSpecs[typeof name], context);
 }

@@ -1,10 +1,25 @@
+// @ts-check
 // The dashboard page: follows /v1/dashboard/events and keeps the tables in step with
 // each snapshot. Rows are patched in place, keyed by name, so an update never takes
 // the keyboard focus or an open timeline away from the reader. Text only ever goes
 // in through textContent and attributes (the CSP forbids HTML string sinks anyway).
-/* global document, window, EventSource, URL, CSS */
+/* global document, window, EventSource, URL, CSS, HTMLElement, Element */
 
+// What the server sends: the view model of src/http/dashboard-view.ts. `npm run check`
+// type-checks this script against it (src/http/dashboard/tsconfig.json), so the page
+// and the server cannot drift apart.
+/**
+ * @typedef {import('../dashboard-view.ts').DashboardView} DashboardView
+ * @typedef {import('../dashboard-view.ts').CheckRow} CheckRow
+ * @typedef {import('../dashboard-view.ts').PolicyRow} PolicyRow
+ * @typedef {import('../dashboard-view.ts').ActionRow} ActionRow
+ * @typedef {import('../dashboard-view.ts').HookRunRow} HookRunRow
+ * @typedef {import('../dashboard-view.ts').NodeRow} NodeRow
+ */
+
+/** @type {Record<CheckRow['state'], string>} */
 const STATE_SYMBOLS = { Healthy: '✓', Unhealthy: '✗', Unknown: '?' };
+/** @type {Record<import('../dashboard-view.ts').StepState, [string, string]>} */
 const STEP_WORDS = {
   done: ['✓', 'done'],
   current: ['▶', 'in progress'],
@@ -13,20 +28,44 @@ const STEP_WORDS = {
   notReached: ['○', 'not reached'],
   ended: ['✗', 'ended'],
 };
+/** @type {Partial<Record<ActionRow['phase'], string>>} */
 const PHASE_SYMBOLS = { Succeeded: '✓', Failed: '✗', Denied: '✗', Cancelled: '✗' };
+/** @type {Record<HookRunRow['phase'], string>} */
 const HOOK_SYMBOLS = { Succeeded: '✓', Failed: '✗', Running: '▶', Pending: '○', Bypassed: '–' };
 const RECONNECT_MS = 5000;
 const CHANGES_KEPT = 20;
 
 /** Timelines the reader opened, by action name: kept open across updates. */
+/** @type {Set<string>} */
 const expanded = new Set();
-/** Rendered rows by section and key, with the data they were rendered from. */
+/**
+ * Rendered rows by section and key, with the data they were rendered from.
+ * @type {Map<string, Map<string, { element: HTMLElement, data: string, notice: string }>>}
+ */
 const rendered = new Map();
+/** @type {DashboardView | undefined} */
 let previous;
+
+/**
+ * An element the page must have (index.html): its absence is a bug worth an error.
+ * @param {string} id
+ */
+function byId(id) {
+  const element = document.getElementById(id);
+  if (!element) throw new Error(`the dashboard page has no element #${id}`);
+  return element;
+}
 
 // ---------------------------------------------------------------------------------
 // Building DOM without HTML strings.
 
+/**
+ * @typedef {Node | string | null | undefined | false} Child
+ * @param {string} tag
+ * @param {Record<string, string | number | boolean | null | undefined> | null} [attributes]
+ * @param {...(Child | Child[])} children
+ * @returns {HTMLElement}
+ */
 function h(tag, attributes, ...children) {
   const element = document.createElement(tag);
   for (const [name, value] of Object.entries(attributes ?? {})) {
@@ -41,6 +80,7 @@ function h(tag, attributes, ...children) {
   return element;
 }
 
+/** @param {string} iso */
 function formatTime(iso) {
   const date = new Date(iso);
   const sameDay = date.toDateString() === new Date().toDateString();
@@ -49,12 +89,18 @@ function formatTime(iso) {
     : date.toLocaleString(undefined, { hour12: false });
 }
 
+/** @param {string | null | undefined} iso */
 function time(iso, fallback = '—') {
   if (!iso) return h('span', { class: 'muted', text: fallback });
   return h('time', { datetime: iso, title: iso, text: formatTime(iso) });
 }
 
-/** A state as a symbol (decoration, hidden from screen readers) and a word (always shown). */
+/**
+ * A state as a symbol (decoration, hidden from screen readers) and a word (always shown).
+ * @param {string} kind
+ * @param {string} state
+ * @param {string} symbol
+ */
 function badge(kind, state, symbol, word = state) {
   return h(
     'span',
@@ -64,6 +110,11 @@ function badge(kind, state, symbol, word = state) {
   );
 }
 
+/**
+ * @param {string[]} list
+ * @param {number} total
+ * @param {string} noun
+ */
 function names(list, total, noun) {
   if (total === 0) return `no ${noun}s`;
   const more = total > list.length ? ` and ${String(total - list.length)} more` : '';
@@ -73,6 +124,7 @@ function names(list, total, noun) {
 // ---------------------------------------------------------------------------------
 // Rows.
 
+/** @param {CheckRow} check */
 function checkRow(check) {
   const gates = check.gates;
   const actions = gates.allActions ? 'every action' : gates.actions.join(', ');
@@ -96,6 +148,7 @@ function checkRow(check) {
   );
 }
 
+/** @param {PolicyRow} policy */
 function policyRow(policy) {
   const w = policy.window;
   let windowText;
@@ -147,6 +200,7 @@ function policyRow(policy) {
   );
 }
 
+/** @param {HookRunRow} run */
 function hookRunItem(run) {
   const what = `${run.kind} ${run.namespace}/${run.name}, attempt ${String(run.attempt)}`;
   return h(
@@ -168,6 +222,7 @@ function hookRunItem(run) {
   );
 }
 
+/** @param {ActionRow} action */
 function timeline(action) {
   return h(
     'ol',
@@ -193,6 +248,7 @@ function timeline(action) {
   );
 }
 
+/** @param {ActionRow} action */
 function actionDetails(action) {
   const parts = [h('h3', { text: `Timeline of ${action.name}` }), timeline(action)];
   if (action.checks.length > 0) {
@@ -242,6 +298,7 @@ function actionDetails(action) {
   return parts;
 }
 
+/** @param {ActionRow} action */
 function actionBody(action) {
   const detailsId = `timeline-${action.name}`;
   const open = expanded.has(action.name);
@@ -310,6 +367,7 @@ function actionBody(action) {
   );
 }
 
+/** @param {NodeRow} node */
 function nodeRow(node) {
   const ready = node.exists ? node.ready : 'Gone';
   const readyWord = { True: 'Ready', False: 'Not ready', Unknown: 'Unknown', Gone: 'Deleted' }[ready];
@@ -334,6 +392,13 @@ function nodeRow(node) {
 /**
  * `noticeOf` says what about an item is worth drawing the eye to (a check's state, not
  * its probe time): only a change of that highlights the row.
+ * @template T
+ * @param {string} section
+ * @param {HTMLElement} container
+ * @param {T[]} items
+ * @param {(item: T) => string} keyOf
+ * @param {(item: T) => HTMLElement} render
+ * @param {(item: T) => string} noticeOf
  */
 function patch(section, container, items, keyOf, render, noticeOf) {
   let rows = rendered.get(section);
@@ -342,7 +407,8 @@ function patch(section, container, items, keyOf, render, noticeOf) {
     rendered.set(section, rows);
   }
   const wanted = new Set();
-  const first = [...container.children].find((el) => el.dataset.key !== undefined) ?? null;
+  const first =
+    [...container.children].find((el) => el instanceof HTMLElement && el.dataset.key !== undefined) ?? null;
   let cursor = first;
   for (const item of items) {
     const key = keyOf(item);
@@ -373,15 +439,16 @@ function patch(section, container, items, keyOf, render, noticeOf) {
   }
 }
 
+/** @param {DashboardView} view */
 function render(view) {
-  const focusKey = document.activeElement?.dataset?.focusKey;
+  const focusKey = focusKeyOf(document.activeElement);
   const s = view.summary;
   const summary = [
     `${String(s.checks.total)} check${s.checks.total === 1 ? '' : 's'}: ${String(s.checks.healthy)} healthy, ${String(s.checks.unhealthy)} unhealthy, ${String(s.checks.unknown)} unknown`,
     `${String(s.actionsInProgress)} action${s.actionsInProgress === 1 ? '' : 's'} in progress, ${String(s.actionsFinished)} finished`,
   ];
-  document.getElementById('summary').textContent = `${summary.join('. ')}.`;
-  const instance = document.getElementById('instance');
+  byId('summary').textContent = `${summary.join('. ')}.`;
+  const instance = byId('instance');
   instance.hidden = !view.instance;
   instance.textContent = view.instance ? `controller instance ${view.instance}` : '';
 
@@ -400,7 +467,7 @@ function render(view) {
     policyRow,
     (p) => `${p.inUse} ${p.window.open}`,
   );
-  document.getElementById('policies-empty').textContent =
+  byId('policies-empty').textContent =
     view.policies === null
       ? 'This controller does not watch ActionPolicies (it runs without the gate).'
       : 'No ActionPolicies: one action at a time cluster-wide, never two control-plane nodes at once.';
@@ -412,7 +479,7 @@ function render(view) {
     (a) => a.phase,
   );
   for (const name of expanded) if (!view.actions.some((a) => a.name === name)) expanded.delete(name);
-  const omitted = document.getElementById('actions-omitted');
+  const omitted = byId('actions-omitted');
   omitted.hidden = view.actionsOmitted === 0;
   omitted.textContent = `${String(view.actionsOmitted)} older finished actions are not shown (kubectl get nodeactions lists them).`;
   section(
@@ -423,28 +490,54 @@ function render(view) {
     (n) => `${n.ready} ${n.preready}`,
   );
 
-  if (focusKey && document.activeElement?.dataset?.focusKey !== focusKey) {
-    document.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`)?.focus({ preventScroll: true });
+  if (focusKey && focusKeyOf(document.activeElement) !== focusKey) {
+    const target = document.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`);
+    if (target instanceof HTMLElement) target.focus({ preventScroll: true });
   }
 }
 
+/** @param {Element | null} element */
+function focusKeyOf(element) {
+  return element instanceof HTMLElement ? element.dataset.focusKey : undefined;
+}
+
+/**
+ * @template T
+ * @param {string} name
+ * @param {T[]} items
+ * @param {(item: T) => string} keyOf
+ * @param {(item: T) => HTMLElement} renderRow
+ * @param {(item: T) => string} noticeOf
+ */
 function section(name, items, keyOf, renderRow, noticeOf) {
-  const container =
-    name === 'actions' ? document.getElementById('actions-table') : document.getElementById(`${name}-body`);
+  const container = name === 'actions' ? byId('actions-table') : byId(`${name}-body`);
   patch(name, container, items, keyOf, renderRow, noticeOf);
-  document.getElementById(`${name}-empty`).hidden = items.length > 0;
+  byId(`${name}-empty`).hidden = items.length > 0;
   // The scrolling wrapper is a keyboard stop: hide it with its table, not only the table.
-  document.getElementById(`${name}-table`).parentElement.hidden = items.length === 0;
+  const wrapper = byId(`${name}-table`).parentElement;
+  if (wrapper) wrapper.hidden = items.length === 0;
 }
 
 // ---------------------------------------------------------------------------------
 // What changed, in words, for the polite live region.
 
+/**
+ * @template {{ name: string }} T
+ * @param {T[]} list
+ * @returns {Map<string, T>}
+ */
+function byName(list) {
+  return new Map(list.map((x) => [x.name, x]));
+}
+
+/**
+ * @param {DashboardView | undefined} before
+ * @param {DashboardView} after
+ */
 function changes(before, after) {
   if (!before) return [];
   const out = [];
-  const old = (list, key) => new Map(list.map((x) => [x[key], x]));
-  const checks = old(before.checks, 'name');
+  const checks = byName(before.checks);
   for (const c of after.checks) {
     const was = checks.get(c.name);
     if (!was) out.push(`Check ${c.name} added: ${c.state}.`);
@@ -453,7 +546,7 @@ function changes(before, after) {
   for (const name of checks.keys()) {
     if (!after.checks.some((c) => c.name === name)) out.push(`Check ${name} removed.`);
   }
-  const actions = old(before.actions, 'name');
+  const actions = byName(before.actions);
   for (const a of after.actions) {
     const was = actions.get(a.name);
     if (!was)
@@ -461,7 +554,7 @@ function changes(before, after) {
     else if (was.phase !== a.phase)
       out.push(`Action ${a.name} (${a.action} of ${a.node}) is now ${a.phase}.`);
   }
-  const policies = old(before.policies ?? [], 'name');
+  const policies = byName(before.policies ?? []);
   for (const p of after.policies ?? []) {
     const was = policies.get(p.name);
     if (was && was.window.open !== p.window.open)
@@ -470,36 +563,43 @@ function changes(before, after) {
   return out;
 }
 
+/** @param {string[]} messages */
 function announce(messages) {
-  const log = document.getElementById('changes-log');
+  const log = byId('changes-log');
   const now = new Date().toISOString();
   for (const message of messages) log.prepend(h('li', {}, time(now), ` ${message}`));
-  while (log.children.length > CHANGES_KEPT) log.lastElementChild.remove();
+  while (log.children.length > CHANGES_KEPT) log.lastElementChild?.remove();
 }
 
 // ---------------------------------------------------------------------------------
 // The connection.
 
+/**
+ * @param {'live' | 'reconnecting' | 'offline'} state
+ * @param {string} text
+ */
 function connection(state, text) {
-  const element = document.getElementById('connection');
+  const element = byId('connection');
+  const words = byId('connection-text');
   // Rewriting the same words would have some screen readers announce them again.
-  if (element.dataset.state === state && document.getElementById('connection-text').textContent === text)
-    return;
+  if (element.dataset.state === state && words.textContent === text) return;
   element.dataset.state = state;
-  element.querySelector('.connection-symbol').textContent = state === 'live' ? '●' : '○';
-  document.getElementById('connection-text').textContent = text;
+  const symbol = element.querySelector('.connection-symbol');
+  if (symbol) symbol.textContent = state === 'live' ? '●' : '○';
+  words.textContent = text;
 }
 
 function connect() {
   const source = new EventSource(new URL('v1/dashboard/events', document.baseURI));
   source.addEventListener('open', () => connection('live', 'live'));
   source.addEventListener('snapshot', (event) => {
+    /** @type {DashboardView} */
     const view = JSON.parse(event.data);
     connection('live', 'live');
     announce(changes(previous, view));
     render(view);
     previous = view;
-    const updated = document.getElementById('updated');
+    const updated = byId('updated');
     updated.replaceChildren('updated ', time(new Date().toISOString()));
   });
   source.addEventListener('error', () => {
@@ -513,16 +613,17 @@ function connect() {
   });
 }
 
-document.getElementById('actions-table').addEventListener('click', (event) => {
-  const button = event.target instanceof window.Element ? event.target.closest('button[data-toggle]') : null;
-  if (!button) return;
-  const name = button.dataset.toggle;
+byId('actions-table').addEventListener('click', (event) => {
+  const button = event.target instanceof Element ? event.target.closest('button[data-toggle]') : null;
+  const name = button instanceof HTMLElement ? button.dataset.toggle : undefined;
+  if (!button || name === undefined) return;
   const open = button.getAttribute('aria-expanded') !== 'true';
   if (open) expanded.add(name);
   else expanded.delete(name);
   button.setAttribute('aria-expanded', String(open));
-  button.querySelector('.disclosure-symbol').textContent = open ? '▾' : '▸';
-  const details = document.getElementById(button.getAttribute('aria-controls'));
+  const symbol = button.querySelector('.disclosure-symbol');
+  if (symbol) symbol.textContent = open ? '▾' : '▸';
+  const details = document.getElementById(button.getAttribute('aria-controls') ?? '');
   if (details) details.hidden = !open;
 });
 
