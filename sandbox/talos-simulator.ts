@@ -33,9 +33,22 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { parseDuration } from '../src/duration.ts';
 import { KubeApiError, RestClient } from '../src/kube/rest.ts';
-import * as m from '../src/talos/messages.ts';
-import type { Fields, MessageInit } from '../src/talos/protobuf.ts';
-import { ImageService, LifecycleService, MachineService, serviceDefinition } from '../src/talos/services.ts';
+import type { DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import { ContainerdNamespace, type ContainerdInstance } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
+import {
+  ApplyConfigurationRequest_Mode as ApplyMode,
+  ImageServicePullLayerProgress_Status as LayerStatus,
+  ApplyConfigurationSchema,
+  VersionSchema,
+  type ApplyConfigurationRequest,
+} from '../src/talos/gen/gatehouse/talos/machine_pb.ts';
+import {
+  ImageService,
+  LifecycleService,
+  MachineService,
+  serviceDefinition,
+  type Method,
+} from '../src/talos/services.ts';
 import {
   formatTalosVersion,
   hasLifecycleUpgrade,
@@ -220,106 +233,102 @@ export class TalosSimulator {
 
   private machineService(): UntypedServiceImplementation {
     return {
-      Version: this.unary('Version', MachineService.Version.response.fields, (machine) => ({
+      Version: this.unary('Version', MachineService.Version, (machine) => ({
         messages: [this.versionOf(machine)],
       })),
-      Reboot: this.unary('Reboot', MachineService.Reboot.response.fields, (machine) => {
+      Reboot: this.unary('Reboot', MachineService.Reboot, (machine) => {
         this.reboot(machine, 'reboot');
         return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
       }),
-      Shutdown: this.unary('Shutdown', MachineService.Shutdown.response.fields, (machine) => {
+      Shutdown: this.unary('Shutdown', MachineService.Shutdown, (machine) => {
         this.later(this.shutdownDelayMs, () => this.powerOff(machine.name, undefined));
         return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
       }),
-      Reset: this.unary(
-        'Reset',
-        MachineService.Reset.response.fields,
-        (machine, request: m.Decoded<typeof m.ResetRequest>) => {
-          const unknown = request.systemPartitionsToWipe.filter((p) => !SYSTEM_PARTITIONS.includes(p.label));
-          if (unknown.length > 0)
-            throw new CallError(
-              GrpcStatus.INVALID_ARGUMENT,
-              `failed to reset: unknown system partition label(s) ${unknown.map((p) => `"${p.label}"`).join(', ')} (system partitions: ${SYSTEM_PARTITIONS.join(', ')})`,
-            );
-          // The wipe takes the place of a boot: the machine leaves the cluster for good.
-          this.later(this.shutdownDelayMs, async () => {
-            await this.powerOff(machine.name, undefined);
-            this.later(this.bootDelayFor(machine), () => this.deleteNode(machine));
-          });
-          return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
-        },
-      ),
+      Reset: this.unary('Reset', MachineService.Reset, (machine, request) => {
+        const unknown = request.systemPartitionsToWipe.filter((p) => !SYSTEM_PARTITIONS.includes(p.label));
+        if (unknown.length > 0)
+          throw new CallError(
+            GrpcStatus.INVALID_ARGUMENT,
+            `failed to reset: unknown system partition label(s) ${unknown.map((p) => `"${p.label}"`).join(', ')} (system partitions: ${SYSTEM_PARTITIONS.join(', ')})`,
+          );
+        // The wipe takes the place of a boot: the machine leaves the cluster for good.
+        this.later(this.shutdownDelayMs, async () => {
+          await this.powerOff(machine.name, undefined);
+          this.later(this.bootDelayFor(machine), () => this.deleteNode(machine));
+        });
+        return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
+      }),
       ApplyConfiguration: this.unary(
         'ApplyConfiguration',
-        MachineService.ApplyConfiguration.response.fields,
-        async (machine, request: m.Decoded<typeof m.ApplyConfigurationRequest>) => ({
+        MachineService.ApplyConfiguration,
+        async (machine, request) => ({
           messages: [await this.applyConfiguration(machine, request)],
         }),
       ),
-      Upgrade: this.unary(
-        'Upgrade',
-        MachineService.Upgrade.response.fields,
-        async (machine, request: m.Decoded<typeof m.UpgradeRequest>) => {
-          const target = this.installerTarget(request.image);
-          const fault = faultFor(machine.faults, 'upgrade-error', 'Upgrade');
-          if (fault) throw new CallError(GrpcStatus.UNKNOWN, fault.message);
-          await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
-          this.reboot(machine, `upgrade to ${formatTalosVersion(target)}`);
-          return {
-            messages: [
-              {
-                metadata: { hostname: machine.name },
-                ack: 'Upgrade request received',
-                actorId: randomUUID(),
-              },
-            ],
-          };
-        },
-      ),
+      Upgrade: this.unary('Upgrade', MachineService.Upgrade, async (machine, request) => {
+        const target = this.installerTarget(request.image);
+        const fault = faultFor(machine.faults, 'upgrade-error', 'Upgrade');
+        if (fault) throw new CallError(GrpcStatus.UNKNOWN, fault.message);
+        await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
+        this.reboot(machine, `upgrade to ${formatTalosVersion(target)}`);
+        return {
+          messages: [
+            {
+              metadata: { hostname: machine.name },
+              ack: 'Upgrade request received',
+              actorId: randomUUID(),
+            },
+          ],
+        };
+      }),
     };
   }
 
   private imageService(): UntypedServiceImplementation {
     return {
-      Pull: this.serverStream(
-        'ImagePull',
-        ImageService.Pull.response.fields,
-        async (machine, request: m.Decoded<typeof m.ImageServicePullRequest>, send) => {
-          const ref = request.imageRef.trim();
-          if (ref === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'image reference is empty');
-          const layers = [0, 1].map((i) =>
-            createHash('sha256')
-              .update(`${ref}#${String(i)}`)
-              .digest('hex'),
-          );
-          const total = 48 * 1024 * 1024;
-          const fault = faultFor(machine.faults, 'pull-error', 'ImagePull');
-          for (const [i, layer] of layers.entries()) {
-            const layerId = `sha256:${layer}`;
-            for (const [status, offset] of [
-              [m.LayerPullStatus.DOWNLOADING, 0],
-              [m.LayerPullStatus.DOWNLOADING, total / 2],
-              [m.LayerPullStatus.DOWNLOAD_COMPLETE, total],
-              [m.LayerPullStatus.EXTRACTING, total],
-              [m.LayerPullStatus.EXTRACT_COMPLETE, total],
-            ] as const) {
-              await send({
-                pullProgress: {
+      Pull: this.serverStream('ImagePull', ImageService.Pull, async (machine, request, send) => {
+        const ref = request.imageRef.trim();
+        if (ref === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'image reference is empty');
+        const layers = [0, 1].map((i) =>
+          createHash('sha256')
+            .update(`${ref}#${String(i)}`)
+            .digest('hex'),
+        );
+        const total = 48 * 1024 * 1024;
+        const fault = faultFor(machine.faults, 'pull-error', 'ImagePull');
+        for (const [i, layer] of layers.entries()) {
+          const layerId = `sha256:${layer}`;
+          for (const [status, offset] of [
+            [LayerStatus.DOWNLOADING, 0],
+            [LayerStatus.DOWNLOADING, total / 2],
+            [LayerStatus.DOWNLOAD_COMPLETE, total],
+            [LayerStatus.EXTRACTING, total],
+            [LayerStatus.EXTRACT_COMPLETE, total],
+          ] as const) {
+            await send({
+              response: {
+                case: 'pullProgress',
+                value: {
                   layerId,
-                  progress: { status, offset, total, elapsed: { seconds: i, nanos: 0 } },
+                  progress: {
+                    status,
+                    offset: BigInt(offset),
+                    total: BigInt(total),
+                    elapsed: { seconds: BigInt(i), nanos: 0 },
+                  },
                 },
-              });
-              if (fault && offset === total / 2)
-                throw new CallError(GrpcStatus.UNKNOWN, `failed to pull image "${ref}": ${fault.message}`);
-            }
+              },
+            });
+            if (fault && offset === total / 2)
+              throw new CallError(GrpcStatus.UNKNOWN, `failed to pull image "${ref}": ${fault.message}`);
           }
-          const store = this.imageStore(machine, request.containerd);
-          const images = this.pulled.get(store) ?? new Set<string>();
-          images.add(ref);
-          this.pulled.set(store, images);
-          await send({ name: ref });
-        },
-      ),
+        }
+        const store = this.imageStore(machine, request.containerd);
+        const images = this.pulled.get(store) ?? new Set<string>();
+        images.add(ref);
+        this.pulled.set(store, images);
+        await send({ response: { case: 'name', value: ref } });
+      }),
     };
   }
 
@@ -327,8 +336,8 @@ export class TalosSimulator {
     return {
       Upgrade: this.serverStream(
         'LifecycleUpgrade',
-        LifecycleService.Upgrade.response.fields,
-        async (machine, request: m.Decoded<typeof m.LifecycleServiceUpgradeRequest>, send) => {
+        LifecycleService.Upgrade,
+        async (machine, request, send) => {
           if (!hasLifecycleUpgrade(machine.version))
             // What a gRPC server says about a service it does not have.
             throw new CallError(GrpcStatus.UNIMPLEMENTED, 'unknown service machine.LifecycleService');
@@ -340,7 +349,8 @@ export class TalosSimulator {
               `image "${image}" not found in containerd namespace ${this.namespaceName(request.containerd)}: pull it first (ImageService.Pull)`,
             );
           const target = this.installerTarget(image);
-          const say = (message: string) => send({ progress: { message } });
+          const say = (message: string) =>
+            send({ progress: { response: { case: 'message', value: message } } });
           await say(`running installer ${image}`);
           await say(
             `validating upgrade from ${formatTalosVersion(machine.version)} to ${formatTalosVersion(target)}`,
@@ -349,26 +359,23 @@ export class TalosSimulator {
           const fault = faultFor(machine.faults, 'upgrade-error', 'LifecycleUpgrade');
           if (fault) {
             await say(`error: ${fault.message}`);
-            await send({ progress: { exitCode: 1 } });
+            await send({ progress: { response: { case: 'exitCode', value: 1 } } });
             return;
           }
           await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
           await say(`installed Talos ${formatTalosVersion(target)}; it runs after the next reboot`);
-          await send({ progress: { exitCode: 0 } });
+          await send({ progress: { response: { case: 'exitCode', value: 0 } } });
         },
       ),
     };
   }
 
-  private namespaceName(containerd: m.Decoded<typeof m.ContainerdInstance> | undefined): string {
-    const namespace = containerd?.namespace ?? m.ContainerdNamespace.NS_SYSTEM;
-    return namespace === m.ContainerdNamespace.NS_CRI ? 'cri' : 'system';
+  private namespaceName(containerd: ContainerdInstance | undefined): string {
+    const namespace = containerd?.namespace ?? ContainerdNamespace.NS_SYSTEM;
+    return namespace === ContainerdNamespace.NS_CRI ? 'cri' : 'system';
   }
 
-  private imageStore(
-    machine: Machine,
-    containerd: m.Decoded<typeof m.ContainerdInstance> | undefined,
-  ): string {
+  private imageStore(machine: Machine, containerd: ContainerdInstance | undefined): string {
     return `${machine.node.metadata.uid}/${this.namespaceName(containerd)}`;
   }
 
@@ -484,12 +491,18 @@ export class TalosSimulator {
     throw new Error(`node ${name}: could not count a ${method} call, its Node kept changing`);
   }
 
-  private unary<Req, Res extends Fields>(
+  private unary<Req extends DescMessage, Res extends DescMessage>(
     method: MethodName,
-    _response: Res,
-    handler: (machine: Machine, request: Req) => MessageInit<Res> | Promise<MessageInit<Res>>,
+    _def: Method<Req, Res>,
+    handler: (
+      machine: Machine,
+      request: MessageShape<Req>,
+    ) => MessageInitShape<Res> | Promise<MessageInitShape<Res>>,
   ) {
-    return (call: ServerUnaryCall<Req, MessageInit<Res>>, callback: sendUnaryData<MessageInit<Res>>) => {
+    return (
+      call: ServerUnaryCall<MessageShape<Req>, MessageInitShape<Res>>,
+      callback: sendUnaryData<MessageInitShape<Res>>,
+    ) => {
       this.play(method, call.metadata, (machine) => handler(machine, call.request)).then(
         (reply) => {
           if (reply !== HANG) callback(null, reply);
@@ -499,19 +512,19 @@ export class TalosSimulator {
     };
   }
 
-  private serverStream<Req, Res extends Fields>(
+  private serverStream<Req extends DescMessage, Res extends DescMessage>(
     method: MethodName,
-    _response: Res,
+    _def: Method<Req, Res>,
     handler: (
       machine: Machine,
-      request: Req,
-      send: (reply: MessageInit<Res>) => Promise<void>,
+      request: MessageShape<Req>,
+      send: (reply: MessageInitShape<Res>) => Promise<void>,
     ) => Promise<void>,
   ) {
-    return (call: ServerWritableStream<Req, MessageInit<Res>>) => {
+    return (call: ServerWritableStream<MessageShape<Req>, MessageInitShape<Res>>) => {
       let cancelled = false;
       call.on('cancelled', () => (cancelled = true));
-      const send = async (reply: MessageInit<Res>) => {
+      const send = async (reply: MessageInitShape<Res>) => {
         if (cancelled) throw new CallError(GrpcStatus.CANCELLED, 'cancelled by the client');
         call.write(reply);
         await sleep(20); // a stream worth the name: replies arrive over time
@@ -536,7 +549,7 @@ export class TalosSimulator {
 
   // --- machine behaviour ------------------------------------------------------------
 
-  private versionOf(machine: Machine): MessageInit<typeof m.Version.fields> {
+  private versionOf(machine: Machine): MessageInitShape<typeof VersionSchema> {
     const tag = formatTalosVersion(machine.version);
     return {
       metadata: { hostname: machine.name },
@@ -588,8 +601,8 @@ export class TalosSimulator {
 
   private async applyConfiguration(
     machine: Machine,
-    request: m.Decoded<typeof m.ApplyConfigurationRequest>,
-  ): Promise<MessageInit<typeof m.ApplyConfiguration.fields>> {
+    request: ApplyConfigurationRequest,
+  ): Promise<MessageInitShape<typeof ApplyConfigurationSchema>> {
     const text = new TextDecoder().decode(request.data);
     const docs = parseAllDocuments(text);
     const broken = docs.flatMap((d) => d.errors);
@@ -610,8 +623,8 @@ export class TalosSimulator {
         'configuration validation failed: no v1alpha1 document with a "machine" section',
       );
     const digest = sha256(request.data);
-    const mode = request.mode === m.ApplyMode.AUTO ? m.ApplyMode.NO_REBOOT : request.mode;
-    const reply = (modeDetails: string, chosen: number) => ({
+    const mode = request.mode === ApplyMode.AUTO ? ApplyMode.NO_REBOOT : request.mode;
+    const reply = (modeDetails: string, chosen: ApplyMode) => ({
       metadata: { hostname: machine.name },
       warnings: [],
       mode: chosen,
@@ -623,17 +636,17 @@ export class TalosSimulator {
         mode,
       );
     switch (mode) {
-      case m.ApplyMode.REBOOT:
+      case ApplyMode.REBOOT:
         await this.setAnnotations(machine.name, { [STAGED_MACHINE_CONFIG_ANNOTATION]: digest });
         this.reboot(machine, 'apply configuration with a reboot');
         return reply('Applied configuration with a reboot', mode);
-      case m.ApplyMode.STAGED:
+      case ApplyMode.STAGED:
         await this.setAnnotations(machine.name, { [STAGED_MACHINE_CONFIG_ANNOTATION]: digest });
         return reply('Staged configuration to be applied after a reboot', mode);
-      case m.ApplyMode.TRY: {
+      case ApplyMode.TRY: {
         const previous = machine.node.metadata.annotations?.[MACHINE_CONFIG_ANNOTATION] ?? null;
         const t = request.tryModeTimeout;
-        const timeoutMs = t ? t.seconds * 1000 + t.nanos / 1e6 : 60_000;
+        const timeoutMs = t ? Number(t.seconds) * 1000 + t.nanos / 1e6 : 60_000;
         await this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: digest });
         this.later(timeoutMs, () =>
           this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: previous }),
@@ -643,7 +656,7 @@ export class TalosSimulator {
           mode,
         );
       }
-      case m.ApplyMode.NO_REBOOT:
+      case ApplyMode.NO_REBOOT:
         await this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: digest });
         return reply('Applied configuration without a reboot', mode);
       default:
