@@ -48,6 +48,10 @@ export const FAULT_METHODS = [
   'Upgrade',
   'ImagePull',
   'LifecycleUpgrade',
+  'EtcdMemberList',
+  'EtcdStatus',
+  'EtcdAlarmList',
+  'EtcdForfeitLeadership',
 ] as const;
 
 /** Parses the fault annotation: comma-separated `kind` or `kind:Method`. */

@@ -1,21 +1,34 @@
 // A Talos API simulator for the sandbox: serves the Talos gRPC API (MachineService
-// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade; ImageService.Pull;
-// LifecycleService.Upgrade) over mutual TLS like apid, routes each call by its `node`
-// metadata to the kwok Node with that InternalIP (or name), and plays the call on that
-// Node through the Kubernetes API:
+// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade and the etcd methods;
+// ImageService.Pull; LifecycleService.Upgrade) over mutual TLS like apid, routes each
+// call by its `node` metadata to the kwok Node with that InternalIP (or name), and
+// plays the call on that Node through the Kubernetes API, as the Talos version in the
+// Node's osImage would:
 //
 //   reboot   → acknowledged; the Node goes NotReady (powered off), gets a new bootID
 //              (and the new osImage after an upgrade), and turns Ready after the boot delay
 //   shutdown → NotReady, and stays down
-//   reset    → NotReady, then the Node is deleted
+//   reset    → NotReady; with `reboot` it boots again (into maintenance mode, NotReady
+//              for good, unless only user disks were wiped), else it stays halted. A
+//              reset never deletes the Node, as on a real cluster.
+//
+// Per version: ImageService and LifecycleService exist from 1.13 (UNIMPLEMENTED
+// before); from 1.14.0-alpha.2 ApplyConfiguration REBOOT is UNIMPLEMENTED and AUTO never
+// reboots; on older versions AUTO reboots when the change needs it (here: a change of
+// `machine.install`). The legacy MachineService.Upgrade installs and reboots by itself,
+// and refuses a control-plane node when etcd could not spare it (unless `force`).
+// Like a real node answering a call addressed with `node`, no reply carries
+// common.Metadata: errors are gRPC statuses.
+//
+// The control-plane Nodes form one simulated etcd cluster (talos-etcd.ts).
 //
 // State lives on the Node (annotations), so a restarted simulator carries on where
 // the last one stopped; only pulled images are kept in memory. Faults are injected per
 // node (see talos-faults.ts). Every call that reaches a node is counted on it, by
 // method (TALOS_CALLS_ANNOTATION), so tests in other processes can tell how often a
 // node was asked to do something. Not simulated: Talos' own cordon and drain around a
-// reboot or shutdown (gatehouse drains itself), etcd membership, and power-cycle mode
-// (a reboot like any other). Reset deletes the Node whatever its options.
+// reboot or shutdown (gatehouse drains itself), and power-cycle mode (a reboot like
+// any other).
 import { createHash, randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -35,9 +48,13 @@ import { parseDuration } from '../src/duration.ts';
 import { KubeApiError, RestClient } from '../src/kube/rest.ts';
 import type { DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
 import { ContainerdNamespace, type ContainerdInstance } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
+import { ContainerDriver } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
 import {
   ApplyConfigurationRequest_Mode as ApplyMode,
+  EtcdMemberAlarm_AlarmType as AlarmType,
   ImageServicePullLayerProgress_Status as LayerStatus,
+  RebootRequest_Mode as RebootMode,
+  ResetRequest_WipeMode as WipeMode,
   ApplyConfigurationSchema,
   VersionSchema,
   type ApplyConfigurationRequest,
@@ -50,7 +67,9 @@ import {
   type Method,
 } from '../src/talos/services.ts';
 import {
+  appliesWithoutReboot,
   formatTalosVersion,
+  hasForceReboot,
   hasLifecycleUpgrade,
   installerVersion,
   osImageOf,
@@ -68,6 +87,17 @@ import {
   TALOS_FAULT_MESSAGE_ANNOTATION,
   type TalosFault,
 } from './talos-faults.ts';
+import {
+  ETCD_LEADER_ANNOTATION,
+  ETCD_LEFT_ANNOTATION,
+  etcdLeader,
+  etcdMembers,
+  isControlPlane,
+  nextLeader,
+  raftIndexOf,
+  type EtcdNode,
+  type SimulatedMember,
+} from './talos-etcd.ts';
 import { talosPkiPaths } from './talos-pki.ts';
 
 /** When a powered-off node boots (RFC 3339); absent while it stays down. */
@@ -78,6 +108,14 @@ export const STAGED_OS_IMAGE_ANNOTATION = 'sandbox.gatehouse.dev/staged-os-image
 export const MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/machine-config';
 /** sha256 of a configuration staged for the next boot. */
 export const STAGED_MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/staged-machine-config';
+/** sha256 of the configuration's `machine.install` (what needs a reboot to change), once applied. */
+export const INSTALL_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/install-config';
+/** sha256 of a `machine.install` that takes effect at the next boot. */
+export const STAGED_INSTALL_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/staged-install-config';
+/** Set when a reset wiped the system disk: the node boots into maintenance mode, NotReady for good. */
+export const MAINTENANCE_ANNOTATION = 'sandbox.gatehouse.dev/maintenance';
+/** How the last reboot or shutdown went: `graceful` or `force` (FORCE, or Shutdown force). */
+export const LAST_POWER_OFF_ANNOTATION = 'sandbox.gatehouse.dev/last-power-off';
 /** How many calls of each method reached the node, as JSON: `{"Reboot":1,"ImagePull":2}`. */
 export const TALOS_CALLS_ANNOTATION = 'sandbox.gatehouse.dev/talos-calls';
 
@@ -113,7 +151,13 @@ export interface TalosSimulatorOptions {
 }
 
 interface NodeObject {
-  metadata: { name: string; uid: string; resourceVersion?: string; annotations?: Record<string, string> };
+  metadata: {
+    name: string;
+    uid: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
   status?: {
     addresses?: { type: string; address: string }[];
     nodeInfo?: { osImage?: string; architecture?: string; bootID?: string };
@@ -137,7 +181,11 @@ type MethodName =
   | 'ApplyConfiguration'
   | 'Upgrade'
   | 'ImagePull'
-  | 'LifecycleUpgrade';
+  | 'LifecycleUpgrade'
+  | 'EtcdMemberList'
+  | 'EtcdStatus'
+  | 'EtcdAlarmList'
+  | 'EtcdForfeitLeadership';
 
 /** A call's outcome as a gRPC status with Talos' message. */
 class CallError extends Error {
@@ -164,8 +212,8 @@ export class TalosSimulator {
   private readonly log: (line: string) => void;
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly injected = new Map<string, TalosFault[]>();
-  /** Images each machine has pulled, by `<Node uid>/<containerd namespace>`. */
-  private readonly pulled = new Map<string, Set<string>>();
+  /** Images each machine has pulled, by `<Node uid>/<containerd namespace>`: name (as asked or pinned) → reference asked. */
+  private readonly pulled = new Map<string, Map<string, string>>();
   private boundPort = 0;
   private stopped = false;
 
@@ -232,31 +280,70 @@ export class TalosSimulator {
   // --- services ---------------------------------------------------------------------
 
   private machineService(): UntypedServiceImplementation {
+    const ack = () => ({ messages: [{ actorId: randomUUID() }] });
     return {
       Version: this.unary('Version', MachineService.Version, (machine) => ({
         messages: [this.versionOf(machine)],
       })),
-      Reboot: this.unary('Reboot', MachineService.Reboot, (machine) => {
-        this.reboot(machine, 'reboot');
-        return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
+      Reboot: this.unary('Reboot', MachineService.Reboot, (machine, request) => {
+        if (request.mode === RebootMode.FORCE && !hasForceReboot(machine.version))
+          throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown reboot mode ${String(request.mode)}`);
+        if (
+          !([RebootMode.DEFAULT, RebootMode.POWERCYCLE, RebootMode.FORCE] as number[]).includes(request.mode)
+        )
+          throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown reboot mode ${String(request.mode)}`);
+        this.reboot(machine, 'reboot', request.mode === RebootMode.FORCE);
+        return ack();
       }),
-      Shutdown: this.unary('Shutdown', MachineService.Shutdown, (machine) => {
-        this.later(this.shutdownDelayMs, () => this.powerOff(machine.name, undefined));
-        return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
+      Shutdown: this.unary('Shutdown', MachineService.Shutdown, (machine, request) => {
+        // force: no graceful stop of the services first.
+        this.later(request.force ? 0 : this.shutdownDelayMs, () =>
+          this.powerOff(machine.name, undefined, request.force),
+        );
+        return ack();
       }),
-      Reset: this.unary('Reset', MachineService.Reset, (machine, request) => {
+      Reset: this.unary('Reset', MachineService.Reset, async (machine, request) => {
         const unknown = request.systemPartitionsToWipe.filter((p) => !SYSTEM_PARTITIONS.includes(p.label));
         if (unknown.length > 0)
           throw new CallError(
             GrpcStatus.INVALID_ARGUMENT,
             `failed to reset: unknown system partition label(s) ${unknown.map((p) => `"${p.label}"`).join(', ')} (system partitions: ${SYSTEM_PARTITIONS.join(', ')})`,
           );
-        // The wipe takes the place of a boot: the machine leaves the cluster for good.
+        if (!([WipeMode.ALL, WipeMode.SYSTEM_DISK, WipeMode.USER_DISKS] as number[]).includes(request.mode))
+          throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown wipe mode ${String(request.mode)}`);
+        // A graceful reset of a control-plane node leaves etcd first.
+        const member = isControlPlane(this.etcdNode(machine.node));
+        if (member && request.graceful) {
+          const members = await this.members();
+          const voting = members.filter((m) => !m.learner);
+          const others = voting.filter((m) => m.hostname !== machine.name && !m.down && !m.unhealthy);
+          if (others.length < Math.floor((voting.length - 1) / 2) + 1 || voting.length <= 1)
+            throw new CallError(
+              GrpcStatus.FAILED_PRECONDITION,
+              `failed to leave etcd: the remaining members would have no quorum`,
+            );
+          await this.setAnnotations(machine.name, {
+            [ETCD_LEFT_ANNOTATION]: 'true',
+            [ETCD_LEADER_ANNOTATION]: null,
+          });
+        }
+        const systemDiskKept = request.mode === WipeMode.USER_DISKS;
         this.later(this.shutdownDelayMs, async () => {
-          await this.powerOff(machine.name, undefined);
-          this.later(this.bootDelayFor(machine), () => this.deleteNode(machine));
+          if (!request.reboot) {
+            this.log(`${machine.name}: reset done, halted`);
+            await this.powerOff(machine.name, undefined);
+            return;
+          }
+          if (!systemDiskKept) {
+            // A wiped system disk boots into maintenance mode: no kubelet, NotReady for good.
+            this.log(`${machine.name}: reset done, booting into maintenance mode`);
+            await this.setAnnotations(machine.name, { [MAINTENANCE_ANNOTATION]: 'true' });
+            await this.powerOff(machine.name, undefined);
+            return;
+          }
+          this.reboot(machine, 'reset (user disks wiped), rebooting', false, 0);
         });
-        return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
+        return ack();
       }),
       ApplyConfiguration: this.unary(
         'ApplyConfiguration',
@@ -269,24 +356,160 @@ export class TalosSimulator {
         const target = this.installerTarget(request.image);
         const fault = faultFor(machine.faults, 'upgrade-error', 'Upgrade');
         if (fault) throw new CallError(GrpcStatus.UNKNOWN, fault.message);
+        // The legacy upgrade holds etcd's upgrade lock and checks its health first.
+        if (!request.force && isControlPlane(this.etcdNode(machine.node))) {
+          const problem = this.etcdProblemWithout(await this.members(), machine.name);
+          if (problem)
+            throw new CallError(
+              GrpcStatus.FAILED_PRECONDITION,
+              `failed to upgrade: etcd is not healthy: ${problem} (use force to upgrade anyway)`,
+            );
+        }
+        // preserve is what every version since 1.8 does anyway; stage installs during
+        // the next boot instead of now, which the simulation cannot tell apart.
         await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
-        this.reboot(machine, `upgrade to ${formatTalosVersion(target)}`);
+        this.reboot(
+          machine,
+          `upgrade to ${formatTalosVersion(target)}${request.stage ? ' (staged)' : ''}${request.rebootMode === 1 ? ' (power cycle)' : ''}`,
+        );
+        return { messages: [{ ack: 'Upgrade request received', actorId: randomUUID() }] };
+      }),
+      ...this.etcdService(),
+    };
+  }
+
+  // --- etcd -------------------------------------------------------------------------
+
+  private etcdNode(node: NodeObject): EtcdNode {
+    const annotations = node.metadata.annotations ?? {};
+    return {
+      name: node.metadata.name,
+      uid: node.metadata.uid,
+      labels: node.metadata.labels ?? {},
+      annotations,
+      down: annotations[NODE_POWER_ANNOTATION] === NODE_POWER_OFF,
+    };
+  }
+
+  private async members(): Promise<SimulatedMember[]> {
+    const list = await this.rest.request<{ items: NodeObject[] }>('/api/v1/nodes');
+    return etcdMembers(
+      list.items
+        .filter((n) => n.metadata.annotations?.[KWOK_NODE_ANNOTATION] !== undefined)
+        .map((n) => this.etcdNode(n)),
+    );
+  }
+
+  /** Why etcd could not spare this member now, or undefined. */
+  private etcdProblemWithout(members: SimulatedMember[], name: string): string | undefined {
+    const voting = members.filter((m) => !m.learner);
+    for (const m of members) {
+      if (m.hostname === name) continue;
+      if (m.down) return `member ${m.hostname} is unreachable`;
+      if (m.unhealthy) return `member ${m.hostname} is unhealthy`;
+      if (m.learner) return `member ${m.hostname} is a learner still catching up`;
+    }
+    const left = voting.filter((m) => m.hostname !== name).length;
+    return left < Math.floor(voting.length / 2) + 1 ? 'no quorum without this member' : undefined;
+  }
+
+  /** etcd runs on control-plane nodes only; on others Talos answers with an error. */
+  private async memberOf(machine: Machine): Promise<{ member: SimulatedMember; members: SimulatedMember[] }> {
+    const members = await this.members();
+    const member = members.find((m) => m.hostname === machine.name);
+    if (!member)
+      throw new CallError(
+        GrpcStatus.FAILED_PRECONDITION,
+        isControlPlane(this.etcdNode(machine.node))
+          ? 'etcd is not running: this node left the etcd cluster'
+          : 'etcd is not running on this node: it is not a control-plane node',
+      );
+    return { member, members };
+  }
+
+  private etcdService(): UntypedServiceImplementation {
+    return {
+      EtcdMemberList: this.unary('EtcdMemberList', MachineService.EtcdMemberList, async (machine) => {
+        const { members } = await this.memberOf(machine);
+        if (!etcdLeader(members))
+          throw new CallError(GrpcStatus.UNAVAILABLE, 'etcdserver: no leader (the cluster has no quorum)');
         return {
           messages: [
             {
-              metadata: { hostname: machine.name },
-              ack: 'Upgrade request received',
-              actorId: randomUUID(),
+              members: members.map((m) => ({
+                id: m.id,
+                hostname: m.hostname,
+                peerUrls: [`https://${m.hostname}:2380`],
+                clientUrls: [`https://${m.hostname}:2379`],
+                isLearner: m.learner,
+              })),
             },
           ],
         };
       }),
+      EtcdStatus: this.unary('EtcdStatus', MachineService.EtcdStatus, async (machine) => {
+        const { member, members } = await this.memberOf(machine);
+        const leader = etcdLeader(members);
+        const errors = [
+          ...(member.unhealthy ? ['etcdserver: request timed out (simulated unhealthy member)'] : []),
+          ...(leader ? [] : ['etcdserver: no leader']),
+        ];
+        return {
+          messages: [
+            {
+              memberStatus: {
+                memberId: member.id,
+                protocolVersion: '3.6.0',
+                dbSize: 24n * 1024n * 1024n,
+                dbSizeInUse: 12n * 1024n * 1024n,
+                leader: leader?.id ?? 0n,
+                raftIndex: raftIndexOf(member),
+                raftTerm: 7n,
+                raftAppliedIndex: raftIndexOf(member),
+                errors,
+                isLearner: member.learner,
+              },
+            },
+          ],
+        };
+      }),
+      EtcdAlarmList: this.unary('EtcdAlarmList', MachineService.EtcdAlarmList, async (machine) => {
+        const { members } = await this.memberOf(machine);
+        return {
+          messages: [
+            {
+              memberAlarms: members
+                .filter((m) => m.nospace)
+                .map((m) => ({ memberId: m.id, alarm: AlarmType.NOSPACE })),
+            },
+          ],
+        };
+      }),
+      EtcdForfeitLeadership: this.unary(
+        'EtcdForfeitLeadership',
+        MachineService.EtcdForfeitLeadership,
+        async (machine) => {
+          const { member, members } = await this.memberOf(machine);
+          if (etcdLeader(members)?.id !== member.id) return { messages: [{ member: '' }] };
+          const next = nextLeader(members, member);
+          if (!next)
+            throw new CallError(GrpcStatus.FAILED_PRECONDITION, 'no other member can take leadership over');
+          await this.setAnnotations(member.hostname, { [ETCD_LEADER_ANNOTATION]: null });
+          await this.setAnnotations(next.hostname, { [ETCD_LEADER_ANNOTATION]: 'true' });
+          this.log(`etcd: ${member.hostname} forfeited leadership to ${next.hostname}`);
+          return { messages: [{ member: member.hostname }] };
+        },
+      ),
     };
   }
 
   private imageService(): UntypedServiceImplementation {
     return {
       Pull: this.serverStream('ImagePull', ImageService.Pull, async (machine, request, send) => {
+        if (!hasLifecycleUpgrade(machine.version))
+          // What a gRPC server says about a service it does not have.
+          throw new CallError(GrpcStatus.UNIMPLEMENTED, 'unknown service machine.ImageService');
+        this.checkContainerd(request.containerd);
         const ref = request.imageRef.trim();
         if (ref === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'image reference is empty');
         const layers = [0, 1].map((i) =>
@@ -324,10 +547,14 @@ export class TalosSimulator {
           }
         }
         const store = this.imageStore(machine, request.containerd);
-        const images = this.pulled.get(store) ?? new Set<string>();
-        images.add(ref);
+        const images = this.pulled.get(store) ?? new Map<string, string>();
+        // The stream ends with the image's pinned name, as containerd resolved it.
+        const repository = (ref.split('@')[0] ?? ref).replace(/:[^/:]+$/, '');
+        const pinned = `${repository}@sha256:${createHash('sha256').update(ref).digest('hex')}`;
+        images.set(ref, ref);
+        images.set(pinned, ref);
         this.pulled.set(store, images);
-        await send({ response: { case: 'name', value: ref } });
+        await send({ response: { case: 'name', value: pinned } });
       }),
     };
   }
@@ -341,14 +568,16 @@ export class TalosSimulator {
           if (!hasLifecycleUpgrade(machine.version))
             // What a gRPC server says about a service it does not have.
             throw new CallError(GrpcStatus.UNIMPLEMENTED, 'unknown service machine.LifecycleService');
+          this.checkContainerd(request.containerd);
           const image = request.source?.imageName.trim() ?? '';
           if (image === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'source image name is empty');
-          if (!this.pulled.get(this.imageStore(machine, request.containerd))?.has(image))
+          const asked = this.pulled.get(this.imageStore(machine, request.containerd))?.get(image);
+          if (asked === undefined)
             throw new CallError(
               GrpcStatus.NOT_FOUND,
               `image "${image}" not found in containerd namespace ${this.namespaceName(request.containerd)}: pull it first (ImageService.Pull)`,
             );
-          const target = this.installerTarget(image);
+          const target = this.installerTarget(asked);
           const say = (message: string) =>
             send({ progress: { response: { case: 'message', value: message } } });
           await say(`running installer ${image}`);
@@ -368,6 +597,19 @@ export class TalosSimulator {
         },
       ),
     };
+  }
+
+  /** Talos refuses a containerd instance it does not have (driver, namespace). */
+  private checkContainerd(containerd: ContainerdInstance | undefined): void {
+    const driver = containerd?.driver ?? ContainerDriver.CONTAINERD;
+    const namespace = containerd?.namespace ?? ContainerdNamespace.NS_UNKNOWN;
+    if (driver !== ContainerDriver.CONTAINERD && driver !== ContainerDriver.CRI)
+      throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unsupported containerd driver ${String(driver)}`);
+    if (namespace !== ContainerdNamespace.NS_SYSTEM && namespace !== ContainerdNamespace.NS_CRI)
+      throw new CallError(
+        GrpcStatus.INVALID_ARGUMENT,
+        `unsupported containerd namespace ${String(namespace)}: choose NS_SYSTEM or NS_CRI`,
+      );
   }
 
   private namespaceName(containerd: ContainerdInstance | undefined): string {
@@ -552,7 +794,6 @@ export class TalosSimulator {
   private versionOf(machine: Machine): MessageInitShape<typeof VersionSchema> {
     const tag = formatTalosVersion(machine.version);
     return {
-      metadata: { hostname: machine.name },
       version: {
         tag,
         sha: createHash('sha1').update(tag).digest('hex').slice(0, 8),
@@ -587,14 +828,22 @@ export class TalosSimulator {
     }
   }
 
-  /** Goes down shortly after the acknowledgement, and boots after the boot delay (unless it never returns). */
-  private reboot(machine: Machine, why: string): void {
+  /**
+   * Goes down shortly after the acknowledgement (at once when forced: no graceful stop
+   * of the services), and boots after the boot delay (unless it never returns).
+   */
+  private reboot(
+    machine: Machine,
+    why: string,
+    force = false,
+    delayMs = force ? 0 : this.shutdownDelayMs,
+  ): void {
     const neverReturns = faultFor(machine.faults, 'never-return', 'Reboot') !== undefined;
     const bootDelay = this.bootDelayFor(machine);
     this.log(`${machine.name}: ${why}${neverReturns ? ' (it will never come back: injected fault)' : ''}`);
-    this.later(this.shutdownDelayMs, async () => {
+    this.later(delayMs, async () => {
       const bootAt = neverReturns ? undefined : new Date(Date.now() + bootDelay);
-      await this.powerOff(machine.name, bootAt);
+      await this.powerOff(machine.name, bootAt, force);
       if (bootAt) this.later(bootDelay, () => this.boot(machine.name));
     });
   }
@@ -623,28 +872,54 @@ export class TalosSimulator {
         'configuration validation failed: no v1alpha1 document with a "machine" section',
       );
     const digest = sha256(request.data);
-    const mode = request.mode === ApplyMode.AUTO ? ApplyMode.NO_REBOOT : request.mode;
+    const install = (machineConfig.machine as Record<string, unknown>).install;
+    const installDigest = sha256(new TextEncoder().encode(JSON.stringify(install ?? null)));
+    const annotations = machine.node.metadata.annotations ?? {};
+    const currentInstall = annotations[INSTALL_CONFIG_ANNOTATION] ?? sha256(new TextEncoder().encode('null'));
+    // The one part of the configuration that takes a reboot to change, in this simulation.
+    const needsReboot = installDigest !== currentInstall;
+    const noApplyReboot = appliesWithoutReboot(machine.version);
+    if (request.mode === ApplyMode.REBOOT && noApplyReboot)
+      throw new CallError(
+        GrpcStatus.UNIMPLEMENTED,
+        `apply mode REBOOT is only supported in maintenance mode on Talos ${formatTalosVersion(machine.version)}: apply with NO_REBOOT, then reboot`,
+      );
+    let mode = request.mode;
+    // AUTO: reboot when the change needs it (≤ 1.13); from 1.14 never: what needs a
+    // reboot waits for the next one.
+    if (mode === ApplyMode.AUTO)
+      mode = needsReboot ? (noApplyReboot ? ApplyMode.STAGED : ApplyMode.REBOOT) : ApplyMode.NO_REBOOT;
     const reply = (modeDetails: string, chosen: ApplyMode) => ({
-      metadata: { hostname: machine.name },
       warnings: [],
       mode: chosen,
       modeDetails,
     });
     if (request.dryRun)
       return reply(
-        `Dry run: the configuration (${digest}) is valid and would be applied in mode ${String(mode)}`,
+        `Dry run: the configuration (${digest}) is valid and would be applied in mode ${Object.entries(ApplyMode).find(([, n]) => n === mode)?.[0] ?? String(mode)}`,
         mode,
       );
     switch (mode) {
       case ApplyMode.REBOOT:
-        await this.setAnnotations(machine.name, { [STAGED_MACHINE_CONFIG_ANNOTATION]: digest });
+        await this.setAnnotations(machine.name, {
+          [STAGED_MACHINE_CONFIG_ANNOTATION]: digest,
+          [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest,
+        });
         this.reboot(machine, 'apply configuration with a reboot');
         return reply('Applied configuration with a reboot', mode);
       case ApplyMode.STAGED:
-        await this.setAnnotations(machine.name, { [STAGED_MACHINE_CONFIG_ANNOTATION]: digest });
-        return reply('Staged configuration to be applied after a reboot', mode);
+        await this.setAnnotations(machine.name, {
+          [STAGED_MACHINE_CONFIG_ANNOTATION]: digest,
+          [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest,
+        });
+        return reply(
+          needsReboot && request.mode === ApplyMode.AUTO
+            ? 'The change needs a reboot: staged, it is applied at the next reboot'
+            : 'Staged configuration to be applied after a reboot',
+          mode,
+        );
       case ApplyMode.TRY: {
-        const previous = machine.node.metadata.annotations?.[MACHINE_CONFIG_ANNOTATION] ?? null;
+        const previous = annotations[MACHINE_CONFIG_ANNOTATION] ?? null;
         const t = request.tryModeTimeout;
         const timeoutMs = t ? Number(t.seconds) * 1000 + t.nanos / 1e6 : 60_000;
         await this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: digest });
@@ -657,8 +932,17 @@ export class TalosSimulator {
         );
       }
       case ApplyMode.NO_REBOOT:
-        await this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: digest });
-        return reply('Applied configuration without a reboot', mode);
+        // What needs a reboot (from 1.14) takes effect at the next one.
+        await this.setAnnotations(machine.name, {
+          [MACHINE_CONFIG_ANNOTATION]: digest,
+          ...(needsReboot ? { [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest } : {}),
+        });
+        return reply(
+          needsReboot
+            ? 'Applied configuration without a reboot; the install section takes effect at the next reboot'
+            : 'Applied configuration without a reboot',
+          mode,
+        );
       default:
         throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown apply mode ${String(request.mode)}`);
     }
@@ -689,11 +973,14 @@ export class TalosSimulator {
   }
 
   /** Powers the machine off: kwok then reports the Node NotReady (see kwok-config.ts). */
-  private async powerOff(name: string, bootAt: Date | undefined): Promise<void> {
-    this.log(`${name}: powered off${bootAt ? `, boots at ${bootAt.toISOString()}` : ''}`);
+  private async powerOff(name: string, bootAt: Date | undefined, force = false): Promise<void> {
+    this.log(
+      `${name}: powered off${force ? ' (forced)' : ''}${bootAt ? `, boots at ${bootAt.toISOString()}` : ''}`,
+    );
     await this.setAnnotations(name, {
       [NODE_POWER_ANNOTATION]: NODE_POWER_OFF,
       [BOOT_AT_ANNOTATION]: bootAt ? bootAt.toISOString() : null,
+      [LAST_POWER_OFF_ANNOTATION]: force ? 'force' : 'graceful',
     });
   }
 
@@ -732,6 +1019,7 @@ export class TalosSimulator {
           resourceVersion = booted.metadata.resourceVersion;
         }
         const staged = annotations[STAGED_MACHINE_CONFIG_ANNOTATION];
+        const stagedInstall = annotations[STAGED_INSTALL_CONFIG_ANNOTATION];
         await this.rest.request(this.nodePath(name), {
           method: 'PATCH',
           contentType: 'application/merge-patch+json',
@@ -743,7 +1031,11 @@ export class TalosSimulator {
                 [BOOT_AT_ANNOTATION]: null,
                 [STAGED_OS_IMAGE_ANNOTATION]: null,
                 [STAGED_MACHINE_CONFIG_ANNOTATION]: null,
+                [STAGED_INSTALL_CONFIG_ANNOTATION]: null,
+                // A member that left etcd (graceful reset) joins again as it boots.
+                [ETCD_LEFT_ANNOTATION]: null,
                 ...(staged ? { [MACHINE_CONFIG_ANNOTATION]: staged } : {}),
+                ...(stagedInstall ? { [INSTALL_CONFIG_ANNOTATION]: stagedInstall } : {}),
               },
             },
           },
@@ -756,13 +1048,6 @@ export class TalosSimulator {
       }
     }
     throw new Error(`node ${name}: could not boot it, its Node kept changing`);
-  }
-
-  private async deleteNode(machine: Machine): Promise<void> {
-    this.log(`${machine.name}: reset done, deleting its Node`);
-    await this.rest.request(this.nodePath(machine.name), { method: 'DELETE' }).catch((error: unknown) => {
-      if (!(error instanceof KubeApiError && error.code === 404)) throw error;
-    });
   }
 
   /** Picks up boots that a previous simulator scheduled but did not live to do. */

@@ -58,7 +58,7 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-export type RebootMode = 'default' | 'powercycle';
+export type RebootMode = 'default' | 'powercycle' | 'force';
 export type WipeMode = 'all' | 'system-disk' | 'user-disks';
 export type ApplyMode = 'reboot' | 'auto' | 'no-reboot' | 'staged' | 'try';
 
@@ -74,6 +74,32 @@ export interface TalosVersion {
   platform: { name: string; mode: string };
 }
 
+/** One etcd member as EtcdMemberList reports it. IDs are 64-bit: kept as bigint. */
+export interface EtcdMemberInfo {
+  id: bigint;
+  hostname: string;
+  isLearner: boolean;
+  peerUrls: string[];
+  clientUrls: string[];
+}
+
+/** One member's own view (EtcdStatus of the node it runs on). */
+export interface EtcdMemberStatusInfo {
+  memberId: bigint;
+  /** The member this one believes leads; 0 when it knows of none. */
+  leader: bigint;
+  raftIndex: bigint;
+  raftAppliedIndex: bigint;
+  isLearner: boolean;
+  dbSize: bigint;
+  errors: string[];
+}
+
+export interface EtcdAlarmInfo {
+  memberId: bigint;
+  alarm: 'NOSPACE' | 'CORRUPT' | 'UNKNOWN';
+}
+
 export interface ImagePullProgress {
   layerId: string;
   status: 'downloading' | 'download-complete' | 'extracting' | 'extract-complete' | 'already-exists';
@@ -84,8 +110,9 @@ export interface ImagePullProgress {
 const REBOOT_MODES: Record<RebootMode, RebootModeNumber> = {
   default: RebootModeNumber.DEFAULT,
   powercycle: RebootModeNumber.POWERCYCLE,
+  force: RebootModeNumber.FORCE,
 };
-const UPGRADE_REBOOT_MODES: Record<RebootMode, UpgradeRebootModeNumber> = {
+const UPGRADE_REBOOT_MODES: Record<Exclude<RebootMode, 'force'>, UpgradeRebootModeNumber> = {
   default: UpgradeRebootModeNumber.DEFAULT,
   powercycle: UpgradeRebootModeNumber.POWERCYCLE,
 };
@@ -262,7 +289,7 @@ export class TalosClient {
       preserve?: boolean;
       stage?: boolean;
       force?: boolean;
-      rebootMode?: RebootMode;
+      rebootMode?: Exclude<RebootMode, 'force'>;
     },
   ): Promise<{ ack: string; actorId: string }> {
     const reply = await this.unary(
@@ -278,6 +305,50 @@ export class TalosClient {
     );
     const upgrade = this.only(MachineService.Upgrade, reply.messages, options);
     return { ack: upgrade.ack, actorId: upgrade.actorId };
+  }
+
+  /** MachineService.EtcdMemberList, through a control-plane node (linearizable: needs a quorum). */
+  async etcdMemberList(options: CallOptions = {}): Promise<EtcdMemberInfo[]> {
+    const reply = await this.unary(MachineService.EtcdMemberList, { queryLocal: false }, options);
+    return this.only(MachineService.EtcdMemberList, reply.messages, options).members.map((m) => ({
+      id: m.id,
+      hostname: m.hostname,
+      isLearner: m.isLearner,
+      peerUrls: m.peerUrls,
+      clientUrls: m.clientUrls,
+    }));
+  }
+
+  /** MachineService.EtcdStatus: the status of the member on the node the call is addressed to. */
+  async etcdStatus(options: CallOptions = {}): Promise<EtcdMemberStatusInfo> {
+    const reply = await this.unary(MachineService.EtcdStatus, {}, options);
+    const s = this.only(MachineService.EtcdStatus, reply.messages, options).memberStatus;
+    if (!s)
+      return this.throwStatus(MachineService.EtcdStatus, options, GrpcStatus.INTERNAL, 'no member status');
+    return {
+      memberId: s.memberId,
+      leader: s.leader,
+      raftIndex: s.raftIndex,
+      raftAppliedIndex: s.raftAppliedIndex,
+      isLearner: s.isLearner,
+      dbSize: s.dbSize,
+      errors: s.errors,
+    };
+  }
+
+  /** MachineService.EtcdAlarmList: the alarms raised in the cluster. */
+  async etcdAlarmList(options: CallOptions = {}): Promise<EtcdAlarmInfo[]> {
+    const reply = await this.unary(MachineService.EtcdAlarmList, {}, options);
+    const names: Record<number, EtcdAlarmInfo['alarm']> = { 1: 'NOSPACE', 2: 'CORRUPT' };
+    return this.only(MachineService.EtcdAlarmList, reply.messages, options)
+      .memberAlarms.filter((a) => a.alarm !== 0)
+      .map((a) => ({ memberId: a.memberId, alarm: names[a.alarm] ?? 'UNKNOWN' }));
+  }
+
+  /** MachineService.EtcdForfeitLeadership: the member of the addressed node hands leadership over if it has it. */
+  async etcdForfeitLeadership(options: CallOptions = {}): Promise<{ member: string }> {
+    const reply = await this.unary(MachineService.EtcdForfeitLeadership, {}, options);
+    return { member: this.only(MachineService.EtcdForfeitLeadership, reply.messages, options).member };
   }
 
   /** ImageService.Pull into the system containerd (Talos >= 1.13 upgrades install from there). */
