@@ -298,7 +298,12 @@ export class TalosExecutor {
       };
     }
     const target = this.target(action);
-    const options = { signal, progress };
+    // The install step of a ConfigChange (Talos ≥ 1.14) applies the configuration.
+    const machineConfig =
+      step === 'install' && action.spec.action === 'ConfigChange'
+        ? await this.machineConfig(action, signal)
+        : undefined;
+    const options = { signal, progress, ...(machineConfig !== undefined ? { machineConfig } : {}) };
     const { client, release } = this.hold();
     try {
       const message =
