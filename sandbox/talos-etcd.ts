@@ -16,6 +16,11 @@ export const ETCD_LEADER_ANNOTATION = 'sandbox.gatehouse.dev/etcd-leader';
 /** Set when a graceful reset made the member leave etcd; a boot joins it again. */
 export const ETCD_LEFT_ANNOTATION = 'sandbox.gatehouse.dev/etcd-left';
 export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
+/**
+ * Which simulated etcd cluster a control-plane Node belongs to (absent: the sandbox's
+ * own), so that tests can build clusters of their own beside it.
+ */
+export const ETCD_CLUSTER_LABEL = 'sandbox.gatehouse.dev/etcd-cluster';
 
 const FAULTS = ['unhealthy', 'nospace', 'learner', 'lagging'] as const;
 export type EtcdFault = (typeof FAULTS)[number];
@@ -62,10 +67,19 @@ export function isControlPlane(node: EtcdNode): boolean {
   return CONTROL_PLANE_LABEL in node.labels;
 }
 
-/** The members, by name: control-plane Nodes that have not left etcd. */
-export function etcdMembers(nodes: EtcdNode[]): SimulatedMember[] {
+export function etcdClusterOf(node: EtcdNode): string {
+  return node.labels[ETCD_CLUSTER_LABEL] ?? '';
+}
+
+/** The members of `cluster`, by name: its control-plane Nodes that have not left etcd. */
+export function etcdMembers(nodes: EtcdNode[], cluster: string): SimulatedMember[] {
   return nodes
-    .filter((n) => isControlPlane(n) && n.annotations[ETCD_LEFT_ANNOTATION] === undefined)
+    .filter(
+      (n) =>
+        isControlPlane(n) &&
+        etcdClusterOf(n) === cluster &&
+        n.annotations[ETCD_LEFT_ANNOTATION] === undefined,
+    )
     .sort((a, b) => a.name.localeCompare(b.name))
     .map((n) => {
       const faults = parseEtcdFaults(n.annotations[ETCD_FAULT_ANNOTATION]);

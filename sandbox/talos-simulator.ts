@@ -90,6 +90,7 @@ import {
 import {
   ETCD_LEADER_ANNOTATION,
   ETCD_LEFT_ANNOTATION,
+  etcdClusterOf,
   etcdLeader,
   etcdMembers,
   isControlPlane,
@@ -314,7 +315,7 @@ export class TalosSimulator {
         // A graceful reset of a control-plane node leaves etcd first.
         const member = isControlPlane(this.etcdNode(machine.node));
         if (member && request.graceful) {
-          const members = await this.members();
+          const members = await this.members(machine);
           const voting = members.filter((m) => !m.learner);
           const others = voting.filter((m) => m.hostname !== machine.name && !m.down && !m.unhealthy);
           if (others.length < Math.floor((voting.length - 1) / 2) + 1 || voting.length <= 1)
@@ -358,7 +359,7 @@ export class TalosSimulator {
         if (fault) throw new CallError(GrpcStatus.UNKNOWN, fault.message);
         // The legacy upgrade holds etcd's upgrade lock and checks its health first.
         if (!request.force && isControlPlane(this.etcdNode(machine.node))) {
-          const problem = this.etcdProblemWithout(await this.members(), machine.name);
+          const problem = this.etcdProblemWithout(await this.members(machine), machine.name);
           if (problem)
             throw new CallError(
               GrpcStatus.FAILED_PRECONDITION,
@@ -391,12 +392,14 @@ export class TalosSimulator {
     };
   }
 
-  private async members(): Promise<SimulatedMember[]> {
+  /** The members of the etcd cluster the machine's Node belongs to. */
+  private async members(machine: Machine): Promise<SimulatedMember[]> {
     const list = await this.rest.request<{ items: NodeObject[] }>('/api/v1/nodes');
     return etcdMembers(
       list.items
         .filter((n) => n.metadata.annotations?.[KWOK_NODE_ANNOTATION] !== undefined)
         .map((n) => this.etcdNode(n)),
+      etcdClusterOf(this.etcdNode(machine.node)),
     );
   }
 
@@ -415,7 +418,7 @@ export class TalosSimulator {
 
   /** etcd runs on control-plane nodes only; on others Talos answers with an error. */
   private async memberOf(machine: Machine): Promise<{ member: SimulatedMember; members: SimulatedMember[] }> {
-    const members = await this.members();
+    const members = await this.members(machine);
     const member = members.find((m) => m.hostname === machine.name);
     if (!member)
       throw new CallError(
