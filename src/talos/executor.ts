@@ -33,6 +33,8 @@ export interface TalosTarget {
   address: string;
   /** The Node's status.nodeInfo.osImage, e.g. "Talos (v1.13.0)". */
   osImage: string | undefined;
+  /** Whether the Node is a control-plane node (an etcd member). */
+  controlPlane?: boolean;
 }
 
 export interface TalosOutcome {
@@ -144,6 +146,38 @@ export async function installTalosUpgrade(
     }),
   );
   return `installed ${image}`;
+}
+
+/**
+ * Whether the call may take the node down (or out): then a control-plane node hands
+ * etcd leadership over first, so that the cluster does not wait for an election on a
+ * leader that is gone. Only a ConfigChange that cannot reboot is spared.
+ */
+export function takesNodeDown(spec: NodeActionSpec): boolean {
+  if (spec.action !== 'ConfigChange') return true;
+  const mode = spec.configChange?.mode ?? 'Auto';
+  return mode === 'Reboot' || mode === 'Auto';
+}
+
+/**
+ * Before the disruptive call on a control-plane node: EtcdForfeitLeadership, which
+ * hands leadership to another member if this one leads (and does nothing otherwise).
+ * Returns what happened, for the step's progress.
+ */
+export async function forfeitEtcdLeadership(
+  client: TalosClient,
+  spec: NodeActionSpec,
+  target: TalosTarget,
+  options: { signal?: AbortSignal } = {},
+): Promise<string | undefined> {
+  if (!target.controlPlane || !takesNodeDown(spec)) return undefined;
+  const { member } = await client.etcdForfeitLeadership({
+    node: target.address,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  return member
+    ? `etcd leadership handed over by ${member}`
+    : 'not the etcd leader: no leadership to hand over';
 }
 
 /**
