@@ -403,17 +403,19 @@ export class TalosSimulator {
     );
   }
 
-  /** Why etcd could not spare this member now, or undefined. */
+  /**
+   * Why the legacy upgrade refuses to take this member down now, or undefined: it wants
+   * every other member up, healthy and voting (a single-member cluster passes, as the
+   * upgrade preserves its data).
+   */
   private etcdProblemWithout(members: SimulatedMember[], name: string): string | undefined {
-    const voting = members.filter((m) => !m.learner);
     for (const m of members) {
       if (m.hostname === name) continue;
       if (m.down) return `member ${m.hostname} is unreachable`;
       if (m.unhealthy) return `member ${m.hostname} is unhealthy`;
       if (m.learner) return `member ${m.hostname} is a learner still catching up`;
     }
-    const left = voting.filter((m) => m.hostname !== name).length;
-    return left < Math.floor(voting.length / 2) + 1 ? 'no quorum without this member' : undefined;
+    return undefined;
   }
 
   /** etcd runs on control-plane nodes only; on others Talos answers with an error. */
