@@ -516,6 +516,18 @@ describe('simulated etcd', () => {
     await rebooted(target.name, target.bootID);
   });
 
+  it('refuses a graceful reset whose member cannot leave etcd without losing quorum', async (t) => {
+    const nodes = await etcdCluster(t);
+    const [first, second] = nodes as [(typeof nodes)[0], (typeof nodes)[0]];
+    await talos.shutdown({ node: second.ip, force: true });
+    await notReady(second.name);
+    const refused = await talosError(talos.reset({ node: first.ip, graceful: true, reboot: true }));
+    assert.equal(refused.code, status.FAILED_PRECONDITION);
+    assert.match(refused.talosMessage, /failed to leave etcd: the remaining members would have no quorum/);
+    assert.equal(talosCallCounts((await readNode(first.name)).metadata.annotations).Reset, 1);
+    assert.equal(seenOf(await readNode(first.name)).ready, 'True', 'nothing was wiped');
+  });
+
   it('runs on control-plane nodes only', async (t) => {
     const worker = await simulatedNode(t);
     const error = await talosError(talos.etcdStatus({ node: worker.ip }));
