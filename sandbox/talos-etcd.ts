@@ -9,6 +9,13 @@
 // member marked with ETCD_LEADER_ANNOTATION while it is up and healthy, else the first
 // such voting member by name; without a quorum of healthy voting members there is none.
 import { createHash } from 'node:crypto';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import {
+  EtcdMemberAlarm_AlarmType as AlarmType,
+  type EtcdAlarmListResponseSchema,
+  type EtcdMemberListResponseSchema,
+  type EtcdStatusResponseSchema,
+} from '../src/talos/gen/gatehouse/talos/machine_pb.ts';
 
 export const ETCD_FAULT_ANNOTATION = 'sandbox.gatehouse.dev/etcd-fault';
 /** Set on the member that took leadership over (EtcdForfeitLeadership moves it). */
@@ -115,4 +122,69 @@ export function nextLeader(members: SimulatedMember[], from: SimulatedMember): S
 export function raftIndexOf(member: SimulatedMember, now = Date.now()): bigint {
   const committed = BigInt(Math.floor(now / 100));
   return member.lagging || member.learner ? committed - 50_000n : committed;
+}
+
+// --- replies (without common.Metadata, as a node addressed with `node` sends) ------
+
+export function memberListReply(
+  members: SimulatedMember[],
+): MessageInitShape<typeof EtcdMemberListResponseSchema> {
+  return {
+    messages: [
+      {
+        members: members.map((m) => ({
+          id: m.id,
+          hostname: m.hostname,
+          peerUrls: [`https://${m.hostname}:2380`],
+          clientUrls: [`https://${m.hostname}:2379`],
+          isLearner: m.learner,
+        })),
+      },
+    ],
+  };
+}
+
+/** The member's own view: an unhealthy member or one without a leader reports errors. */
+export function statusReply(
+  member: SimulatedMember,
+  members: SimulatedMember[],
+  now = Date.now(),
+): MessageInitShape<typeof EtcdStatusResponseSchema> {
+  const leader = etcdLeader(members);
+  const errors = [
+    ...(member.unhealthy ? ['etcdserver: request timed out (simulated unhealthy member)'] : []),
+    ...(leader ? [] : ['etcdserver: no leader']),
+  ];
+  return {
+    messages: [
+      {
+        memberStatus: {
+          memberId: member.id,
+          protocolVersion: '3.6.0',
+          dbSize: 24n * 1024n * 1024n,
+          dbSizeInUse: 12n * 1024n * 1024n,
+          leader: leader?.id ?? 0n,
+          raftIndex: raftIndexOf(member, now),
+          raftTerm: 7n,
+          raftAppliedIndex: raftIndexOf(member, now),
+          errors,
+          isLearner: member.learner,
+        },
+      },
+    ],
+  };
+}
+
+export function alarmListReply(
+  members: SimulatedMember[],
+): MessageInitShape<typeof EtcdAlarmListResponseSchema> {
+  return {
+    messages: [
+      {
+        memberAlarms: members
+          .filter((m) => m.nospace)
+          .map((m) => ({ memberId: m.id, alarm: AlarmType.NOSPACE })),
+      },
+    ],
+  };
 }

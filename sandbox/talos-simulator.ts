@@ -51,7 +51,6 @@ import { ContainerdNamespace, type ContainerdInstance } from '../src/talos/gen/g
 import { ContainerDriver } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
 import {
   ApplyConfigurationRequest_Mode as ApplyMode,
-  EtcdMemberAlarm_AlarmType as AlarmType,
   ImageServicePullLayerProgress_Status as LayerStatus,
   RebootRequest_Mode as RebootMode,
   ResetRequest_WipeMode as WipeMode,
@@ -94,8 +93,10 @@ import {
   etcdLeader,
   etcdMembers,
   isControlPlane,
+  alarmListReply,
+  memberListReply,
   nextLeader,
-  raftIndexOf,
+  statusReply,
   type EtcdNode,
   type SimulatedMember,
 } from './talos-etcd.ts';
@@ -438,57 +439,15 @@ export class TalosSimulator {
         const { members } = await this.memberOf(machine);
         if (!etcdLeader(members))
           throw new CallError(GrpcStatus.UNAVAILABLE, 'etcdserver: no leader (the cluster has no quorum)');
-        return {
-          messages: [
-            {
-              members: members.map((m) => ({
-                id: m.id,
-                hostname: m.hostname,
-                peerUrls: [`https://${m.hostname}:2380`],
-                clientUrls: [`https://${m.hostname}:2379`],
-                isLearner: m.learner,
-              })),
-            },
-          ],
-        };
+        return memberListReply(members);
       }),
       EtcdStatus: this.unary('EtcdStatus', MachineService.EtcdStatus, async (machine) => {
         const { member, members } = await this.memberOf(machine);
-        const leader = etcdLeader(members);
-        const errors = [
-          ...(member.unhealthy ? ['etcdserver: request timed out (simulated unhealthy member)'] : []),
-          ...(leader ? [] : ['etcdserver: no leader']),
-        ];
-        return {
-          messages: [
-            {
-              memberStatus: {
-                memberId: member.id,
-                protocolVersion: '3.6.0',
-                dbSize: 24n * 1024n * 1024n,
-                dbSizeInUse: 12n * 1024n * 1024n,
-                leader: leader?.id ?? 0n,
-                raftIndex: raftIndexOf(member),
-                raftTerm: 7n,
-                raftAppliedIndex: raftIndexOf(member),
-                errors,
-                isLearner: member.learner,
-              },
-            },
-          ],
-        };
+        return statusReply(member, members);
       }),
       EtcdAlarmList: this.unary('EtcdAlarmList', MachineService.EtcdAlarmList, async (machine) => {
         const { members } = await this.memberOf(machine);
-        return {
-          messages: [
-            {
-              memberAlarms: members
-                .filter((m) => m.nospace)
-                .map((m) => ({ memberId: m.id, alarm: AlarmType.NOSPACE })),
-            },
-          ],
-        };
+        return alarmListReply(members);
       }),
       EtcdForfeitLeadership: this.unary(
         'EtcdForfeitLeadership',
