@@ -662,6 +662,11 @@ export class TalosSimulator {
       this.log(`${method} on ${machine.name}: hanging (injected fault)`);
       return HANG;
     }
+    if (faultFor(machine.faults, 'unimplemented', method))
+      throw new CallError(
+        GrpcStatus.UNIMPLEMENTED,
+        `${method} is not implemented by this node (injected fault)`,
+      );
     const error = faultFor(machine.faults, 'error', method);
     if (error) throw new CallError(GrpcStatus.UNKNOWN, error.message);
     const result = await work(machine);

@@ -673,6 +673,22 @@ describe('Managed execution', () => {
     assert.deepEqual(await callsOn(node), { ApplyConfiguration: 1 });
   });
 
+  it('fails, naming the disagreement, when Talos answers UNIMPLEMENTED where the osImage promised the call', async (t) => {
+    const [node = ''] = await managedNodes(t, uniqueName('unimpl'), 1, {
+      talosVersion: 'v1.13.9',
+      annotations: { [TALOS_FAULT_ANNOTATION]: 'unimplemented:ImagePull' },
+    });
+    const name = await managedAction(t, { nodeName: node, action: 'Upgrade', upgrade: { image: NEW_IMAGE } });
+    const failed = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(failed.status?.phase, 'Failed', failed.status?.message);
+    assert.match(
+      failed.status.message ?? '',
+      /Talos answered UNIMPLEMENTED to ImageService\.Pull: the node does not have what its osImage "Talos \(v1\.13\.9\)" promises .*nothing was changed/,
+    );
+    // No other flow was guessed: nothing after the refused pull.
+    assert.deepEqual(await callsOn(node), { ImagePull: 1 });
+  });
+
   it('hands etcd leadership over before it reboots the leader', async (t) => {
     const cluster = uniqueName('etcd');
     const [leader = '', ...others] = await managedNodes(t, cluster, 3, { etcdCluster: cluster });
