@@ -63,7 +63,10 @@ export type WipeMode = 'all' | 'system-disk' | 'user-disks';
 export type ApplyMode = 'reboot' | 'auto' | 'no-reboot' | 'staged' | 'try';
 
 export interface TalosVersion {
-  /** The replying machine's hostname, as apid reports it. */
+  /**
+   * The replying machine's hostname when the reply carries common.Metadata (only a
+   * fan-out to several `nodes` fills it); empty for a call addressed with `node`.
+   */
   hostname: string;
   tag: string;
   sha: string;
