@@ -14,16 +14,30 @@ export interface NodeSpec {
   talosVersion?: string;
 }
 
-/** `cp-1..` then `worker-1..`, addressed like a Talos docker cluster (10.5.0.2 onwards). */
-export function defaultNodeSpecs(total: number, controlPlanes = 1): NodeSpec[] {
+/**
+ * `cp-1..` then `worker-1..`, addressed like a Talos docker cluster (10.5.0.2 onwards).
+ * With `talosVersions` (e.g. `['1.12.6', '1.13.9', '1.14.0']`) the nodes run them in
+ * turn, for a cluster of mixed versions; otherwise all run TALOS_VERSION.
+ */
+export function defaultNodeSpecs(total: number, controlPlanes = 1, talosVersions: string[] = []): NodeSpec[] {
+  const versions = talosVersions.map(normalTalosVersion);
   return Array.from({ length: total }, (_, i) => {
     const controlPlane = i < controlPlanes;
+    const talosVersion = versions.length > 0 ? versions[i % versions.length] : undefined;
     return {
       name: controlPlane ? `cp-${i + 1}` : `worker-${i - controlPlanes + 1}`,
       role: controlPlane ? 'control-plane' : 'worker',
       internalIP: `10.5.0.${i + 2}`,
+      ...(talosVersion ? { talosVersion } : {}),
     };
   });
+}
+
+/** `1.13.9` or `v1.13.9` as `v1.13.9`; throws for anything that is no Talos version. */
+export function normalTalosVersion(text: string): string {
+  const version = /^v?(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)$/.exec(text.trim());
+  if (!version?.[1]) throw new Error(`"${text}" is not a Talos version (like 1.13.9)`);
+  return `v${version[1]}`;
 }
 
 export function talosOsImage(version: string): string {

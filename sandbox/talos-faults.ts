@@ -25,7 +25,12 @@ export type TalosFault =
   /** The call never answers (all methods, or the one named). */
   | { kind: 'hang'; method?: string }
   /** The call is carried out, but its reply never arrives (all methods, or the one named). */
-  | { kind: 'lost-reply'; method?: string };
+  | { kind: 'lost-reply'; method?: string }
+  /**
+   * The call answers UNIMPLEMENTED although the osImage's version has it: a node whose
+   * osImage does not tell the truth (all methods, or the one named).
+   */
+  | { kind: 'unimplemented'; method?: string };
 
 export type TalosFaultKind = TalosFault['kind'];
 
@@ -36,6 +41,7 @@ const KINDS: readonly TalosFaultKind[] = [
   'never-return',
   'hang',
   'lost-reply',
+  'unimplemented',
 ];
 
 /** Methods a fault can be limited to (`hang:Reboot`), as the simulator names its handlers. */
@@ -48,6 +54,10 @@ export const FAULT_METHODS = [
   'Upgrade',
   'ImagePull',
   'LifecycleUpgrade',
+  'EtcdMemberList',
+  'EtcdStatus',
+  'EtcdAlarmList',
+  'EtcdForfeitLeadership',
 ] as const;
 
 /** Parses the fault annotation: comma-separated `kind` or `kind:Method`. */
@@ -76,6 +86,8 @@ export function parseFaults(annotation: string | undefined, message: string | un
         return method ? { kind: 'hang', method } : { kind: 'hang' };
       case 'lost-reply':
         return method ? { kind: 'lost-reply', method } : { kind: 'lost-reply' };
+      case 'unimplemented':
+        return method ? { kind: 'unimplemented', method } : { kind: 'unimplemented' };
     }
   });
 }

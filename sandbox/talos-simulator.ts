@@ -1,21 +1,34 @@
 // A Talos API simulator for the sandbox: serves the Talos gRPC API (MachineService
-// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade; ImageService.Pull;
-// LifecycleService.Upgrade) over mutual TLS like apid, routes each call by its `node`
-// metadata to the kwok Node with that InternalIP (or name), and plays the call on that
-// Node through the Kubernetes API:
+// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade and the etcd methods;
+// ImageService.Pull; LifecycleService.Upgrade) over mutual TLS like apid, routes each
+// call by its `node` metadata to the kwok Node with that InternalIP (or name), and
+// plays the call on that Node through the Kubernetes API, as the Talos version in the
+// Node's osImage would:
 //
 //   reboot   → acknowledged; the Node goes NotReady (powered off), gets a new bootID
 //              (and the new osImage after an upgrade), and turns Ready after the boot delay
 //   shutdown → NotReady, and stays down
-//   reset    → NotReady, then the Node is deleted
+//   reset    → NotReady; with `reboot` it boots again (into maintenance mode, NotReady
+//              for good, unless only user disks were wiped), else it stays halted. A
+//              reset never deletes the Node, as on a real cluster.
+//
+// Per version: ImageService and LifecycleService exist from 1.13 (UNIMPLEMENTED
+// before); from 1.14.0-alpha.2 ApplyConfiguration REBOOT is UNIMPLEMENTED and AUTO never
+// reboots; on older versions AUTO reboots when the change needs it (here: a change of
+// `machine.install`). The legacy MachineService.Upgrade installs and reboots by itself,
+// and refuses a control-plane node when etcd could not spare it (unless `force`).
+// Like a real node answering a call addressed with `node`, no reply carries
+// common.Metadata: errors are gRPC statuses.
+//
+// The control-plane Nodes form one simulated etcd cluster (talos-etcd.ts).
 //
 // State lives on the Node (annotations), so a restarted simulator carries on where
 // the last one stopped; only pulled images are kept in memory. Faults are injected per
 // node (see talos-faults.ts). Every call that reaches a node is counted on it, by
 // method (TALOS_CALLS_ANNOTATION), so tests in other processes can tell how often a
 // node was asked to do something. Not simulated: Talos' own cordon and drain around a
-// reboot or shutdown (gatehouse drains itself), etcd membership, and power-cycle mode
-// (a reboot like any other). Reset deletes the Node whatever its options.
+// reboot or shutdown (gatehouse drains itself), and power-cycle mode (a reboot like
+// any other).
 import { createHash, randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -33,11 +46,29 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { parseDuration } from '../src/duration.ts';
 import { KubeApiError, RestClient } from '../src/kube/rest.ts';
-import * as m from '../src/talos/messages.ts';
-import type { Fields, MessageInit } from '../src/talos/protobuf.ts';
-import { ImageService, LifecycleService, MachineService, serviceDefinition } from '../src/talos/services.ts';
+import type { DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import { ContainerdNamespace, type ContainerdInstance } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
+import { ContainerDriver } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
 import {
+  ApplyConfigurationRequest_Mode as ApplyMode,
+  ImageServicePullLayerProgress_Status as LayerStatus,
+  RebootRequest_Mode as RebootMode,
+  ResetRequest_WipeMode as WipeMode,
+  ApplyConfigurationSchema,
+  VersionSchema,
+  type ApplyConfigurationRequest,
+} from '../src/talos/gen/gatehouse/talos/machine_pb.ts';
+import {
+  ImageService,
+  LifecycleService,
+  MachineService,
+  serviceDefinition,
+  type Method,
+} from '../src/talos/services.ts';
+import {
+  appliesWithoutReboot,
   formatTalosVersion,
+  hasForceReboot,
   hasLifecycleUpgrade,
   installerVersion,
   osImageOf,
@@ -55,6 +86,20 @@ import {
   TALOS_FAULT_MESSAGE_ANNOTATION,
   type TalosFault,
 } from './talos-faults.ts';
+import {
+  ETCD_LEADER_ANNOTATION,
+  ETCD_LEFT_ANNOTATION,
+  etcdClusterOf,
+  etcdLeader,
+  etcdMembers,
+  isControlPlane,
+  alarmListReply,
+  memberListReply,
+  nextLeader,
+  statusReply,
+  type EtcdNode,
+  type SimulatedMember,
+} from './talos-etcd.ts';
 import { talosPkiPaths } from './talos-pki.ts';
 
 /** When a powered-off node boots (RFC 3339); absent while it stays down. */
@@ -65,6 +110,14 @@ export const STAGED_OS_IMAGE_ANNOTATION = 'sandbox.gatehouse.dev/staged-os-image
 export const MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/machine-config';
 /** sha256 of a configuration staged for the next boot. */
 export const STAGED_MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/staged-machine-config';
+/** sha256 of the configuration's `machine.install` (what needs a reboot to change), once applied. */
+export const INSTALL_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/install-config';
+/** sha256 of a `machine.install` that takes effect at the next boot. */
+export const STAGED_INSTALL_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/staged-install-config';
+/** Set when a reset wiped the system disk: the node boots into maintenance mode, NotReady for good. */
+export const MAINTENANCE_ANNOTATION = 'sandbox.gatehouse.dev/maintenance';
+/** How the last reboot or shutdown went: `graceful` or `force` (FORCE, or Shutdown force). */
+export const LAST_POWER_OFF_ANNOTATION = 'sandbox.gatehouse.dev/last-power-off';
 /** How many calls of each method reached the node, as JSON: `{"Reboot":1,"ImagePull":2}`. */
 export const TALOS_CALLS_ANNOTATION = 'sandbox.gatehouse.dev/talos-calls';
 
@@ -100,7 +153,13 @@ export interface TalosSimulatorOptions {
 }
 
 interface NodeObject {
-  metadata: { name: string; uid: string; resourceVersion?: string; annotations?: Record<string, string> };
+  metadata: {
+    name: string;
+    uid: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
   status?: {
     addresses?: { type: string; address: string }[];
     nodeInfo?: { osImage?: string; architecture?: string; bootID?: string };
@@ -124,7 +183,11 @@ type MethodName =
   | 'ApplyConfiguration'
   | 'Upgrade'
   | 'ImagePull'
-  | 'LifecycleUpgrade';
+  | 'LifecycleUpgrade'
+  | 'EtcdMemberList'
+  | 'EtcdStatus'
+  | 'EtcdAlarmList'
+  | 'EtcdForfeitLeadership';
 
 /** A call's outcome as a gRPC status with Talos' message. */
 class CallError extends Error {
@@ -151,8 +214,8 @@ export class TalosSimulator {
   private readonly log: (line: string) => void;
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly injected = new Map<string, TalosFault[]>();
-  /** Images each machine has pulled, by `<Node uid>/<containerd namespace>`. */
-  private readonly pulled = new Map<string, Set<string>>();
+  /** Images each machine has pulled, by `<Node uid>/<containerd namespace>`: name (as asked or pinned) → reference asked. */
+  private readonly pulled = new Map<string, Map<string, string>>();
   private boundPort = 0;
   private stopped = false;
 
@@ -219,61 +282,186 @@ export class TalosSimulator {
   // --- services ---------------------------------------------------------------------
 
   private machineService(): UntypedServiceImplementation {
+    const ack = () => ({ messages: [{ actorId: randomUUID() }] });
     return {
-      Version: this.unary('Version', MachineService.Version.response.fields, (machine) => ({
+      Version: this.unary('Version', MachineService.Version, (machine) => ({
         messages: [this.versionOf(machine)],
       })),
-      Reboot: this.unary('Reboot', MachineService.Reboot.response.fields, (machine) => {
-        this.reboot(machine, 'reboot');
-        return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
+      Reboot: this.unary('Reboot', MachineService.Reboot, (machine, request) => {
+        if (request.mode === RebootMode.FORCE && !hasForceReboot(machine.version))
+          throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown reboot mode ${String(request.mode)}`);
+        if (
+          !([RebootMode.DEFAULT, RebootMode.POWERCYCLE, RebootMode.FORCE] as number[]).includes(request.mode)
+        )
+          throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown reboot mode ${String(request.mode)}`);
+        this.reboot(machine, 'reboot', request.mode === RebootMode.FORCE);
+        return ack();
       }),
-      Shutdown: this.unary('Shutdown', MachineService.Shutdown.response.fields, (machine) => {
-        this.later(this.shutdownDelayMs, () => this.powerOff(machine.name, undefined));
-        return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
+      Shutdown: this.unary('Shutdown', MachineService.Shutdown, (machine, request) => {
+        // force: no graceful stop of the services first.
+        this.later(request.force ? 0 : this.shutdownDelayMs, () =>
+          this.powerOff(machine.name, undefined, request.force),
+        );
+        return ack();
       }),
-      Reset: this.unary(
-        'Reset',
-        MachineService.Reset.response.fields,
-        (machine, request: m.Decoded<typeof m.ResetRequest>) => {
-          const unknown = request.systemPartitionsToWipe.filter((p) => !SYSTEM_PARTITIONS.includes(p.label));
-          if (unknown.length > 0)
+      Reset: this.unary('Reset', MachineService.Reset, async (machine, request) => {
+        const unknown = request.systemPartitionsToWipe.filter((p) => !SYSTEM_PARTITIONS.includes(p.label));
+        if (unknown.length > 0)
+          throw new CallError(
+            GrpcStatus.INVALID_ARGUMENT,
+            `failed to reset: unknown system partition label(s) ${unknown.map((p) => `"${p.label}"`).join(', ')} (system partitions: ${SYSTEM_PARTITIONS.join(', ')})`,
+          );
+        if (!([WipeMode.ALL, WipeMode.SYSTEM_DISK, WipeMode.USER_DISKS] as number[]).includes(request.mode))
+          throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown wipe mode ${String(request.mode)}`);
+        // A graceful reset of a control-plane node leaves etcd first.
+        const member = isControlPlane(this.etcdNode(machine.node));
+        if (member && request.graceful) {
+          const members = await this.members(machine);
+          const voting = members.filter((m) => !m.learner);
+          const others = voting.filter((m) => m.hostname !== machine.name && !m.down && !m.unhealthy);
+          if (others.length < Math.floor((voting.length - 1) / 2) + 1 || voting.length <= 1)
             throw new CallError(
-              GrpcStatus.INVALID_ARGUMENT,
-              `failed to reset: unknown system partition label(s) ${unknown.map((p) => `"${p.label}"`).join(', ')} (system partitions: ${SYSTEM_PARTITIONS.join(', ')})`,
+              GrpcStatus.FAILED_PRECONDITION,
+              `failed to leave etcd: the remaining members would have no quorum`,
             );
-          // The wipe takes the place of a boot: the machine leaves the cluster for good.
-          this.later(this.shutdownDelayMs, async () => {
-            await this.powerOff(machine.name, undefined);
-            this.later(this.bootDelayFor(machine), () => this.deleteNode(machine));
+          await this.setAnnotations(machine.name, {
+            [ETCD_LEFT_ANNOTATION]: 'true',
+            [ETCD_LEADER_ANNOTATION]: null,
           });
-          return { messages: [{ metadata: { hostname: machine.name }, actorId: randomUUID() }] };
-        },
-      ),
+        }
+        const systemDiskKept = request.mode === WipeMode.USER_DISKS;
+        this.later(this.shutdownDelayMs, async () => {
+          if (!request.reboot) {
+            this.log(`${machine.name}: reset done, halted`);
+            await this.powerOff(machine.name, undefined);
+            return;
+          }
+          if (!systemDiskKept) {
+            // A wiped system disk boots into maintenance mode: no kubelet, NotReady for good.
+            this.log(`${machine.name}: reset done, booting into maintenance mode`);
+            await this.setAnnotations(machine.name, { [MAINTENANCE_ANNOTATION]: 'true' });
+            await this.powerOff(machine.name, undefined);
+            return;
+          }
+          this.reboot(machine, 'reset (user disks wiped), rebooting', false, 0);
+        });
+        return ack();
+      }),
       ApplyConfiguration: this.unary(
         'ApplyConfiguration',
-        MachineService.ApplyConfiguration.response.fields,
-        async (machine, request: m.Decoded<typeof m.ApplyConfigurationRequest>) => ({
+        MachineService.ApplyConfiguration,
+        async (machine, request) => ({
           messages: [await this.applyConfiguration(machine, request)],
         }),
       ),
-      Upgrade: this.unary(
-        'Upgrade',
-        MachineService.Upgrade.response.fields,
-        async (machine, request: m.Decoded<typeof m.UpgradeRequest>) => {
-          const target = this.installerTarget(request.image);
-          const fault = faultFor(machine.faults, 'upgrade-error', 'Upgrade');
-          if (fault) throw new CallError(GrpcStatus.UNKNOWN, fault.message);
-          await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
-          this.reboot(machine, `upgrade to ${formatTalosVersion(target)}`);
-          return {
-            messages: [
-              {
-                metadata: { hostname: machine.name },
-                ack: 'Upgrade request received',
-                actorId: randomUUID(),
-              },
-            ],
-          };
+      Upgrade: this.unary('Upgrade', MachineService.Upgrade, async (machine, request) => {
+        const target = this.installerTarget(request.image);
+        const fault = faultFor(machine.faults, 'upgrade-error', 'Upgrade');
+        if (fault) throw new CallError(GrpcStatus.UNKNOWN, fault.message);
+        // The legacy upgrade holds etcd's upgrade lock and checks its health first.
+        if (!request.force && isControlPlane(this.etcdNode(machine.node))) {
+          const problem = this.etcdProblemWithout(await this.members(machine), machine.name);
+          if (problem)
+            throw new CallError(
+              GrpcStatus.FAILED_PRECONDITION,
+              `failed to upgrade: etcd is not healthy: ${problem} (use force to upgrade anyway)`,
+            );
+        }
+        // preserve is what every version since 1.8 does anyway; stage installs during
+        // the next boot instead of now, which the simulation cannot tell apart.
+        await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
+        this.reboot(
+          machine,
+          `upgrade to ${formatTalosVersion(target)}${request.stage ? ' (staged)' : ''}${request.rebootMode === 1 ? ' (power cycle)' : ''}`,
+        );
+        return { messages: [{ ack: 'Upgrade request received', actorId: randomUUID() }] };
+      }),
+      ...this.etcdService(),
+    };
+  }
+
+  // --- etcd -------------------------------------------------------------------------
+
+  private etcdNode(node: NodeObject): EtcdNode {
+    const annotations = node.metadata.annotations ?? {};
+    return {
+      name: node.metadata.name,
+      uid: node.metadata.uid,
+      labels: node.metadata.labels ?? {},
+      annotations,
+      down: annotations[NODE_POWER_ANNOTATION] === NODE_POWER_OFF,
+    };
+  }
+
+  /** The members of the etcd cluster the machine's Node belongs to. */
+  private async members(machine: Machine): Promise<SimulatedMember[]> {
+    const list = await this.rest.request<{ items: NodeObject[] }>('/api/v1/nodes');
+    return etcdMembers(
+      list.items
+        .filter((n) => n.metadata.annotations?.[KWOK_NODE_ANNOTATION] !== undefined)
+        .map((n) => this.etcdNode(n)),
+      etcdClusterOf(this.etcdNode(machine.node)),
+    );
+  }
+
+  /**
+   * Why the legacy upgrade refuses to take this member down now, or undefined: it wants
+   * every other member up, healthy and voting (a single-member cluster passes, as the
+   * upgrade preserves its data).
+   */
+  private etcdProblemWithout(members: SimulatedMember[], name: string): string | undefined {
+    for (const m of members) {
+      if (m.hostname === name) continue;
+      if (m.down) return `member ${m.hostname} is unreachable`;
+      if (m.unhealthy) return `member ${m.hostname} is unhealthy`;
+      if (m.learner) return `member ${m.hostname} is a learner still catching up`;
+    }
+    return undefined;
+  }
+
+  /** etcd runs on control-plane nodes only; on others Talos answers with an error. */
+  private async memberOf(machine: Machine): Promise<{ member: SimulatedMember; members: SimulatedMember[] }> {
+    const members = await this.members(machine);
+    const member = members.find((m) => m.hostname === machine.name);
+    if (!member)
+      throw new CallError(
+        GrpcStatus.FAILED_PRECONDITION,
+        isControlPlane(this.etcdNode(machine.node))
+          ? 'etcd is not running: this node left the etcd cluster'
+          : 'etcd is not running on this node: it is not a control-plane node',
+      );
+    return { member, members };
+  }
+
+  private etcdService(): UntypedServiceImplementation {
+    return {
+      EtcdMemberList: this.unary('EtcdMemberList', MachineService.EtcdMemberList, async (machine) => {
+        const { members } = await this.memberOf(machine);
+        if (!etcdLeader(members))
+          throw new CallError(GrpcStatus.UNAVAILABLE, 'etcdserver: no leader (the cluster has no quorum)');
+        return memberListReply(members);
+      }),
+      EtcdStatus: this.unary('EtcdStatus', MachineService.EtcdStatus, async (machine) => {
+        const { member, members } = await this.memberOf(machine);
+        return statusReply(member, members);
+      }),
+      EtcdAlarmList: this.unary('EtcdAlarmList', MachineService.EtcdAlarmList, async (machine) => {
+        const { members } = await this.memberOf(machine);
+        return alarmListReply(members);
+      }),
+      EtcdForfeitLeadership: this.unary(
+        'EtcdForfeitLeadership',
+        MachineService.EtcdForfeitLeadership,
+        async (machine) => {
+          const { member, members } = await this.memberOf(machine);
+          if (etcdLeader(members)?.id !== member.id) return { messages: [{ member: '' }] };
+          const next = nextLeader(members, member);
+          if (!next)
+            throw new CallError(GrpcStatus.FAILED_PRECONDITION, 'no other member can take leadership over');
+          await this.setAnnotations(member.hostname, { [ETCD_LEADER_ANNOTATION]: null });
+          await this.setAnnotations(next.hostname, { [ETCD_LEADER_ANNOTATION]: 'true' });
+          this.log(`etcd: ${member.hostname} forfeited leadership to ${next.hostname}`);
+          return { messages: [{ member: member.hostname }] };
         },
       ),
     };
@@ -281,45 +469,57 @@ export class TalosSimulator {
 
   private imageService(): UntypedServiceImplementation {
     return {
-      Pull: this.serverStream(
-        'ImagePull',
-        ImageService.Pull.response.fields,
-        async (machine, request: m.Decoded<typeof m.ImageServicePullRequest>, send) => {
-          const ref = request.imageRef.trim();
-          if (ref === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'image reference is empty');
-          const layers = [0, 1].map((i) =>
-            createHash('sha256')
-              .update(`${ref}#${String(i)}`)
-              .digest('hex'),
-          );
-          const total = 48 * 1024 * 1024;
-          const fault = faultFor(machine.faults, 'pull-error', 'ImagePull');
-          for (const [i, layer] of layers.entries()) {
-            const layerId = `sha256:${layer}`;
-            for (const [status, offset] of [
-              [m.LayerPullStatus.DOWNLOADING, 0],
-              [m.LayerPullStatus.DOWNLOADING, total / 2],
-              [m.LayerPullStatus.DOWNLOAD_COMPLETE, total],
-              [m.LayerPullStatus.EXTRACTING, total],
-              [m.LayerPullStatus.EXTRACT_COMPLETE, total],
-            ] as const) {
-              await send({
-                pullProgress: {
+      Pull: this.serverStream('ImagePull', ImageService.Pull, async (machine, request, send) => {
+        if (!hasLifecycleUpgrade(machine.version))
+          // What a gRPC server says about a service it does not have.
+          throw new CallError(GrpcStatus.UNIMPLEMENTED, 'unknown service machine.ImageService');
+        this.checkContainerd(request.containerd);
+        const ref = request.imageRef.trim();
+        if (ref === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'image reference is empty');
+        const layers = [0, 1].map((i) =>
+          createHash('sha256')
+            .update(`${ref}#${String(i)}`)
+            .digest('hex'),
+        );
+        const total = 48 * 1024 * 1024;
+        const fault = faultFor(machine.faults, 'pull-error', 'ImagePull');
+        for (const [i, layer] of layers.entries()) {
+          const layerId = `sha256:${layer}`;
+          for (const [status, offset] of [
+            [LayerStatus.DOWNLOADING, 0],
+            [LayerStatus.DOWNLOADING, total / 2],
+            [LayerStatus.DOWNLOAD_COMPLETE, total],
+            [LayerStatus.EXTRACTING, total],
+            [LayerStatus.EXTRACT_COMPLETE, total],
+          ] as const) {
+            await send({
+              response: {
+                case: 'pullProgress',
+                value: {
                   layerId,
-                  progress: { status, offset, total, elapsed: { seconds: i, nanos: 0 } },
+                  progress: {
+                    status,
+                    offset: BigInt(offset),
+                    total: BigInt(total),
+                    elapsed: { seconds: BigInt(i), nanos: 0 },
+                  },
                 },
-              });
-              if (fault && offset === total / 2)
-                throw new CallError(GrpcStatus.UNKNOWN, `failed to pull image "${ref}": ${fault.message}`);
-            }
+              },
+            });
+            if (fault && offset === total / 2)
+              throw new CallError(GrpcStatus.UNKNOWN, `failed to pull image "${ref}": ${fault.message}`);
           }
-          const store = this.imageStore(machine, request.containerd);
-          const images = this.pulled.get(store) ?? new Set<string>();
-          images.add(ref);
-          this.pulled.set(store, images);
-          await send({ name: ref });
-        },
-      ),
+        }
+        const store = this.imageStore(machine, request.containerd);
+        const images = this.pulled.get(store) ?? new Map<string, string>();
+        // The stream ends with the image's pinned name, as containerd resolved it.
+        const repository = (ref.split('@')[0] ?? ref).replace(/:[^/:]+$/, '');
+        const pinned = `${repository}@sha256:${createHash('sha256').update(ref).digest('hex')}`;
+        images.set(ref, ref);
+        images.set(pinned, ref);
+        this.pulled.set(store, images);
+        await send({ response: { case: 'name', value: pinned } });
+      }),
     };
   }
 
@@ -327,20 +527,23 @@ export class TalosSimulator {
     return {
       Upgrade: this.serverStream(
         'LifecycleUpgrade',
-        LifecycleService.Upgrade.response.fields,
-        async (machine, request: m.Decoded<typeof m.LifecycleServiceUpgradeRequest>, send) => {
+        LifecycleService.Upgrade,
+        async (machine, request, send) => {
           if (!hasLifecycleUpgrade(machine.version))
             // What a gRPC server says about a service it does not have.
             throw new CallError(GrpcStatus.UNIMPLEMENTED, 'unknown service machine.LifecycleService');
+          this.checkContainerd(request.containerd);
           const image = request.source?.imageName.trim() ?? '';
           if (image === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'source image name is empty');
-          if (!this.pulled.get(this.imageStore(machine, request.containerd))?.has(image))
+          const asked = this.pulled.get(this.imageStore(machine, request.containerd))?.get(image);
+          if (asked === undefined)
             throw new CallError(
               GrpcStatus.NOT_FOUND,
               `image "${image}" not found in containerd namespace ${this.namespaceName(request.containerd)}: pull it first (ImageService.Pull)`,
             );
-          const target = this.installerTarget(image);
-          const say = (message: string) => send({ progress: { message } });
+          const target = this.installerTarget(asked);
+          const say = (message: string) =>
+            send({ progress: { response: { case: 'message', value: message } } });
           await say(`running installer ${image}`);
           await say(
             `validating upgrade from ${formatTalosVersion(machine.version)} to ${formatTalosVersion(target)}`,
@@ -349,26 +552,36 @@ export class TalosSimulator {
           const fault = faultFor(machine.faults, 'upgrade-error', 'LifecycleUpgrade');
           if (fault) {
             await say(`error: ${fault.message}`);
-            await send({ progress: { exitCode: 1 } });
+            await send({ progress: { response: { case: 'exitCode', value: 1 } } });
             return;
           }
           await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
           await say(`installed Talos ${formatTalosVersion(target)}; it runs after the next reboot`);
-          await send({ progress: { exitCode: 0 } });
+          await send({ progress: { response: { case: 'exitCode', value: 0 } } });
         },
       ),
     };
   }
 
-  private namespaceName(containerd: m.Decoded<typeof m.ContainerdInstance> | undefined): string {
-    const namespace = containerd?.namespace ?? m.ContainerdNamespace.NS_SYSTEM;
-    return namespace === m.ContainerdNamespace.NS_CRI ? 'cri' : 'system';
+  /** Talos refuses a containerd instance it does not have (driver, namespace). */
+  private checkContainerd(containerd: ContainerdInstance | undefined): void {
+    const driver = containerd?.driver ?? ContainerDriver.CONTAINERD;
+    const namespace = containerd?.namespace ?? ContainerdNamespace.NS_UNKNOWN;
+    if (driver !== ContainerDriver.CONTAINERD && driver !== ContainerDriver.CRI)
+      throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unsupported containerd driver ${String(driver)}`);
+    if (namespace !== ContainerdNamespace.NS_SYSTEM && namespace !== ContainerdNamespace.NS_CRI)
+      throw new CallError(
+        GrpcStatus.INVALID_ARGUMENT,
+        `unsupported containerd namespace ${String(namespace)}: choose NS_SYSTEM or NS_CRI`,
+      );
   }
 
-  private imageStore(
-    machine: Machine,
-    containerd: m.Decoded<typeof m.ContainerdInstance> | undefined,
-  ): string {
+  private namespaceName(containerd: ContainerdInstance | undefined): string {
+    const namespace = containerd?.namespace ?? ContainerdNamespace.NS_SYSTEM;
+    return namespace === ContainerdNamespace.NS_CRI ? 'cri' : 'system';
+  }
+
+  private imageStore(machine: Machine, containerd: ContainerdInstance | undefined): string {
     return `${machine.node.metadata.uid}/${this.namespaceName(containerd)}`;
   }
 
@@ -449,6 +662,11 @@ export class TalosSimulator {
       this.log(`${method} on ${machine.name}: hanging (injected fault)`);
       return HANG;
     }
+    if (faultFor(machine.faults, 'unimplemented', method))
+      throw new CallError(
+        GrpcStatus.UNIMPLEMENTED,
+        `${method} is not implemented by this node (injected fault)`,
+      );
     const error = faultFor(machine.faults, 'error', method);
     if (error) throw new CallError(GrpcStatus.UNKNOWN, error.message);
     const result = await work(machine);
@@ -484,12 +702,18 @@ export class TalosSimulator {
     throw new Error(`node ${name}: could not count a ${method} call, its Node kept changing`);
   }
 
-  private unary<Req, Res extends Fields>(
+  private unary<Req extends DescMessage, Res extends DescMessage>(
     method: MethodName,
-    _response: Res,
-    handler: (machine: Machine, request: Req) => MessageInit<Res> | Promise<MessageInit<Res>>,
+    _def: Method<Req, Res>,
+    handler: (
+      machine: Machine,
+      request: MessageShape<Req>,
+    ) => MessageInitShape<Res> | Promise<MessageInitShape<Res>>,
   ) {
-    return (call: ServerUnaryCall<Req, MessageInit<Res>>, callback: sendUnaryData<MessageInit<Res>>) => {
+    return (
+      call: ServerUnaryCall<MessageShape<Req>, MessageInitShape<Res>>,
+      callback: sendUnaryData<MessageInitShape<Res>>,
+    ) => {
       this.play(method, call.metadata, (machine) => handler(machine, call.request)).then(
         (reply) => {
           if (reply !== HANG) callback(null, reply);
@@ -499,19 +723,19 @@ export class TalosSimulator {
     };
   }
 
-  private serverStream<Req, Res extends Fields>(
+  private serverStream<Req extends DescMessage, Res extends DescMessage>(
     method: MethodName,
-    _response: Res,
+    _def: Method<Req, Res>,
     handler: (
       machine: Machine,
-      request: Req,
-      send: (reply: MessageInit<Res>) => Promise<void>,
+      request: MessageShape<Req>,
+      send: (reply: MessageInitShape<Res>) => Promise<void>,
     ) => Promise<void>,
   ) {
-    return (call: ServerWritableStream<Req, MessageInit<Res>>) => {
+    return (call: ServerWritableStream<MessageShape<Req>, MessageInitShape<Res>>) => {
       let cancelled = false;
       call.on('cancelled', () => (cancelled = true));
-      const send = async (reply: MessageInit<Res>) => {
+      const send = async (reply: MessageInitShape<Res>) => {
         if (cancelled) throw new CallError(GrpcStatus.CANCELLED, 'cancelled by the client');
         call.write(reply);
         await sleep(20); // a stream worth the name: replies arrive over time
@@ -536,10 +760,9 @@ export class TalosSimulator {
 
   // --- machine behaviour ------------------------------------------------------------
 
-  private versionOf(machine: Machine): MessageInit<typeof m.Version.fields> {
+  private versionOf(machine: Machine): MessageInitShape<typeof VersionSchema> {
     const tag = formatTalosVersion(machine.version);
     return {
-      metadata: { hostname: machine.name },
       version: {
         tag,
         sha: createHash('sha1').update(tag).digest('hex').slice(0, 8),
@@ -574,22 +797,30 @@ export class TalosSimulator {
     }
   }
 
-  /** Goes down shortly after the acknowledgement, and boots after the boot delay (unless it never returns). */
-  private reboot(machine: Machine, why: string): void {
+  /**
+   * Goes down shortly after the acknowledgement (at once when forced: no graceful stop
+   * of the services), and boots after the boot delay (unless it never returns).
+   */
+  private reboot(
+    machine: Machine,
+    why: string,
+    force = false,
+    delayMs = force ? 0 : this.shutdownDelayMs,
+  ): void {
     const neverReturns = faultFor(machine.faults, 'never-return', 'Reboot') !== undefined;
     const bootDelay = this.bootDelayFor(machine);
     this.log(`${machine.name}: ${why}${neverReturns ? ' (it will never come back: injected fault)' : ''}`);
-    this.later(this.shutdownDelayMs, async () => {
+    this.later(delayMs, async () => {
       const bootAt = neverReturns ? undefined : new Date(Date.now() + bootDelay);
-      await this.powerOff(machine.name, bootAt);
+      await this.powerOff(machine.name, bootAt, force);
       if (bootAt) this.later(bootDelay, () => this.boot(machine.name));
     });
   }
 
   private async applyConfiguration(
     machine: Machine,
-    request: m.Decoded<typeof m.ApplyConfigurationRequest>,
-  ): Promise<MessageInit<typeof m.ApplyConfiguration.fields>> {
+    request: ApplyConfigurationRequest,
+  ): Promise<MessageInitShape<typeof ApplyConfigurationSchema>> {
     const text = new TextDecoder().decode(request.data);
     const docs = parseAllDocuments(text);
     const broken = docs.flatMap((d) => d.errors);
@@ -610,30 +841,56 @@ export class TalosSimulator {
         'configuration validation failed: no v1alpha1 document with a "machine" section',
       );
     const digest = sha256(request.data);
-    const mode = request.mode === m.ApplyMode.AUTO ? m.ApplyMode.NO_REBOOT : request.mode;
-    const reply = (modeDetails: string, chosen: number) => ({
-      metadata: { hostname: machine.name },
+    const install = (machineConfig.machine as Record<string, unknown>).install;
+    const installDigest = sha256(new TextEncoder().encode(JSON.stringify(install ?? null)));
+    const annotations = machine.node.metadata.annotations ?? {};
+    const currentInstall = annotations[INSTALL_CONFIG_ANNOTATION] ?? sha256(new TextEncoder().encode('null'));
+    // The one part of the configuration that takes a reboot to change, in this simulation.
+    const needsReboot = installDigest !== currentInstall;
+    const noApplyReboot = appliesWithoutReboot(machine.version);
+    if (request.mode === ApplyMode.REBOOT && noApplyReboot)
+      throw new CallError(
+        GrpcStatus.UNIMPLEMENTED,
+        `apply mode REBOOT is only supported in maintenance mode on Talos ${formatTalosVersion(machine.version)}: apply with NO_REBOOT, then reboot`,
+      );
+    let mode = request.mode;
+    // AUTO: reboot when the change needs it (≤ 1.13); from 1.14 never: what needs a
+    // reboot waits for the next one.
+    if (mode === ApplyMode.AUTO)
+      mode = needsReboot ? (noApplyReboot ? ApplyMode.STAGED : ApplyMode.REBOOT) : ApplyMode.NO_REBOOT;
+    const reply = (modeDetails: string, chosen: ApplyMode) => ({
       warnings: [],
       mode: chosen,
       modeDetails,
     });
     if (request.dryRun)
       return reply(
-        `Dry run: the configuration (${digest}) is valid and would be applied in mode ${String(mode)}`,
+        `Dry run: the configuration (${digest}) is valid and would be applied in mode ${Object.entries(ApplyMode).find(([, n]) => n === mode)?.[0] ?? String(mode)}`,
         mode,
       );
     switch (mode) {
-      case m.ApplyMode.REBOOT:
-        await this.setAnnotations(machine.name, { [STAGED_MACHINE_CONFIG_ANNOTATION]: digest });
+      case ApplyMode.REBOOT:
+        await this.setAnnotations(machine.name, {
+          [STAGED_MACHINE_CONFIG_ANNOTATION]: digest,
+          [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest,
+        });
         this.reboot(machine, 'apply configuration with a reboot');
         return reply('Applied configuration with a reboot', mode);
-      case m.ApplyMode.STAGED:
-        await this.setAnnotations(machine.name, { [STAGED_MACHINE_CONFIG_ANNOTATION]: digest });
-        return reply('Staged configuration to be applied after a reboot', mode);
-      case m.ApplyMode.TRY: {
-        const previous = machine.node.metadata.annotations?.[MACHINE_CONFIG_ANNOTATION] ?? null;
+      case ApplyMode.STAGED:
+        await this.setAnnotations(machine.name, {
+          [STAGED_MACHINE_CONFIG_ANNOTATION]: digest,
+          [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest,
+        });
+        return reply(
+          needsReboot && request.mode === ApplyMode.AUTO
+            ? 'The change needs a reboot: staged, it is applied at the next reboot'
+            : 'Staged configuration to be applied after a reboot',
+          mode,
+        );
+      case ApplyMode.TRY: {
+        const previous = annotations[MACHINE_CONFIG_ANNOTATION] ?? null;
         const t = request.tryModeTimeout;
-        const timeoutMs = t ? t.seconds * 1000 + t.nanos / 1e6 : 60_000;
+        const timeoutMs = t ? Number(t.seconds) * 1000 + t.nanos / 1e6 : 60_000;
         await this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: digest });
         this.later(timeoutMs, () =>
           this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: previous }),
@@ -643,9 +900,18 @@ export class TalosSimulator {
           mode,
         );
       }
-      case m.ApplyMode.NO_REBOOT:
-        await this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: digest });
-        return reply('Applied configuration without a reboot', mode);
+      case ApplyMode.NO_REBOOT:
+        // What needs a reboot (from 1.14) takes effect at the next one.
+        await this.setAnnotations(machine.name, {
+          [MACHINE_CONFIG_ANNOTATION]: digest,
+          ...(needsReboot ? { [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest } : {}),
+        });
+        return reply(
+          needsReboot
+            ? 'Applied configuration without a reboot; the install section takes effect at the next reboot'
+            : 'Applied configuration without a reboot',
+          mode,
+        );
       default:
         throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown apply mode ${String(request.mode)}`);
     }
@@ -676,11 +942,14 @@ export class TalosSimulator {
   }
 
   /** Powers the machine off: kwok then reports the Node NotReady (see kwok-config.ts). */
-  private async powerOff(name: string, bootAt: Date | undefined): Promise<void> {
-    this.log(`${name}: powered off${bootAt ? `, boots at ${bootAt.toISOString()}` : ''}`);
+  private async powerOff(name: string, bootAt: Date | undefined, force = false): Promise<void> {
+    this.log(
+      `${name}: powered off${force ? ' (forced)' : ''}${bootAt ? `, boots at ${bootAt.toISOString()}` : ''}`,
+    );
     await this.setAnnotations(name, {
       [NODE_POWER_ANNOTATION]: NODE_POWER_OFF,
       [BOOT_AT_ANNOTATION]: bootAt ? bootAt.toISOString() : null,
+      [LAST_POWER_OFF_ANNOTATION]: force ? 'force' : 'graceful',
     });
   }
 
@@ -719,6 +988,7 @@ export class TalosSimulator {
           resourceVersion = booted.metadata.resourceVersion;
         }
         const staged = annotations[STAGED_MACHINE_CONFIG_ANNOTATION];
+        const stagedInstall = annotations[STAGED_INSTALL_CONFIG_ANNOTATION];
         await this.rest.request(this.nodePath(name), {
           method: 'PATCH',
           contentType: 'application/merge-patch+json',
@@ -730,7 +1000,11 @@ export class TalosSimulator {
                 [BOOT_AT_ANNOTATION]: null,
                 [STAGED_OS_IMAGE_ANNOTATION]: null,
                 [STAGED_MACHINE_CONFIG_ANNOTATION]: null,
+                [STAGED_INSTALL_CONFIG_ANNOTATION]: null,
+                // A member that left etcd (graceful reset) joins again as it boots.
+                [ETCD_LEFT_ANNOTATION]: null,
                 ...(staged ? { [MACHINE_CONFIG_ANNOTATION]: staged } : {}),
+                ...(stagedInstall ? { [INSTALL_CONFIG_ANNOTATION]: stagedInstall } : {}),
               },
             },
           },
@@ -743,13 +1017,6 @@ export class TalosSimulator {
       }
     }
     throw new Error(`node ${name}: could not boot it, its Node kept changing`);
-  }
-
-  private async deleteNode(machine: Machine): Promise<void> {
-    this.log(`${machine.name}: reset done, deleting its Node`);
-    await this.rest.request(this.nodePath(machine.name), { method: 'DELETE' }).catch((error: unknown) => {
-      if (!(error instanceof KubeApiError && error.code === 404)) throw error;
-    });
   }
 
   /** Picks up boots that a previous simulator scheduled but did not live to do. */

@@ -1,16 +1,21 @@
 // Writes deploy/ from the API schemas (src/api) and install objects (src/manifests):
 // one CRD per file under deploy/crds/, rbac.yaml, admission-policy.yaml and
-// controller.yaml; and the Helm chart charts/gatehouse from the same objects. With --check it writes nothing and fails when deploy/ differs from
-// a fresh generation, which is how CI catches a schema change without regenerated files.
+// controller.yaml; the Helm chart charts/gatehouse from the same objects; and the
+// TypeScript of the Talos messages (src/talos/gen) from proto/, by buf and
+// protoc-gen-es (buf.gen.yaml). With --check it writes nothing and fails when any of
+// them differs from a fresh generation, which is how CI catches a schema change
+// without regenerated files.
 //
 //   node scripts/generate.ts [--check] [--namespace gatehouse-system] [--out deploy]
 //
 // --namespace is where the controller runs; it also names the ServiceAccount that the
 // admission policy exempts (see src/manifests/admission-policy.ts for why).
-import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { dirname, join, relative } from 'node:path';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { chartFiles } from '../src/manifests/chart.ts';
 import { DEFAULT_INSTALL, deployFiles, namespaceProblem } from '../src/manifests/install-set.ts';
 
@@ -33,6 +38,31 @@ async function listFiles(dir: string): Promise<string[]> {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw error;
+  }
+}
+
+const TALOS_GEN = join('src', 'talos', 'gen');
+
+/**
+ * The files buf generates from proto/ (by buf.gen.yaml), as a map like deployFiles:
+ * generated into a scratch directory, so that --check compares without writing.
+ */
+async function talosMessageFiles(): Promise<Map<string, string>> {
+  const scratch = await mkdtemp(join(tmpdir(), 'gatehouse-buf-'));
+  try {
+    const bin = join(root, 'node_modules', '.bin');
+    await promisify(execFile)(join(bin, 'buf'), ['generate', '--output', scratch], {
+      cwd: root,
+      // protoc-gen-es is found on PATH, and runs on the project's pinned node.
+      env: { ...process.env, PATH: `${bin}${delimiter}${process.env.PATH ?? ''}` },
+    });
+    const out = join(scratch, TALOS_GEN);
+    const files = new Map<string, string>();
+    for (const f of await listFiles(out)) files.set(f, await readFile(join(out, f), 'utf8'));
+    if (files.size === 0) throw new Error(`buf generated nothing into ${TALOS_GEN}`);
+    return files;
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
   }
 }
 
@@ -60,6 +90,7 @@ async function main(): Promise<number> {
         f.endsWith('.yaml') && (f.startsWith('crds/') ? !f.slice(5).includes('/') : !f.includes('/')),
     },
     { dir: join(root, 'charts', 'gatehouse'), files: chartFiles(), generatedPlace: () => true },
+    { dir: join(root, TALOS_GEN), files: await talosMessageFiles(), generatedPlace: () => true },
   ];
 
   if (values.check) {

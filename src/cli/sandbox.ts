@@ -34,6 +34,10 @@ export function sandboxCommand(): Command {
     .option(...dirOption)
     .option('--nodes <n>', 'simulated nodes in all', nodeCount, 4)
     .option('--control-planes <n>', 'how many of them are control-plane nodes', nodeCount, 1)
+    .option(
+      '--talos-versions <list>',
+      'Talos versions the nodes run in turn, comma-separated (e.g. 1.12.6,1.13.9,1.14.0)',
+    )
     .option('--no-talos', 'do not start the Talos API simulator')
     .option(
       '--talos-boot-delay <duration>',
@@ -47,6 +51,7 @@ export function sandboxCommand(): Command {
           dir: string;
           nodes: number;
           controlPlanes: number;
+          talosVersions?: string;
           talos: boolean;
           talosBootDelay: string;
         }) => {
@@ -60,7 +65,11 @@ export function sandboxCommand(): Command {
           const { defaultNodeSpecs } = await loadTestBed('sandbox', () => import('../../sandbox/nodes.ts'));
           const sb = await startSandbox({
             dir: opts.dir,
-            nodes: defaultNodeSpecs(opts.nodes, Math.min(opts.controlPlanes, opts.nodes)),
+            nodes: defaultNodeSpecs(
+              opts.nodes,
+              Math.min(opts.controlPlanes, opts.nodes),
+              opts.talosVersions?.split(',').filter((v) => v.trim() !== '') ?? [],
+            ),
             talos: opts.talos,
             talosBootDelay: opts.talosBootDelay,
             log: (line) => process.stderr.write(`${line}\n`),

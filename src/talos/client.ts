@@ -20,8 +20,19 @@ import {
   TalosUpgradeFailedError,
   type TalosErrorDetails,
 } from './errors.ts';
-import * as m from './messages.ts';
-import type { Fields, Message, MessageInit } from './protobuf.ts';
+import type { DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import {
+  ContainerDriver,
+  ContainerdNamespace,
+  type Metadata as ReplyMetadata,
+} from './gen/gatehouse/talos/common_pb.ts';
+import {
+  ApplyConfigurationRequest_Mode as ApplyModeNumber,
+  ImageServicePullLayerProgress_Status as LayerStatus,
+  RebootRequest_Mode as RebootModeNumber,
+  ResetRequest_WipeMode as WipeModeNumber,
+  UpgradeRequest_RebootMode as UpgradeRebootModeNumber,
+} from './gen/gatehouse/talos/machine_pb.ts';
 import {
   deserializer,
   ImageService,
@@ -47,12 +58,15 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-export type RebootMode = 'default' | 'powercycle';
+export type RebootMode = 'default' | 'powercycle' | 'force';
 export type WipeMode = 'all' | 'system-disk' | 'user-disks';
 export type ApplyMode = 'reboot' | 'auto' | 'no-reboot' | 'staged' | 'try';
 
 export interface TalosVersion {
-  /** The replying machine's hostname, as apid reports it. */
+  /**
+   * The replying machine's hostname when the reply carries common.Metadata (only a
+   * fan-out to several `nodes` fills it); empty for a call addressed with `node`.
+   */
   hostname: string;
   tag: string;
   sha: string;
@@ -63,6 +77,32 @@ export interface TalosVersion {
   platform: { name: string; mode: string };
 }
 
+/** One etcd member as EtcdMemberList reports it. IDs are 64-bit: kept as bigint. */
+export interface EtcdMemberInfo {
+  id: bigint;
+  hostname: string;
+  isLearner: boolean;
+  peerUrls: string[];
+  clientUrls: string[];
+}
+
+/** One member's own view (EtcdStatus of the node it runs on). */
+export interface EtcdMemberStatusInfo {
+  memberId: bigint;
+  /** The member this one believes leads; 0 when it knows of none. */
+  leader: bigint;
+  raftIndex: bigint;
+  raftAppliedIndex: bigint;
+  isLearner: boolean;
+  dbSize: bigint;
+  errors: string[];
+}
+
+export interface EtcdAlarmInfo {
+  memberId: bigint;
+  alarm: 'NOSPACE' | 'CORRUPT' | 'UNKNOWN';
+}
+
 export interface ImagePullProgress {
   layerId: string;
   status: 'downloading' | 'download-complete' | 'extracting' | 'extract-complete' | 'already-exists';
@@ -70,32 +110,37 @@ export interface ImagePullProgress {
   total: number;
 }
 
-const REBOOT_MODES: Record<RebootMode, number> = {
-  default: m.RebootMode.DEFAULT,
-  powercycle: m.RebootMode.POWERCYCLE,
+const REBOOT_MODES: Record<RebootMode, RebootModeNumber> = {
+  default: RebootModeNumber.DEFAULT,
+  powercycle: RebootModeNumber.POWERCYCLE,
+  force: RebootModeNumber.FORCE,
 };
-const WIPE_MODES: Record<WipeMode, number> = {
-  all: m.ResetWipeMode.ALL,
-  'system-disk': m.ResetWipeMode.SYSTEM_DISK,
-  'user-disks': m.ResetWipeMode.USER_DISKS,
+const UPGRADE_REBOOT_MODES: Record<Exclude<RebootMode, 'force'>, UpgradeRebootModeNumber> = {
+  default: UpgradeRebootModeNumber.DEFAULT,
+  powercycle: UpgradeRebootModeNumber.POWERCYCLE,
 };
-const APPLY_MODES: Record<ApplyMode, number> = {
-  reboot: m.ApplyMode.REBOOT,
-  auto: m.ApplyMode.AUTO,
-  'no-reboot': m.ApplyMode.NO_REBOOT,
-  staged: m.ApplyMode.STAGED,
-  try: m.ApplyMode.TRY,
+const WIPE_MODES: Record<WipeMode, WipeModeNumber> = {
+  all: WipeModeNumber.ALL,
+  'system-disk': WipeModeNumber.SYSTEM_DISK,
+  'user-disks': WipeModeNumber.USER_DISKS,
 };
-const LAYER_STATUS: ImagePullProgress['status'][] = [
-  'downloading',
-  'download-complete',
-  'extracting',
-  'extract-complete',
-  'already-exists',
-];
+const APPLY_MODES: Record<ApplyMode, ApplyModeNumber> = {
+  reboot: ApplyModeNumber.REBOOT,
+  auto: ApplyModeNumber.AUTO,
+  'no-reboot': ApplyModeNumber.NO_REBOOT,
+  staged: ApplyModeNumber.STAGED,
+  try: ApplyModeNumber.TRY,
+};
+const LAYER_STATUS: Record<number, ImagePullProgress['status']> = {
+  [LayerStatus.DOWNLOADING]: 'downloading',
+  [LayerStatus.DOWNLOAD_COMPLETE]: 'download-complete',
+  [LayerStatus.EXTRACTING]: 'extracting',
+  [LayerStatus.EXTRACT_COMPLETE]: 'extract-complete',
+  [LayerStatus.ALREADY_EXISTS]: 'already-exists',
+};
 
 /** The containerd instance Talos installs from: system namespace, CRI driver (talosctl's default). */
-const SYSTEM_CONTAINERD = { driver: m.ContainerDriver.CRI, namespace: m.ContainerdNamespace.NS_SYSTEM };
+const SYSTEM_CONTAINERD = { driver: ContainerDriver.CRI, namespace: ContainerdNamespace.NS_SYSTEM };
 
 // TLS forbids an IP address as server name (RFC 6066) and Node warns when asked to
 // send one. apid does not choose its certificate by server name, so any name will do;
@@ -221,7 +266,12 @@ export class TalosClient {
         mode: APPLY_MODES[options.mode],
         dryRun: options.dryRun ?? false,
         ...(timeout !== undefined
-          ? { tryModeTimeout: { seconds: Math.floor(timeout / 1000), nanos: (timeout % 1000) * 1e6 } }
+          ? {
+              tryModeTimeout: {
+                seconds: BigInt(Math.floor(timeout / 1000)),
+                nanos: Math.round((timeout % 1000) * 1e6),
+              },
+            }
           : {}),
       },
       options,
@@ -242,7 +292,7 @@ export class TalosClient {
       preserve?: boolean;
       stage?: boolean;
       force?: boolean;
-      rebootMode?: RebootMode;
+      rebootMode?: Exclude<RebootMode, 'force'>;
     },
   ): Promise<{ ack: string; actorId: string }> {
     const reply = await this.unary(
@@ -252,12 +302,56 @@ export class TalosClient {
         preserve: options.preserve ?? false,
         stage: options.stage ?? false,
         force: options.force ?? false,
-        rebootMode: REBOOT_MODES[options.rebootMode ?? 'default'],
+        rebootMode: UPGRADE_REBOOT_MODES[options.rebootMode ?? 'default'],
       },
       options,
     );
     const upgrade = this.only(MachineService.Upgrade, reply.messages, options);
     return { ack: upgrade.ack, actorId: upgrade.actorId };
+  }
+
+  /** MachineService.EtcdMemberList, through a control-plane node (linearizable: needs a quorum). */
+  async etcdMemberList(options: CallOptions = {}): Promise<EtcdMemberInfo[]> {
+    const reply = await this.unary(MachineService.EtcdMemberList, { queryLocal: false }, options);
+    return this.only(MachineService.EtcdMemberList, reply.messages, options).members.map((m) => ({
+      id: m.id,
+      hostname: m.hostname,
+      isLearner: m.isLearner,
+      peerUrls: m.peerUrls,
+      clientUrls: m.clientUrls,
+    }));
+  }
+
+  /** MachineService.EtcdStatus: the status of the member on the node the call is addressed to. */
+  async etcdStatus(options: CallOptions = {}): Promise<EtcdMemberStatusInfo> {
+    const reply = await this.unary(MachineService.EtcdStatus, {}, options);
+    const s = this.only(MachineService.EtcdStatus, reply.messages, options).memberStatus;
+    if (!s)
+      return this.throwStatus(MachineService.EtcdStatus, options, GrpcStatus.INTERNAL, 'no member status');
+    return {
+      memberId: s.memberId,
+      leader: s.leader,
+      raftIndex: s.raftIndex,
+      raftAppliedIndex: s.raftAppliedIndex,
+      isLearner: s.isLearner,
+      dbSize: s.dbSize,
+      errors: s.errors,
+    };
+  }
+
+  /** MachineService.EtcdAlarmList: the alarms raised in the cluster. */
+  async etcdAlarmList(options: CallOptions = {}): Promise<EtcdAlarmInfo[]> {
+    const reply = await this.unary(MachineService.EtcdAlarmList, {}, options);
+    const names: Record<number, EtcdAlarmInfo['alarm']> = { 1: 'NOSPACE', 2: 'CORRUPT' };
+    return this.only(MachineService.EtcdAlarmList, reply.messages, options)
+      .memberAlarms.filter((a) => a.alarm !== 0)
+      .map((a) => ({ memberId: a.memberId, alarm: names[a.alarm] ?? 'UNKNOWN' }));
+  }
+
+  /** MachineService.EtcdForfeitLeadership: the member of the addressed node hands leadership over if it has it. */
+  async etcdForfeitLeadership(options: CallOptions = {}): Promise<{ member: string }> {
+    const reply = await this.unary(MachineService.EtcdForfeitLeadership, {}, options);
+    return { member: this.only(MachineService.EtcdForfeitLeadership, reply.messages, options).member };
   }
 
   /** ImageService.Pull into the system containerd (Talos >= 1.13 upgrades install from there). */
@@ -270,14 +364,14 @@ export class TalosClient {
       { containerd: SYSTEM_CONTAINERD, imageRef: options.image },
       options,
       (reply) => {
-        if (reply.name !== undefined) name = reply.name;
-        const p = reply.pullProgress;
-        if (p && options.onProgress)
+        const r = reply.response;
+        if (r.case === 'name') name = r.value;
+        if (r.case === 'pullProgress' && options.onProgress)
           options.onProgress({
-            layerId: p.layerId,
-            status: LAYER_STATUS[p.progress?.status ?? 0] ?? 'downloading',
-            offset: p.progress?.offset ?? 0,
-            total: p.progress?.total ?? 0,
+            layerId: r.value.layerId,
+            status: LAYER_STATUS[r.value.progress?.status ?? 0] ?? 'downloading',
+            offset: Number(r.value.progress?.offset ?? 0n),
+            total: Number(r.value.progress?.total ?? 0n),
           });
       },
     );
@@ -297,7 +391,6 @@ export class TalosClient {
   async installUpgrade(
     options: CallOptions & {
       image: string;
-      extraKernelArgs?: string[];
       onProgress?: (line: string) => void;
     },
   ): Promise<{ output: string[] }> {
@@ -305,19 +398,15 @@ export class TalosClient {
     let exitCode: number | undefined;
     await this.stream(
       LifecycleService.Upgrade,
-      {
-        containerd: SYSTEM_CONTAINERD,
-        source: { imageName: options.image },
-        ...(options.extraKernelArgs ? { options: { extraKernelArgs: options.extraKernelArgs } } : {}),
-      },
+      { containerd: SYSTEM_CONTAINERD, source: { imageName: options.image } },
       options,
       (reply) => {
-        const progress = reply.progress;
-        if (progress?.message !== undefined) {
-          output.push(progress.message);
-          options.onProgress?.(progress.message);
+        const progress = reply.progress?.response;
+        if (progress?.case === 'message') {
+          output.push(progress.value);
+          options.onProgress?.(progress.value);
         }
-        if (progress?.exitCode !== undefined) exitCode = progress.exitCode;
+        if (progress?.case === 'exitCode') exitCode = progress.value;
       },
     );
     const call = this.callName(LifecycleService.Upgrade);
@@ -361,7 +450,7 @@ export class TalosClient {
    * The one reply of a call to one node. apid reports a failure of the proxied call
    * in the reply's metadata rather than as a status when it multiplexes; honour both.
    */
-  private only<T extends { metadata?: Message<typeof m.Metadata.fields> | undefined }>(
+  private only<T extends { metadata?: ReplyMetadata | undefined }>(
     def: Method,
     messages: T[],
     options: CallOptions,
@@ -492,15 +581,15 @@ export class TalosClient {
     );
   }
 
-  private unary<Req extends Fields, Res extends Fields>(
+  private unary<Req extends DescMessage, Res extends DescMessage>(
     def: Method<Req, Res>,
-    request: MessageInit<Req>,
+    request: MessageInitShape<Req>,
     options: CallOptions,
-  ): Promise<Message<Res>> {
+  ): Promise<MessageShape<Res>> {
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     return this.through(def, options, timeoutMs, (endpoint, deadline) => {
       options.signal?.throwIfAborted();
-      return new Promise<Message<Res>>((resolve, reject) => {
+      return new Promise<MessageShape<Res>>((resolve, reject) => {
         const call = endpoint.client.makeUnaryRequest(
           def.path,
           serializer(def.request),
@@ -521,11 +610,11 @@ export class TalosClient {
     });
   }
 
-  private stream<Req extends Fields, Res extends Fields>(
+  private stream<Req extends DescMessage, Res extends DescMessage>(
     def: Method<Req, Res>,
-    request: MessageInit<Req>,
+    request: MessageInitShape<Req>,
     options: CallOptions,
-    onReply: (reply: Message<Res>) => void,
+    onReply: (reply: MessageShape<Res>) => void,
   ): Promise<void> {
     const timeoutMs = options.timeoutMs ?? this.streamTimeoutMs;
     return this.through(def, options, timeoutMs, (endpoint, deadline) => {
@@ -542,7 +631,7 @@ export class TalosClient {
         const cancel = () => call.cancel();
         options.signal?.addEventListener('abort', cancel, { once: true });
         let failed = false;
-        call.on('data', (reply: Message<Res>) => {
+        call.on('data', (reply: MessageShape<Res>) => {
           if (failed) return;
           try {
             onReply(reply);

@@ -25,7 +25,14 @@ import { TalosClient, type TalosClientOptions } from './client.ts';
 import type { TalosContext } from './config.ts';
 import { drainNode } from './drain.ts';
 import { TalosApiError } from './errors.ts';
-import { callTalos, installTalosUpgrade, prepareTalosAction, type TalosTarget } from './executor.ts';
+import { CONTROL_PLANE_LABEL } from '../api/names.ts';
+import {
+  callTalos,
+  forfeitEtcdLeadership,
+  installTalosUpgrade,
+  prepareTalosAction,
+  type TalosTarget,
+} from './executor.ts';
 import type { ExecutionFacts, ExecutionStep, ExecutionStepFacts } from './facts.ts';
 
 export interface TalosExecutorOptions {
@@ -67,6 +74,7 @@ interface RunningStep {
 }
 
 interface NodeObject extends KubeObject {
+  metadata: KubeObject['metadata'] & { labels?: Record<string, string> };
   status?: {
     addresses?: { type: string; address: string }[];
     nodeInfo?: { osImage?: string };
@@ -231,7 +239,11 @@ export class TalosExecutor {
       throw new Error(
         `node ${name} has no InternalIP in status.addresses: the Talos API cannot be told which node`,
       );
-    return { address, osImage: node.status?.nodeInfo?.osImage };
+    return {
+      address,
+      osImage: node.status?.nodeInfo?.osImage,
+      controlPlane: node.metadata.labels?.[CONTROL_PLANE_LABEL] !== undefined,
+    };
   }
 
   private async drain(
@@ -298,7 +310,12 @@ export class TalosExecutor {
       };
     }
     const target = this.target(action);
-    const options = { signal, progress };
+    // The install step of a ConfigChange (Talos ≥ 1.14) applies the configuration.
+    const machineConfig =
+      step === 'install' && action.spec.action === 'ConfigChange'
+        ? await this.machineConfig(action, signal)
+        : undefined;
+    const options = { signal, progress, ...(machineConfig !== undefined ? { machineConfig } : {}) };
     const { client, release } = this.hold();
     try {
       const message =
@@ -334,6 +351,18 @@ export class TalosExecutor {
       action.spec.action === 'ConfigChange' ? await this.machineConfig(action, signal) : undefined;
     // Held before the call: failing to get a client is a call not made.
     const { client, release } = this.hold();
+    try {
+      // Before the disruptive call, not instead of it: a failure here is a call not made.
+      const forfeited = await forfeitEtcdLeadership(client, action.spec, target, { signal });
+      if (forfeited) progress(forfeited);
+    } catch (error) {
+      release();
+      return {
+        state: 'failed',
+        mayHaveReached: false,
+        message: `not made: could not hand etcd leadership over first: ${errorMessage(error)}`,
+      };
+    }
     progress(`waiting for Talos to answer (node ${target.address})`);
     try {
       const outcome = await callTalos(client, action.spec, target, {

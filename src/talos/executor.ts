@@ -8,16 +8,24 @@
 //            disturbed any workload
 //   drain    repeatable (drain.ts), recorded in the action's status once done
 //   install  repeatable, after the drain: LifecycleService.Upgrade installs the pulled
-//            image to the boot disk (Talos ≥ 1.13); it runs only after the next reboot
+//            image to the boot disk (Talos ≥ 1.13; it runs only after the next reboot),
+//            or, on Talos ≥ 1.14 for a ConfigChange in mode Reboot, ApplyConfiguration
+//            NO_REBOOT (1.14 refuses REBOOT outside maintenance mode)
 //   call     the one call that disrupts the node (Reboot, Shutdown, Reset, the legacy
 //            Upgrade, ApplyConfiguration), recorded before it is made and never made twice
+//
+// The flow is chosen from the node's Talos version (its osImage). When Talos answers
+// UNIMPLEMENTED for a call the version should have, the step fails saying so — the
+// osImage and the node disagree — rather than guessing another flow from a failure.
 //
 // plan.ts says which steps an action has (pure: the decision core uses it);
 // prepareTalosAction(), installTalosUpgrade() and callTalos() make them. Draining,
 // recording and waiting for the node belong to the reconciler.
 import type { NodeActionSpec } from '../api/node-action.ts';
+import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { ApplyMode, TalosClient, WipeMode } from './client.ts';
-import { lifecycleUpgrade } from './plan.ts';
+import { TalosApiError } from './errors.ts';
+import { applyThenReboot, lifecycleUpgrade } from './plan.ts';
 import { formatTalosVersion, talosVersionFromOsImage } from './version.ts';
 
 export interface TalosTarget {
@@ -25,6 +33,8 @@ export interface TalosTarget {
   address: string;
   /** The Node's status.nodeInfo.osImage, e.g. "Talos (v1.13.0)". */
   osImage: string | undefined;
+  /** Whether the Node is a control-plane node (an etcd member). */
+  controlPlane?: boolean;
 }
 
 export interface TalosOutcome {
@@ -47,6 +57,32 @@ const APPLY: Record<string, ApplyMode> = {
   Try: 'try',
 };
 
+/**
+ * Rethrows an UNIMPLEMENTED answer as what it means here: the node's Talos lacks the
+ * call its osImage says it has. Anything else is rethrown as it is.
+ */
+async function confirmed<T>(call: string, osImage: string | undefined, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof TalosApiError && error.code === GrpcStatus.UNIMPLEMENTED)
+      // Still a TalosApiError with its status: the call was refused, so not made.
+      throw new TalosApiError(
+        {
+          call: error.call,
+          node: error.node,
+          endpoint: error.endpoint,
+          failure: error.failure,
+          code: error.code,
+          talosMessage: error.talosMessage,
+        },
+        `Talos answered UNIMPLEMENTED to ${call}: the node does not have what its osImage "${String(osImage)}" promises (${error.talosMessage}); nothing was changed`,
+        { cause: error },
+      );
+    throw error;
+  }
+}
+
 /** The repeatable step before the drain: pulls the installer image into the node's system containerd. */
 export async function prepareTalosAction(
   client: TalosClient,
@@ -60,38 +96,88 @@ export async function prepareTalosAction(
   const progress = options.progress ?? (() => undefined);
   progress(`pulling ${image}`);
   let last = '';
-  const pulled = await client.pullImage({
-    node: target.address,
-    image,
-    ...(options.signal ? { signal: options.signal } : {}),
-    onProgress: (p) => {
-      const line = `pulling ${image}: layer ${p.layerId.slice(7, 19)} ${p.status}`;
-      if (line !== last) progress(line);
-      last = line;
-    },
-  });
+  const pulled = await confirmed('ImageService.Pull', target.osImage, () =>
+    client.pullImage({
+      node: target.address,
+      image,
+      ...(options.signal ? { signal: options.signal } : {}),
+      onProgress: (p) => {
+        const line = `pulling ${image}: layer ${p.layerId.slice(7, 19)} ${p.status}`;
+        if (line !== last) progress(line);
+        last = line;
+      },
+    }),
+  );
   return `pulled ${pulled.name}`;
 }
 
-/** The repeatable step after the drain: installs the pulled image (Talos ≥ 1.13; runs after the next reboot). */
+/**
+ * The repeatable step after the drain: installs the pulled image (Talos ≥ 1.13; runs
+ * after the next reboot), or applies a ConfigChange NO_REBOOT ahead of its Reboot
+ * (Talos ≥ 1.14; applying the same configuration again changes nothing).
+ */
 export async function installTalosUpgrade(
   client: TalosClient,
   spec: NodeActionSpec,
   target: TalosTarget,
-  options: StepOptions = {},
+  options: StepOptions & { machineConfig?: string } = {},
 ): Promise<string> {
+  if (applyThenReboot(spec, target.osImage)) {
+    if (options.machineConfig === undefined) throw new Error('the machine configuration to apply is missing');
+    const applied = await client.applyConfiguration({
+      node: target.address,
+      data: options.machineConfig,
+      mode: 'no-reboot',
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    return `configuration applied (mode ${applied.mode}); the reboot makes it whole`;
+  }
   const image = spec.upgrade?.image;
   if (spec.action !== 'Upgrade' || !image || !lifecycleUpgrade(spec, target.osImage))
     return 'nothing to install';
   const progress = options.progress ?? (() => undefined);
   progress(`installing ${image}`);
-  await client.installUpgrade({
-    node: target.address,
-    image,
-    ...(options.signal ? { signal: options.signal } : {}),
-    onProgress: (line) => progress(`installer: ${line}`),
-  });
+  await confirmed('LifecycleService.Upgrade', target.osImage, () =>
+    client.installUpgrade({
+      node: target.address,
+      image,
+      ...(options.signal ? { signal: options.signal } : {}),
+      onProgress: (line) => progress(`installer: ${line}`),
+    }),
+  );
   return `installed ${image}`;
+}
+
+/**
+ * Whether the call may take the node down (or out): then a control-plane node hands
+ * etcd leadership over first, so that the cluster does not wait for an election on a
+ * leader that is gone. Only a ConfigChange that cannot reboot is spared.
+ */
+export function takesNodeDown(spec: NodeActionSpec): boolean {
+  if (spec.action !== 'ConfigChange') return true;
+  const mode = spec.configChange?.mode ?? 'Auto';
+  return mode === 'Reboot' || mode === 'Auto';
+}
+
+/**
+ * Before the disruptive call on a control-plane node: EtcdForfeitLeadership, which
+ * hands leadership to another member if this one leads (and does nothing otherwise).
+ * Returns what happened, for the step's progress.
+ */
+export async function forfeitEtcdLeadership(
+  client: TalosClient,
+  spec: NodeActionSpec,
+  target: TalosTarget,
+  options: { signal?: AbortSignal } = {},
+): Promise<string | undefined> {
+  if (!target.controlPlane || !takesNodeDown(spec)) return undefined;
+  const { member } = await client.etcdForfeitLeadership({
+    node: target.address,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  return member
+    ? `etcd leadership handed over by ${member}`
+    : 'not the etcd leader: no leadership to hand over';
 }
 
 /**
@@ -137,14 +223,21 @@ export async function callTalos(
       return { disrupts: true, message: `rebooting into ${image}` };
     }
     case 'ConfigChange': {
+      if (applyThenReboot(spec, target.osImage)) {
+        // Applied NO_REBOOT by the install step; this is the reboot that completes it.
+        await client.reboot({ ...call, mode: 'default' });
+        return {
+          disrupts: true,
+          message: 'rebooting to complete the configuration applied without a reboot',
+        };
+      }
       if (options.machineConfig === undefined)
         throw new Error('the machine configuration to apply is missing');
       const requested = APPLY[spec.configChange?.mode ?? 'Auto'] ?? 'auto';
-      const applied = await client.applyConfiguration({
-        ...call,
-        data: options.machineConfig,
-        mode: requested,
-      });
+      const machineConfig = options.machineConfig;
+      const applied = await confirmed(`ApplyConfiguration in mode ${requested}`, target.osImage, () =>
+        client.applyConfiguration({ ...call, data: machineConfig, mode: requested }),
+      );
       const mode = applied.mode;
       return {
         disrupts: mode === 'reboot',

@@ -2,7 +2,7 @@
 // planner per action kind: pure, so that the decision core (src/actions/descriptors.ts)
 // chooses them and the executor only makes them.
 import type { NodeActionSpec } from '../api/node-action.ts';
-import { hasLifecycleUpgrade, talosVersionFromOsImage } from './version.ts';
+import { appliesWithoutReboot, hasLifecycleUpgrade, talosVersionFromOsImage } from './version.ts';
 
 /** The steps of one action on one node (see the top of executor.ts). */
 export interface TalosPlan {
@@ -31,6 +31,18 @@ export function lifecycleUpgrade(spec: NodeActionSpec, osImage: string | undefin
   return hasLifecycleUpgrade(version);
 }
 
+/**
+ * Whether a ConfigChange in mode Reboot is applied NO_REBOOT and followed by a Reboot
+ * of its own (Talos ≥ 1.14.0-alpha.2, where REBOOT exists in maintenance mode only),
+ * rather than applied in mode REBOOT. An unknown version keeps the one-call flow: the
+ * node's answer then says whether REBOOT exists.
+ */
+export function applyThenReboot(spec: NodeActionSpec, osImage: string | undefined): boolean {
+  if (spec.action !== 'ConfigChange' || (spec.configChange?.mode ?? 'Auto') !== 'Reboot') return false;
+  const version = talosVersionFromOsImage(osImage);
+  return version !== undefined && appliesWithoutReboot(version);
+}
+
 /** A single call, nothing to prepare or install. */
 function callOnly(call: string): TalosPlanner {
   return () => ({ prepare: undefined, install: undefined, call });
@@ -40,13 +52,12 @@ export const planReboot: TalosPlanner = callOnly('MachineService.Reboot');
 export const planShutdown: TalosPlanner = callOnly('MachineService.Shutdown');
 export const planReset: TalosPlanner = callOnly('MachineService.Reset');
 
-export const planConfigChange: TalosPlanner = (spec) => {
+export const planConfigChange: TalosPlanner = (spec, osImage) => {
   const ref = spec.configChange?.configSecretRef;
-  return {
-    prepare: `read the machine configuration from Secret ${ref?.name ?? '(none)'}`,
-    install: undefined,
-    call: 'MachineService.ApplyConfiguration',
-  };
+  const prepare = `read the machine configuration from Secret ${ref?.name ?? '(none)'}`;
+  return applyThenReboot(spec, osImage)
+    ? { prepare, install: 'apply the machine configuration without a reboot', call: 'MachineService.Reboot' }
+    : { prepare, install: undefined, call: 'MachineService.ApplyConfiguration' };
 };
 
 export const planUpgrade: TalosPlanner = (spec, osImage) => {

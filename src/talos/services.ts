@@ -1,71 +1,95 @@
 // The Talos API methods gatehouse calls, as gRPC sees them: `/<package>.<Service>/<Method>`
-// with the request and response messages and whether the server streams. The client
-// (client.ts) and the sandbox's simulator both work from this one table.
+// with the request and response schemas and whether the server streams, taken from the
+// descriptors generated from proto/ (src/talos/gen). The client (client.ts) and the
+// sandbox's simulator both work from this one table.
 import type { ServiceDefinition } from '@grpc/grpc-js';
-import * as m from './messages.ts';
-import { decode, encode, type Fields, type Message, type MessageInit, type MessageType } from './protobuf.ts';
+import {
+  create,
+  fromBinary,
+  toBinary,
+  type DescMessage,
+  type DescMethod,
+  type MessageInitShape,
+  type MessageShape,
+} from '@bufbuild/protobuf';
+import * as gen from './gen/gatehouse/talos/machine_pb.ts';
 
-export interface Method<Req extends Fields = Fields, Res extends Fields = Fields> {
+export interface Method<Req extends DescMessage = DescMessage, Res extends DescMessage = DescMessage> {
   readonly service: string;
   readonly name: string;
   /** The HTTP/2 path gRPC posts to. */
   readonly path: string;
-  readonly request: MessageType<Req>;
-  readonly response: MessageType<Res>;
+  readonly request: Req;
+  readonly response: Res;
   readonly serverStreaming: boolean;
 }
 
-function method<Req extends Fields, Res extends Fields>(
-  service: string,
-  name: string,
-  request: MessageType<Req>,
-  response: MessageType<Res>,
-  serverStreaming = false,
+type Described<Req extends DescMessage, Res extends DescMessage> = DescMethod & {
+  readonly input: Req;
+  readonly output: Res;
+};
+
+function method<Req extends DescMessage, Res extends DescMessage>(
+  desc: Described<Req, Res>,
 ): Method<Req, Res> {
-  return { service, name, path: `/${service}/${name}`, request, response, serverStreaming };
+  const service = desc.parent.typeName;
+  return {
+    service,
+    name: desc.name,
+    path: `/${service}/${desc.name}`,
+    request: desc.input,
+    response: desc.output,
+    serverStreaming: desc.methodKind === 'server_streaming',
+  };
 }
 
-const MACHINE = 'machine.MachineService';
-const IMAGE = 'machine.ImageService';
-const LIFECYCLE = 'machine.LifecycleService';
+const machine = gen.MachineService.method;
 
 export const MachineService = {
-  Version: method(MACHINE, 'Version', m.Empty, m.VersionResponse),
-  Reboot: method(MACHINE, 'Reboot', m.RebootRequest, m.RebootResponse),
-  Shutdown: method(MACHINE, 'Shutdown', m.ShutdownRequest, m.ShutdownResponse),
-  Reset: method(MACHINE, 'Reset', m.ResetRequest, m.ResetResponse),
-  ApplyConfiguration: method(
-    MACHINE,
-    'ApplyConfiguration',
-    m.ApplyConfigurationRequest,
-    m.ApplyConfigurationResponse,
-  ),
-  Upgrade: method(MACHINE, 'Upgrade', m.UpgradeRequest, m.UpgradeResponse),
+  Version: method(machine.version),
+  Reboot: method(machine.reboot),
+  Shutdown: method(machine.shutdown),
+  Reset: method(machine.reset),
+  ApplyConfiguration: method(machine.applyConfiguration),
+  Upgrade: method(machine.upgrade),
+  EtcdMemberList: method(machine.etcdMemberList),
+  EtcdStatus: method(machine.etcdStatus),
+  EtcdAlarmList: method(machine.etcdAlarmList),
+  EtcdForfeitLeadership: method(machine.etcdForfeitLeadership),
 };
 
 export const ImageService = {
-  Pull: method(IMAGE, 'Pull', m.ImageServicePullRequest, m.ImageServicePullResponse, true),
+  Pull: method(gen.ImageService.method.pull),
 };
 
 export const LifecycleService = {
-  Upgrade: method(
-    LIFECYCLE,
-    'Upgrade',
-    m.LifecycleServiceUpgradeRequest,
-    m.LifecycleServiceUpgradeResponse,
-    true,
-  ),
+  Upgrade: method(gen.LifecycleService.method.upgrade),
 };
 
-export function serializer<F extends Fields>(type: MessageType<F>): (value: MessageInit<F>) => Buffer {
+/** The wire bytes of a message, built from a plain object as `create` takes it. */
+export function serializer<S extends DescMessage>(schema: S): (value: MessageInitShape<S>) => Buffer {
   return (value) => {
-    const bytes = encode(type, value);
+    const bytes = toBinary(schema, create(schema, value));
     return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   };
 }
 
-export function deserializer<F extends Fields>(type: MessageType<F>): (bytes: Buffer) => Message<F> {
-  return (bytes) => decode(type, bytes);
+/** Bytes that do not decode as the message they should be (truncated, bad UTF-8, …). */
+export class DecodeError extends Error {
+  override readonly name = 'DecodeError';
+}
+
+/** Decodes wire bytes; fields this side does not know are kept as unknown, as proto3 requires. */
+export function deserializer<S extends DescMessage>(schema: S): (bytes: Uint8Array) => MessageShape<S> {
+  return (bytes) => {
+    try {
+      return fromBinary(schema, bytes);
+    } catch (error) {
+      // The library's messages ("premature EOF") do not say what was being read.
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new DecodeError(`${schema.typeName}: ${reason}`, { cause: error });
+    }
+  };
 }
 
 /** A grpc-js service definition (for a server) of the given methods. */

@@ -90,3 +90,20 @@ const BEFORE_LIFECYCLE_UPGRADE: TalosVersionNumber = { major: 1, minor: 13, patc
 export function hasLifecycleUpgrade(version: TalosVersionNumber): boolean {
   return compareTalosVersions(version, BEFORE_LIFECYCLE_UPGRADE) > 0;
 }
+
+/** The first Talos version whose ApplyConfiguration refuses REBOOT outside maintenance mode. */
+const NO_APPLY_REBOOT: TalosVersionNumber = { major: 1, minor: 14, patch: 0, prerelease: 'alpha.2' };
+
+/**
+ * Whether ApplyConfiguration in mode REBOOT answers UNIMPLEMENTED (outside maintenance
+ * mode) and AUTO never reboots: Talos 1.14.0-alpha.2 and later. A change that needs a
+ * reboot is then applied NO_REBOOT and followed by a Reboot of its own.
+ */
+export function appliesWithoutReboot(version: TalosVersionNumber): boolean {
+  return compareTalosVersions(version, NO_APPLY_REBOOT) >= 0;
+}
+
+/** Whether RebootRequest.Mode FORCE exists (Talos 1.12 and later). */
+export function hasForceReboot(version: TalosVersionNumber): boolean {
+  return compareTalosVersions(version, { major: 1, minor: 12, patch: 0, prerelease: '' }) >= 0;
+}

@@ -15,6 +15,7 @@ import {
   TALOS_FAULT_ANNOTATION,
   TALOS_FAULT_MESSAGE_ANNOTATION,
 } from '../../sandbox/talos-faults.ts';
+import { ETCD_CLUSTER_LABEL, ETCD_LEADER_ANNOTATION } from '../../sandbox/talos-etcd.ts';
 import { MACHINE_CONFIG_ANNOTATION, talosCallCounts } from '../../sandbox/talos-simulator.ts';
 import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
 import { cordon } from '../../src/talos/drain.ts';
@@ -102,7 +103,12 @@ async function managedNodes(
   t: TestContext,
   group: string,
   count: number,
-  options: { talosVersion?: string; annotations?: Record<string, string> } = {},
+  options: {
+    talosVersion?: string;
+    annotations?: Record<string, string>;
+    /** Control-plane nodes of a simulated etcd cluster of this name (ETCD_CLUSTER_LABEL). */
+    etcdCluster?: string;
+  } = {},
 ): Promise<string[]> {
   const names = Array.from({ length: count }, (_, i) => `${group}-${String(i + 1)}`);
   t.after(() =>
@@ -112,13 +118,22 @@ async function managedNodes(
   );
   for (const name of names) {
     const node = talosNode(
-      { name, role: 'worker', internalIP: await freeAddress(), talosVersion: options.talosVersion ?? OLD },
+      {
+        name,
+        role: options.etcdCluster === undefined ? 'worker' : 'control-plane',
+        internalIP: await freeAddress(),
+        talosVersion: options.talosVersion ?? OLD,
+      },
       sandbox.kubernetesVersion,
     );
     const metadata = node.metadata ?? {};
     // Not type=kwok: suites that look at the sandbox's own nodes never see these.
     const { type: _sandboxLabel, ...labels } = metadata.labels ?? {};
-    metadata.labels = { ...labels, [GROUP_LABEL]: group };
+    metadata.labels = {
+      ...labels,
+      [GROUP_LABEL]: group,
+      ...(options.etcdCluster === undefined ? {} : { [ETCD_CLUSTER_LABEL]: options.etcdCluster }),
+    };
     metadata.annotations = { ...metadata.annotations, ...options.annotations };
     node.metadata = metadata;
     node.spec = { taints: [{ key: TAINT, effect: 'NoSchedule' }] };
@@ -495,12 +510,19 @@ describe('Managed execution', () => {
   });
 
   it('resets a node: drained, wiped, and finished once its Node is gone', async (t) => {
-    const [node] = await managedNodes(t, uniqueName('reset'), 1);
+    const [node = ''] = await managedNodes(t, uniqueName('reset'), 1);
     const name = await managedAction(t, {
-      nodeName: node ?? '',
+      nodeName: node,
       action: 'Reset',
       reset: { graceful: true, wipeMode: 'SystemDisk' },
     });
+    // Talos wipes and halts the machine but never deletes its Node: that is the
+    // operator's (or the cloud's) part, as docs/talosctl.md says.
+    await waitFor(`node ${node} to halt`, async () => {
+      const n = await readNode(node);
+      return !isReady(n) && (await callsOn(node)).Reset === 1 ? true : undefined;
+    });
+    await client.request(`/api/v1/nodes/${node}`, { method: 'DELETE' });
     const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
     assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
     assert.match(done.status.message ?? '', /removed from the cluster/);
@@ -557,6 +579,133 @@ describe('Managed execution', () => {
       boots,
       'neither node rebooted',
     );
+  });
+
+  it('upgrades and reboots nodes on Talos 1.12, 1.13 and 1.14 in one cluster, each by its own flow', async (t) => {
+    const flows = [
+      { version: 'v1.12.6', image: 'ghcr.io/siderolabs/installer:v1.12.7', calls: { Upgrade: 1 } },
+      {
+        version: 'v1.13.9',
+        image: 'ghcr.io/siderolabs/installer:v1.13.10',
+        calls: { ImagePull: 1, LifecycleUpgrade: 1, Reboot: 1 },
+      },
+      {
+        version: 'v1.14.0',
+        image: 'ghcr.io/siderolabs/installer:v1.14.1',
+        calls: { ImagePull: 1, LifecycleUpgrade: 1, Reboot: 1 },
+      },
+    ];
+    for (const flow of flows) {
+      const [node = ''] = await managedNodes(t, uniqueName(`v${flow.version.slice(3, 5)}`), 1, {
+        talosVersion: flow.version,
+      });
+      const upgrade = await managedAction(t, {
+        nodeName: node,
+        action: 'Upgrade',
+        upgrade: { image: flow.image },
+      });
+      const upgraded = await waitForPhase(client, upgrade, ['Succeeded', 'Failed'], 120_000);
+      assert.equal(upgraded.status?.phase, 'Succeeded', `${flow.version}: ${upgraded.status?.message ?? ''}`);
+      const tag = flow.image.split(':')[1] ?? '';
+      assert.equal((await readNode(node)).status?.nodeInfo?.osImage, `Talos (${tag})`);
+      assert.deepEqual(await callsOn(node), flow.calls, flow.version);
+
+      const reboot = await managedAction(t, { nodeName: node, action: 'Reboot' });
+      const rebooted = await waitForPhase(client, reboot, ['Succeeded', 'Failed'], 120_000);
+      assert.equal(rebooted.status?.phase, 'Succeeded', `${flow.version}: ${rebooted.status?.message ?? ''}`);
+      assert.equal((await callsOn(node)).Reboot, (flow.calls.Reboot ?? 0) + 1, flow.version);
+    }
+  });
+
+  it('applies a ConfigChange that reboots on Talos 1.14 NO_REBOOT, then reboots through a drain', async (t) => {
+    const [node = ''] = await managedNodes(t, uniqueName('cfg14'), 1, { talosVersion: 'v1.14.0' });
+    const secret = uniqueName('machine-config');
+    await client.request('/api/v1/namespaces/gatehouse-system/secrets', {
+      method: 'POST',
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: secret },
+        stringData: {
+          'config.yaml': 'version: v1alpha1\nmachine:\n  type: worker\n  install:\n    disk: /dev/sdb\n',
+        },
+      },
+    });
+    deleteAfter(t, client, `/api/v1/namespaces/gatehouse-system/secrets/${secret}`);
+    const name = await managedAction(t, {
+      nodeName: node,
+      action: 'ConfigChange',
+      configChange: { mode: 'Reboot', configSecretRef: { name: secret } },
+    });
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.equal(conditionOf(done, 'Drained')?.reason, 'Drained');
+    assert.equal(done.status.execution?.call, 'MachineService.Reboot');
+    assert.notEqual(done.status.bootIDAfter, done.status.bootIDBefore);
+    // REBOOT is never asked of 1.14 (it would be UNIMPLEMENTED): NO_REBOOT, then the reboot.
+    assert.deepEqual(await callsOn(node), { ApplyConfiguration: 1, Reboot: 1 });
+  });
+
+  it('follows an Auto ConfigChange that Talos 1.13 turns into a reboot', async (t) => {
+    const [node = ''] = await managedNodes(t, uniqueName('auto13'), 1, { talosVersion: 'v1.13.9' });
+    const secret = uniqueName('machine-config');
+    await client.request('/api/v1/namespaces/gatehouse-system/secrets', {
+      method: 'POST',
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: secret },
+        stringData: {
+          'config.yaml': 'version: v1alpha1\nmachine:\n  type: worker\n  install:\n    disk: /dev/sdb\n',
+        },
+      },
+    });
+    deleteAfter(t, client, `/api/v1/namespaces/gatehouse-system/secrets/${secret}`);
+    const name = await managedAction(t, {
+      nodeName: node,
+      action: 'ConfigChange',
+      configChange: { mode: 'Auto', configSecretRef: { name: secret } },
+    });
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.equal(done.status.execution?.reboots, true);
+    assert.notEqual(done.status.bootIDAfter, done.status.bootIDBefore);
+    assert.deepEqual(await callsOn(node), { ApplyConfiguration: 1 });
+  });
+
+  it('fails, naming the disagreement, when Talos answers UNIMPLEMENTED where the osImage promised the call', async (t) => {
+    const [node = ''] = await managedNodes(t, uniqueName('unimpl'), 1, {
+      talosVersion: 'v1.13.9',
+      annotations: { [TALOS_FAULT_ANNOTATION]: 'unimplemented:ImagePull' },
+    });
+    const name = await managedAction(t, { nodeName: node, action: 'Upgrade', upgrade: { image: NEW_IMAGE } });
+    const failed = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(failed.status?.phase, 'Failed', failed.status?.message);
+    assert.match(
+      failed.status.message ?? '',
+      /Talos answered UNIMPLEMENTED to ImageService\.Pull: the node does not have what its osImage "Talos \(v1\.13\.9\)" promises .*nothing was changed/,
+    );
+    // No other flow was guessed: nothing after the refused pull.
+    assert.deepEqual(await callsOn(node), { ImagePull: 1 });
+  });
+
+  it('hands etcd leadership over before it reboots the leader', async (t) => {
+    const cluster = uniqueName('etcd');
+    const [leader = '', ...others] = await managedNodes(t, cluster, 3, { etcdCluster: cluster });
+    await client.request(`/api/v1/nodes/${leader}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { [ETCD_LEADER_ANNOTATION]: 'true' } } },
+    });
+    const name = await managedAction(t, { nodeName: leader, action: 'Reboot' });
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.deepEqual(await callsOn(leader), { EtcdForfeitLeadership: 1, Reboot: 1 });
+    assert.equal((await readNode(leader)).metadata.annotations?.[ETCD_LEADER_ANNOTATION], undefined);
+    const leaders = await Promise.all(
+      others.map(async (n) => (await readNode(n)).metadata.annotations?.[ETCD_LEADER_ANNOTATION]),
+    );
+    assert.deepEqual(leaders.filter(Boolean), ['true'], 'another member leads now');
   });
 
   it('fails an action whose node never comes back, at the waitingForNode deadline', async (t) => {

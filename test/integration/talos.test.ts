@@ -10,13 +10,25 @@ import { after, describe, it, type TestContext } from 'node:test';
 import { status } from '@grpc/grpc-js';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { NODE_POWER_ANNOTATION } from '../../sandbox/kwok-config.ts';
-import { isReady, talosNode } from '../../sandbox/nodes.ts';
+import { isReady, TALOS_VERSION, talosNode } from '../../sandbox/nodes.ts';
 import { freePorts } from '../../sandbox/processes.ts';
 import { TALOS_FAULT_ANNOTATION, TALOS_FAULT_MESSAGE_ANNOTATION } from '../../sandbox/talos-faults.ts';
+import {
+  ETCD_CLUSTER_LABEL,
+  ETCD_FAULT_ANNOTATION,
+  ETCD_LEADER_ANNOTATION,
+} from '../../sandbox/talos-etcd.ts';
 import { createTalosPki, talosPkiPaths } from '../../sandbox/talos-pki.ts';
-import { MACHINE_CONFIG_ANNOTATION, TalosSimulator } from '../../sandbox/talos-simulator.ts';
+import {
+  LAST_POWER_OFF_ANNOTATION,
+  MACHINE_CONFIG_ANNOTATION,
+  MAINTENANCE_ANNOTATION,
+  talosCallCounts,
+  TalosSimulator,
+} from '../../sandbox/talos-simulator.ts';
 import { TalosClient, type ImagePullProgress } from '../../src/talos/client.ts';
 import { loadTalosConfig, loadTalosConfigFromSecret, type TalosContext } from '../../src/talos/config.ts';
+import { readEtcd } from '../../src/talos/etcd.ts';
 import { TalosApiError, TalosUpgradeFailedError } from '../../src/talos/errors.ts';
 import { parseDuration } from '../../src/duration.ts';
 import { sleep } from '../../src/wait.ts';
@@ -27,7 +39,6 @@ import {
   testSandboxState,
   uniqueName,
   waitFor,
-  type KubeApiError,
 } from '../support/kube.ts';
 
 const kc = testKubeConfig();
@@ -90,14 +101,19 @@ async function freeAddress(): Promise<string> {
  */
 async function simulatedNode(
   t: TestContext,
-  options: { talosVersion?: string; annotations?: Record<string, string> } = {},
+  options: {
+    talosVersion?: string;
+    annotations?: Record<string, string>;
+    /** A control-plane node of this simulated etcd cluster (ETCD_CLUSTER_LABEL). */
+    etcdCluster?: string;
+  } = {},
 ): Promise<{ name: string; ip: string; bootID: string }> {
   const name = uniqueName(`talos-${t.name}`.slice(0, 30));
   const ip = await freeAddress();
   const node = talosNode(
     {
       name,
-      role: 'worker',
+      role: options.etcdCluster === undefined ? 'worker' : 'control-plane',
       internalIP: ip,
       ...(options.talosVersion ? { talosVersion: options.talosVersion } : {}),
     },
@@ -105,7 +121,11 @@ async function simulatedNode(
   );
   const metadata = node.metadata ?? {};
   const { type: _sandboxLabel, ...labels } = metadata.labels ?? {};
-  metadata.labels = { ...labels, 'gatehouse.dev/test': 'talos' };
+  metadata.labels = {
+    ...labels,
+    'gatehouse.dev/test': 'talos',
+    ...(options.etcdCluster === undefined ? {} : { [ETCD_CLUSTER_LABEL]: options.etcdCluster }),
+  };
   metadata.annotations = { ...metadata.annotations, ...options.annotations };
   node.metadata = metadata;
   node.spec = { taints: [{ key: TEST_TAINT, effect: 'NoSchedule' }] };
@@ -192,14 +212,17 @@ const INSTALLER = 'ghcr.io/siderolabs/installer';
 
 describe('Talos API client and simulator', () => {
   it('reports the Talos version of a node, by address or name, and of the endpoint itself', async (t) => {
-    const node = await simulatedNode(t);
+    const node = await simulatedNode(t, { talosVersion: 'v1.12.6' });
     const version = await talos.version({ node: node.ip });
-    assert.equal(version.tag, 'v1.13.0');
-    assert.equal(version.hostname, node.name);
+    assert.equal(version.tag, 'v1.12.6');
+    // A real node answering a call addressed with `node` sends no common.Metadata.
+    assert.equal(version.hostname, '');
     assert.equal(version.os, 'linux');
     assert.equal(version.arch, 'amd64');
-    assert.equal((await talos.version({ node: node.name })).hostname, node.name);
-    assert.equal((await talos.version()).hostname, 'talos-simulator');
+    assert.equal((await talos.version({ node: node.name })).tag, 'v1.12.6');
+    assert.equal(talosCallCounts((await readNode(node.name)).metadata.annotations).Version, 2);
+    const itself = await talos.version();
+    assert.deepEqual([itself.tag, itself.hostname], [TALOS_VERSION, '']);
 
     const error = await talosError(talos.version({ node: '10.5.255.254' }));
     assert.equal(error.failure, 'status');
@@ -225,7 +248,8 @@ describe('Talos API client and simulator', () => {
     const image = `${INSTALLER}:v1.13.1`;
     const pulls: ImagePullProgress[] = [];
     const pulled = await talos.pullImage({ node: node.ip, image, onProgress: (p) => pulls.push(p) });
-    assert.equal(pulled.name, image);
+    // The pinned name, as containerd resolved the reference.
+    assert.match(pulled.name, /^ghcr\.io\/siderolabs\/installer@sha256:[0-9a-f]{64}$/);
     assert.ok(pulls.some((p) => p.status === 'downloading' && p.offset < p.total));
     assert.ok(pulls.some((p) => p.status === 'extract-complete' && p.offset === p.total));
     assert.equal(new Set(pulls.map((p) => p.layerId)).size, 2);
@@ -259,6 +283,9 @@ describe('Talos API client and simulator', () => {
 
   it('upgrades an older node through the legacy MachineService.Upgrade', async (t) => {
     const node = await simulatedNode(t, { talosVersion: 'v1.12.4' });
+    const noPull = await talosError(talos.pullImage({ node: node.ip, image: `${INSTALLER}:v1.12.6` }));
+    assert.equal(noPull.code, status.UNIMPLEMENTED);
+    assert.match(noPull.talosMessage, /unknown service machine\.ImageService/);
     const unsupported = await talosError(
       talos.installUpgrade({ node: node.ip, image: `${INSTALLER}:v1.12.6` }),
     );
@@ -291,7 +318,7 @@ describe('Talos API client and simulator', () => {
     assert.match(error.talosMessage, /connection refused \(the node is powered off\)/);
   });
 
-  it('resets a node, which leaves the cluster: its Node is deleted', async (t) => {
+  it('resets a node: halted without `reboot`, and its Node stays (Talos never deletes it)', async (t) => {
     const node = await simulatedNode(t);
     const bad = await talosError(
       talos.reset({ node: node.ip, systemPartitionsToWipe: [{ label: 'ROOT', wipe: true }] }),
@@ -308,15 +335,27 @@ describe('Talos API client and simulator', () => {
         { label: 'EPHEMERAL', wipe: true },
       ],
     });
-    await waitFor(
-      `node ${node.name} to be deleted`,
-      () =>
-        readNode(node.name).then(
-          () => undefined,
-          (e: unknown) => ((e as KubeApiError).code === 404 ? true : undefined),
-        ),
-      { timeoutMs: 30_000, intervalMs: 200 },
-    );
+    await notReady(node.name);
+    await sleep(BOOTS_BACK_MS);
+    const halted = await readNode(node.name);
+    assert.notEqual(seenOf(halted).ready, 'True');
+    assert.equal(seenOf(halted).bootID, node.bootID);
+  });
+
+  it('resets a node with `reboot`: back as itself when only user disks were wiped, else in maintenance mode', async (t) => {
+    const kept = await simulatedNode(t);
+    const seen = await recordNode(t, kept.name);
+    await talos.reset({ node: kept.ip, reboot: true, wipeMode: 'user-disks' });
+    await rebooted(kept.name, kept.bootID);
+    await assertWentDownThenUp(seen, kept.bootID);
+
+    const wiped = await simulatedNode(t);
+    await talos.reset({ node: wiped.ip, reboot: true, wipeMode: 'system-disk' });
+    await notReady(wiped.name);
+    await sleep(BOOTS_BACK_MS);
+    const node = await readNode(wiped.name);
+    assert.notEqual(seenOf(node).ready, 'True');
+    assert.equal(node.metadata.annotations?.[MAINTENANCE_ANNOTATION], 'true');
   });
 
   it('applies a machine configuration without a reboot, with one, and refuses a broken one', async (t) => {
@@ -355,6 +394,145 @@ describe('Talos API client and simulator', () => {
     );
     assert.equal(broken.code, status.INVALID_ARGUMENT);
     assert.match(broken.message, /ApplyConfiguration .* failed: failed to parse config: /);
+  });
+});
+
+describe('Talos simulator per version', () => {
+  const config = (install: string | undefined) =>
+    `version: v1alpha1\nmachine:\n  type: worker\n${install ? `  install:\n    disk: ${install}\n` : ''}`;
+
+  it('on 1.14: refuses REBOOT outside maintenance mode, and AUTO never reboots', async (t) => {
+    const node = await simulatedNode(t, { talosVersion: 'v1.14.0' });
+    const refused = await talosError(
+      talos.applyConfiguration({ node: node.ip, data: config('/dev/sda'), mode: 'reboot' }),
+    );
+    assert.equal(refused.code, status.UNIMPLEMENTED);
+    assert.match(refused.talosMessage, /only supported in maintenance mode/);
+    const auto = await talos.applyConfiguration({ node: node.ip, data: config('/dev/sda'), mode: 'auto' });
+    assert.equal(auto.mode, 'staged', 'a change that needs a reboot waits for the next one');
+    const live = await talos.applyConfiguration({
+      node: node.ip,
+      data: config('/dev/sdb'),
+      mode: 'no-reboot',
+    });
+    assert.equal(live.mode, 'no-reboot');
+    assert.match(live.modeDetails, /takes effect at the next reboot/);
+    await sleep(BOOTS_BACK_MS);
+    assert.equal(seenOf(await readNode(node.name)).bootID, node.bootID, 'never rebooted');
+  });
+
+  it('on 1.13: AUTO reboots when the change needs it, and not otherwise', async (t) => {
+    const node = await simulatedNode(t, { talosVersion: 'v1.13.9' });
+    const live = await talos.applyConfiguration({ node: node.ip, data: config(undefined), mode: 'auto' });
+    assert.equal(live.mode, 'no-reboot');
+    const seen = await recordNode(t, node.name);
+    const auto = await talos.applyConfiguration({ node: node.ip, data: config('/dev/sda'), mode: 'auto' });
+    assert.equal(auto.mode, 'reboot');
+    await rebooted(node.name, node.bootID);
+    await assertWentDownThenUp(seen, node.bootID);
+  });
+
+  it('reboots at once in mode FORCE, shuts down at once with force, gracefully otherwise', async (t) => {
+    const forced = await simulatedNode(t, { talosVersion: 'v1.12.6' });
+    await talos.reboot({ node: forced.ip, mode: 'force' });
+    await rebooted(forced.name, forced.bootID);
+    assert.equal((await readNode(forced.name)).metadata.annotations?.[LAST_POWER_OFF_ANNOTATION], 'force');
+    const graceful = await simulatedNode(t);
+    await talos.shutdown({ node: graceful.ip, force: false });
+    await notReady(graceful.name);
+    assert.equal(
+      (await readNode(graceful.name)).metadata.annotations?.[LAST_POWER_OFF_ANNOTATION],
+      'graceful',
+    );
+  });
+});
+
+describe('simulated etcd', () => {
+  /** Three control-plane nodes of an etcd cluster of the test's own. */
+  async function etcdCluster(t: TestContext, annotations: Record<string, string>[] = []) {
+    const cluster = uniqueName('etcd');
+    const nodes = await Promise.all(
+      [0, 1, 2].map((i) => simulatedNode(t, { etcdCluster: cluster, annotations: annotations[i] ?? {} })),
+    );
+    return nodes.map((n) => ({ ...n, address: n.ip }));
+  }
+
+  it('lists the members, reports each one’s status and the leader, and hands leadership over', async (t) => {
+    const nodes = await etcdCluster(t);
+    const members = await talos.etcdMemberList({ node: nodes[1]?.ip ?? '' });
+    assert.deepEqual(members.map((m) => m.hostname).sort(), nodes.map((n) => n.name).sort());
+    const healthy = await readEtcd(talos, nodes, nodes[0]?.name ?? '');
+    assert.equal(healthy.healthy, true, healthy.message);
+    const leader = healthy.leader;
+    assert.ok(leader);
+    const leaderNode = nodes.find((n) => n.name === leader.hostname);
+    assert.ok(leaderNode);
+    const forfeited = await talos.etcdForfeitLeadership({ node: leaderNode.ip });
+    assert.equal(forfeited.member, leaderNode.name);
+    const after = await readEtcd(talos, nodes, leaderNode.name);
+    assert.notEqual(after.leader?.hostname, leaderNode.name);
+    assert.equal(after.targetIsLeader, false);
+    // Not the leader any more: nothing to hand over.
+    assert.equal((await talos.etcdForfeitLeadership({ node: leaderNode.ip })).member, '');
+  });
+
+  it('shows a member down, unhealthy, in alarm or learning, and names it', async (t) => {
+    const nodes = await etcdCluster(t, [{}, { [ETCD_FAULT_ANNOTATION]: 'unhealthy' }]);
+    const [first, second, third] = nodes as [(typeof nodes)[0], (typeof nodes)[0], (typeof nodes)[0]];
+    const unhealthy = await readEtcd(talos, nodes, first.name);
+    assert.equal(unhealthy.healthy, false);
+    assert.match(unhealthy.message, new RegExp(`etcd member ${second.name} is unhealthy`));
+    await api.request(`/api/v1/nodes/${second.name}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { [ETCD_FAULT_ANNOTATION]: 'nospace' } } },
+    });
+    assert.match((await readEtcd(talos, nodes, first.name)).message, /alarm NOSPACE on /);
+    await api.request(`/api/v1/nodes/${second.name}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { [ETCD_FAULT_ANNOTATION]: null } } },
+    });
+    await talos.shutdown({ node: third.ip, force: true });
+    await notReady(third.name);
+    const down = await readEtcd(talos, nodes, first.name);
+    assert.match(down.message, new RegExp(`etcd member ${third.name} is unreachable`));
+  });
+
+  it('refuses the legacy upgrade of a control-plane node etcd cannot spare, unless forced', async (t) => {
+    const nodes = await etcdCluster(t, [{}, {}, { [ETCD_FAULT_ANNOTATION]: 'unhealthy' }]);
+    const target = nodes[0];
+    assert.ok(target);
+    await api.request(`/api/v1/nodes/${target.name}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { [ETCD_LEADER_ANNOTATION]: 'true' } } },
+    });
+    const image = `${INSTALLER}:v1.13.1`;
+    const refused = await talosError(talos.upgrade({ node: target.ip, image }));
+    assert.equal(refused.code, status.FAILED_PRECONDITION);
+    assert.match(refused.talosMessage, /etcd is not healthy: member .* is unhealthy/);
+    await talos.upgrade({ node: target.ip, image, force: true });
+    await rebooted(target.name, target.bootID);
+  });
+
+  it('refuses a graceful reset whose member cannot leave etcd without losing quorum', async (t) => {
+    const nodes = await etcdCluster(t);
+    const [first, second] = nodes as [(typeof nodes)[0], (typeof nodes)[0]];
+    await talos.shutdown({ node: second.ip, force: true });
+    await notReady(second.name);
+    const refused = await talosError(talos.reset({ node: first.ip, graceful: true, reboot: true }));
+    assert.equal(refused.code, status.FAILED_PRECONDITION);
+    assert.match(refused.talosMessage, /failed to leave etcd: the remaining members would have no quorum/);
+    assert.equal(talosCallCounts((await readNode(first.name)).metadata.annotations).Reset, 1);
+    assert.equal(seenOf(await readNode(first.name)).ready, 'True', 'nothing was wiped');
+  });
+
+  it('runs on control-plane nodes only', async (t) => {
+    const worker = await simulatedNode(t);
+    const error = await talosError(talos.etcdStatus({ node: worker.ip }));
+    assert.equal(error.code, status.FAILED_PRECONDITION);
+    assert.match(error.talosMessage, /not a control-plane node/);
   });
 });
 
@@ -432,7 +610,7 @@ describe('Talos simulator faults', () => {
 
     simulator.injectFault(node.ip, { kind: 'hang', method: 'Reboot' });
     simulator.injectFault(node.name, { kind: 'hang', method: 'LifecycleUpgrade' });
-    assert.equal((await client.version({ node: node.ip })).hostname, node.name);
+    assert.equal((await client.version({ node: node.ip })).tag, 'v1.13.0');
     const started = Date.now();
     const hung = await talosError(client.reboot({ node: node.ip, timeoutMs: 1500 }));
     assert.equal(hung.failure, 'deadline');
@@ -513,7 +691,7 @@ describe('Talos API mutual TLS', () => {
     );
 
     const both = new TalosClient(context, { endpoints: [dead, ...context.endpoints], timeoutMs: 10_000 });
-    assert.equal((await both.version()).hostname, 'talos-simulator');
+    assert.equal((await both.version()).tag, TALOS_VERSION);
     both.close();
   });
 });
@@ -532,7 +710,7 @@ describe('sandbox talosconfig', () => {
     assert.equal(fromSecret.source, `Secret ${namespace}/talosconfig key "config"`);
     const client = new TalosClient(fromSecret);
     t.after(() => client.close());
-    assert.equal((await client.version()).hostname, 'talos-simulator');
+    assert.equal((await client.version()).tag, TALOS_VERSION);
     await assert.rejects(
       loadTalosConfigFromSecret(api, { namespace, name: 'talosconfig', key: 'talosconfig' }),
       {

@@ -1,0 +1,101 @@
+// Whether etcd can spare one control-plane member now: the guard before an action that
+// takes a control-plane node down or out. Talos 1.13 and later upgrade without checking
+// etcd (the legacy upgrade held a lock and checked), so whoever drives the flow must.
+//
+// evaluateEtcdHealth() is pure: it judges what readEtcd() (etcd.ts) gathered through the
+// Talos API — the member list, each member's own status (asked of its node), the
+// alarms — and fails closed: a member whose status could not be read is unhealthy.
+import type { EtcdAlarmInfo, EtcdMemberInfo, EtcdMemberStatusInfo } from './client.ts';
+
+/** How far (in raft entries) a voting member may trail the leader and still count as caught up. */
+export const MAX_RAFT_LAG = 1000n;
+
+export interface EtcdObservation {
+  members: EtcdMemberInfo[];
+  /** Each member's status by member ID, or why it could not be read. */
+  statuses: Map<bigint, EtcdMemberStatusInfo | { error: string }>;
+  alarms: EtcdAlarmInfo[];
+}
+
+export interface EtcdVerdict {
+  /** Whether the member may go down now. */
+  healthy: boolean;
+  /** For the action's status: names the member at fault when there is one. */
+  message: string;
+  /** The leader the members agree on, if any. */
+  leader: EtcdMemberInfo | undefined;
+  /** Whether the member to take down leads: forfeit leadership first. */
+  targetIsLeader: boolean;
+}
+
+const nameOf = (m: EtcdMemberInfo) => m.hostname || `member ${m.id.toString(16)}`;
+
+/**
+ * Judges whether the member on node `target` (its hostname, as etcd lists it) can go
+ * down: every voting member healthy (status readable, no errors, caught up), no alarm,
+ * no learner catching up, a leader, and a quorum of voting members without it.
+ */
+export function evaluateEtcdHealth(observation: EtcdObservation, target: string): EtcdVerdict {
+  const { members, statuses, alarms } = observation;
+  const member = members.find((m) => m.hostname === target);
+  const verdict = (healthy: boolean, message: string, leader?: EtcdMemberInfo): EtcdVerdict => ({
+    healthy,
+    message,
+    leader,
+    targetIsLeader: leader !== undefined && member !== undefined && leader.id === member.id,
+  });
+  if (members.length === 0) return verdict(false, 'etcd lists no members');
+  const byId = new Map(members.map((m) => [m.id, m]));
+
+  // The leader: the one every readable voting member names (split views are no leader).
+  const named = new Set<bigint>();
+  for (const m of members) {
+    const s = statuses.get(m.id);
+    if (s && !('error' in s) && s.leader !== 0n) named.add(s.leader);
+  }
+  const leaderId = named.size === 1 ? [...named][0] : undefined;
+  const leader = leaderId === undefined ? undefined : byId.get(leaderId);
+  const leaderStatus = leaderId === undefined ? undefined : statuses.get(leaderId);
+
+  const alarm = alarms[0];
+  if (alarm) {
+    const who = byId.get(alarm.memberId);
+    return verdict(
+      false,
+      `etcd alarm ${alarm.alarm} on ${who ? nameOf(who) : `member ${alarm.memberId.toString(16)}`}`,
+      leader,
+    );
+  }
+  const learner = members.find((m) => m.isLearner);
+  if (learner) return verdict(false, `etcd member ${nameOf(learner)} is a learner still catching up`, leader);
+
+  const voting = members.filter((m) => !m.isLearner);
+  for (const m of voting) {
+    const s = statuses.get(m.id);
+    if (!s) return verdict(false, `etcd member ${nameOf(m)}: its status was not read`, leader);
+    if ('error' in s) return verdict(false, `etcd member ${nameOf(m)} is unreachable: ${s.error}`, leader);
+    if (s.errors.length > 0)
+      return verdict(false, `etcd member ${nameOf(m)} is unhealthy: ${s.errors.join('; ')}`, leader);
+    if (s.isLearner) return verdict(false, `etcd member ${nameOf(m)} is a learner still catching up`, leader);
+    if (leaderStatus && !('error' in leaderStatus) && leaderStatus.raftIndex - s.raftIndex > MAX_RAFT_LAG)
+      return verdict(
+        false,
+        `etcd member ${nameOf(m)} lags the leader by ${(leaderStatus.raftIndex - s.raftIndex).toString()} raft entries`,
+        leader,
+      );
+  }
+  if (!leader) return verdict(false, 'etcd has no leader the members agree on', leader);
+
+  const quorum = Math.floor(voting.length / 2) + 1;
+  const without = voting.filter((m) => m.hostname !== target).length;
+  if (without < quorum)
+    return verdict(
+      false,
+      `etcd would lose quorum without ${member ? nameOf(member) : target}: ${String(without)} of ${String(voting.length)} voting members left, ${String(quorum)} needed`,
+      leader,
+    );
+  const spare = member
+    ? `etcd can spare ${nameOf(member)}: ${String(voting.length)} healthy voting members, quorum ${String(quorum)}`
+    : `node ${target} is no etcd member; etcd is healthy (${String(voting.length)} voting members)`;
+  return verdict(true, `${spare}, leader ${nameOf(leader)}`, leader);
+}
