@@ -57,6 +57,8 @@ export const HOOK_JOB_ANNOTATIONS = {
   hook: 'talos.dev/hook',
   node: 'talos.dev/node',
   action: 'talos.dev/action',
+  /** The hash of the Job as gatehouse built it (jobHash), also kept in the run's record. */
+  templateHash: 'talos.dev/template-hash',
 } as const;
 
 /** The label selector of every hook Job gatehouse creates. */

@@ -354,6 +354,13 @@ export const HookRunRecord = Type.Object(
       }),
     ),
     jobName: Type.Optional(DnsSubdomain('Name of the Job created for this attempt; absent for a webhook.')),
+    templateHash: Type.Optional(
+      Type.String({
+        description:
+          'Hash of the Job gatehouse built for this attempt (its annotation talos.dev/template-hash): a Job under that name without it is not adopted.',
+        maxLength: 64,
+      }),
+    ),
     phase: StringEnum(['Pending', 'Running', 'Succeeded', 'Failed', 'Bypassed'], {
       description: 'Pending, Running, Succeeded, Failed, or Bypassed (not run because of spec.bypass.hooks).',
     }),
