@@ -23,6 +23,9 @@ import {
 } from './common.ts';
 import { HOOK_KIND_NAMES } from './hooks.ts';
 
+/** At least three letters, in any script: a bypass reason says something readable. */
+export const VISIBLE_REASON = "r'(?s)\\pL.*\\pL.*\\pL'";
+
 // An image reference with a tag or a digest: an upgrade never means "whatever latest is".
 const IMAGE_REFERENCE =
   '^[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$';
@@ -170,6 +173,14 @@ export const Bypass = Type.Object(
   {
     description:
       'Skip the health checks and/or the pre-action hooks. Needs the verb bypass on nodeactions.talos.dev (ClusterRole gatehouse:bypass) and a reason; the shipped ValidatingAdmissionPolicy refuses it otherwise.',
+    ...rules({
+      // trim() leaves zero-width and other invisible characters: letters are asked for.
+      rule: `!has(self.reason) || self.reason.trim().size() == 0 || self.reason.matches(${VISIBLE_REASON})`,
+      message:
+        'spec.bypass.reason must say why in words (at least three letters): it is recorded in the status and an Event',
+      fieldPath: '.reason',
+      reason: 'FieldValueInvalid',
+    }),
   },
 );
 

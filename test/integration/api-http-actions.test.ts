@@ -26,7 +26,7 @@ const kc = testKubeConfig();
 const client = rest(kc);
 const instance = uniqueName('api-http');
 const namespace = uniqueName('api-http');
-const tokens = { requester: '', bypasser: '', viewer: '', nobody: '' };
+const tokens = { requester: '', bypasser: '', viewer: '', nobody: '', other: '' };
 const users = { requester: '', bypasser: '' };
 let controller: Controller;
 const bindings: string[] = [];
@@ -136,6 +136,7 @@ before(async () => {
   bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:requester', { namespace, name: 'bypasser' }));
   bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:bypass', { namespace, name: 'bypasser' }));
   bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:view', { namespace, name: 'viewer' }));
+  bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:requester', { namespace, name: 'other' }));
   controller = await startController();
 });
 
@@ -643,6 +644,10 @@ describe('marking executed and cancelling', () => {
       },
       { timeoutMs: 60_000 },
     );
+    // Another requester may not mark it: only its own requester, or a holder of the verb bypass.
+    const foreign = await call('POST', `/v1/actions/${name}/executed`, { token: tokens.other });
+    assert.equal(foreign.status, 403);
+    assert.match(String(foreign.body.error), /may not bypass nodeactions/);
     const marked = await call('POST', `/v1/actions/${name}/executed`, { token: tokens.requester });
     assert.equal(marked.status, 200);
     assert.equal((marked.body as unknown as ActionJson).metadata.annotations?.['talos.dev/executed'], 'true');
