@@ -247,7 +247,7 @@ describe('-o json, exactly', () => {
     assert.match(text.stdout, new RegExp(`^${name}: Healthy \\(nodes probe, ProbeSucceeded\\)\n`));
     assert.match(
       text.stdout,
-      /as the controller last recorded it \(probed \d+s ago; --server asks for a fresh probe\)/,
+      /as the controller last recorded it \(recorded \d+s ago; probed every 1h, and an unchanged result is recorded at most once a minute; --server asks for a fresh probe\)/,
     );
   });
 
@@ -315,6 +315,9 @@ describe('exit codes', () => {
     const noNode = await runCli(['reboot', ...viaKube(), 'no-such-node-at-all']);
     assert.equal(noNode.code, 2);
     assert.equal(noNode.stderr, 'gatehouse: node no-such-node-at-all does not exist\n');
+    // The same exit code through the HTTP API, where the action is Denied for it.
+    const noNodeHttp = await runCli([...viaHttp(), 'reboot', '--external', 'no-such-node-at-all-http']);
+    assert.equal(noNodeHttp.code, 2, noNodeHttp.stderr);
     // Refused by the API server's schema rules: a request the user must fix.
     const image = await runCli(['upgrade', ...viaKube(), '--image', 'not an image', 'cp-1']);
     assert.equal(image.code, 2);
