@@ -79,9 +79,12 @@ export interface ControllerOptions {
   retention?: Partial<RetentionPolicy>;
   /**
    * Serve the read-only dashboard at / and /v1/dashboard (default true): checks,
-   * policies, actions and nodes, unauthenticated like /v1/health (docs/dashboard.md).
+   * policies and nodes unauthenticated like /v1/health, actions to readers allowed to
+   * list nodeactions (docs/dashboard.md).
    */
   dashboard?: boolean;
+  /** Show the dashboard's actions (requesters, bypass reasons) to anonymous readers too (default false). */
+  dashboardAnonymousActions?: boolean;
   /** Limits and auth caching of the /v1/actions HTTP API (see src/http/access.ts for the defaults). */
   api?: Pick<ActionsApiOptions, 'limits' | 'auth' | 'pollIntervalMs' | 'heartbeatMs'>;
   /**
@@ -335,7 +338,7 @@ export class Controller {
         return node ? (node.metadata.labels ?? {}) : undefined;
       },
     });
-    actionRoutes(router, {
+    const actionsApi = actionRoutes(router, {
       rest: controller.rest,
       log: options.log,
       metrics: controller.metrics,
@@ -355,6 +358,20 @@ export class Controller {
         ...(controller.actions || controller.boots ? { policies: controller.policyInformer } : {}),
         ...(options.instance ? { instance: options.instance } : {}),
         log: options.log,
+        // The same authentication and authorisation as GET /v1/actions.
+        ...(options.dashboardAnonymousActions
+          ? {}
+          : {
+              mayReadActions: async (req) => {
+                if (req.raw.headers.authorization === undefined) return false;
+                const caller = await actionsApi.access.caller(req);
+                const decision = await actionsApi.access.authorizer.decide(caller, {
+                  verb: 'list',
+                  resource: 'nodeactions',
+                });
+                return decision.allowed;
+              },
+            }),
       });
     }
     controller.server = await startServer(router, {

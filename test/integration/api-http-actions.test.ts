@@ -250,6 +250,58 @@ describe('authentication and authorisation', () => {
   });
 });
 
+describe("the dashboard's actions", () => {
+  it('shows actions, requesters and bypass reasons only to readers allowed to list NodeActions', async (t) => {
+    const reason = uniqueName('a reason only readers of actions may see');
+    const created = await call('POST', '/v1/actions', {
+      token: tokens.bypasser,
+      body: {
+        spec: {
+          nodeName: 'no-such-node-dashboard',
+          action: 'Reboot',
+          bypass: { healthChecks: true, reason },
+        },
+      },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const name = (created.body as unknown as ActionJson).metadata.name;
+    cleanupActions(t, name);
+    const read = async (token?: string) => {
+      const answer = await call('GET', '/v1/dashboard', token ? { token } : {});
+      return { status: answer.status, text: JSON.stringify(answer.body), body: answer.body };
+    };
+    // Anonymous, and with a token that may not list NodeActions: the health part only.
+    for (const token of [undefined, tokens.nobody]) {
+      const hidden = await read(token);
+      assert.equal(hidden.status, 200);
+      assert.equal(hidden.body.actionsHidden, true);
+      assert.deepEqual(hidden.body.actions, []);
+      for (const secret of [name, reason, users.bypasser])
+        assert.ok(!hidden.text.includes(secret), `${token ? 'nobody' : 'anonymous'} sees ${secret}`);
+      assert.ok(Array.isArray(hidden.body.checks), 'the checks stay anonymous');
+    }
+    // The event stream follows the same rule.
+    const stream = await fetch(`${controller.url}/v1/dashboard/events`);
+    const reader = stream.body?.getReader();
+    assert.ok(reader);
+    let first = '';
+    while (!first.includes('\n\n', first.indexOf('data:')))
+      first += new TextDecoder().decode((await reader.read()).value as Uint8Array | undefined);
+    await reader.cancel();
+    assert.match(first, /"actionsHidden":true/);
+    assert.ok(!first.includes(reason));
+    // A reader allowed to list NodeActions sees them.
+    const shown = await waitFor('the action on the dashboard', async () => {
+      const r = await read(tokens.viewer);
+      return r.text.includes(name) ? r : undefined;
+    });
+    assert.equal(shown.body.actionsHidden, false);
+    assert.ok(shown.text.includes(reason));
+    // A token that is not accepted is told so.
+    assert.equal((await read('not-a-token')).status, 401);
+  });
+});
+
 describe('idempotency', () => {
   it('gives a retried request its first action, refuses the key for another request, and survives a restart', async (t) => {
     const key = `retry-${uniqueName('k')}`;
