@@ -41,6 +41,11 @@ export interface StageInput {
   hooks: readonly HookObject[];
   /** Every run record of the subject (other stages' records pass through untouched). */
   records: readonly HookRunRecord[];
+  /**
+   * The hook kinds of this stage: an unfinished run of one of them whose hook is not
+   * among `hooks` any more (deleted, or it no longer selects the node) is closed.
+   */
+  kinds?: readonly HookKindName[];
   /** Observed Jobs by jobKey(); a Job not in the map does not exist. */
   jobs: ReadonlyMap<string, JobFacts>;
   /** Webhook calls by webhookKey(). */
@@ -399,6 +404,33 @@ export function planHookStage(input: StageInput): StagePlan {
           : 'succeeded',
     );
   }
+
+  // Runs whose hook is gone (deleted, its namespace deleted, or it no longer selects the
+  // node) are closed as such, and their Jobs deleted: nothing is left saying Running.
+  const kinds = new Set(input.kinds ?? []);
+  records.forEach((record, index) => {
+    if (isFinished(record) || !kinds.has(record.kind) || hooks.some((h) => recordOf(record, h))) return;
+    const where = `${record.kind} ${record.namespace}/${record.name}`;
+    const closed: HookRunRecord = {
+      ...record,
+      phase: 'Failed',
+      completionTime: nowText,
+      message: `${where} was deleted, or no longer selects node ${subject.node}, while it ran: its run is closed${record.jobName ? ` and its Job deleted` : ''}, and it no longer counts`,
+    };
+    records[index] = closed;
+    if (record.jobName)
+      effects.push({
+        type: 'deleteJob',
+        namespace: record.namespace,
+        name: record.jobName,
+        reason: 'its hook is gone',
+      });
+    effects.push({
+      type: 'hookRun',
+      hook: { kind: record.kind, namespace: record.namespace, name: record.name },
+      run: hookRunOf(closed, subject),
+    });
+  });
 
   const failedHook = hooks.find((h) => states.get(h) === 'failed');
   if (failedHook) {

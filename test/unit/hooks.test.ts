@@ -339,6 +339,44 @@ describe('hook Job adoption', () => {
   });
 });
 
+describe('a hook gone while it runs', () => {
+  it('has its run closed, saying so, and its Job deleted; runs of other stages are left alone', () => {
+    const gone = hook('PreUpgradeJob', 'gone');
+    const stays = hook('PreUpgradeJob', 'stays');
+    const first = planHookStage({
+      now: T0,
+      subject,
+      hooks: [gone, stays],
+      records: [],
+      jobs: new Map(),
+      webhooks: new Map(),
+    });
+    const other = {
+      ...(first.records[0] as NonNullable<(typeof first.records)[0]>),
+      kind: 'NodeReadyJob' as const,
+      name: 'elsewhere',
+    };
+    const next = planHookStage({
+      now: at(5),
+      subject,
+      hooks: [stays],
+      kinds: ['PreUpgradeJob'],
+      records: [...first.records, other],
+      jobs: new Map(),
+      webhooks: new Map(),
+    });
+    const closed = next.records.find((r) => r.name === 'gone');
+    assert.equal(closed?.phase, 'Failed');
+    assert.match(
+      closed.message ?? '',
+      /PreUpgradeJob .*\/gone was deleted, or no longer selects node w1, while it ran: its run is closed and its Job deleted/,
+    );
+    assert.ok(next.effects.some((e) => e.type === 'deleteJob' && e.name === closed.jobName));
+    assert.equal(next.records.find((r) => r.name === 'elsewhere')?.phase, 'Pending', "another stage's run");
+    assert.equal(next.outcome, 'Running', 'the hook that stays still runs');
+  });
+});
+
 describe('webhook hooks', () => {
   it('read answers as the callback protocol says', () => {
     assert.deepEqual(parseHookAnswer('POST x', 200, '{"status":"Success","message":"ok"}'), {
