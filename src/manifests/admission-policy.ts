@@ -3,7 +3,12 @@
 // mark comes from the requester (or a bypass holder) of an Approved External action,
 // and the metadata that assigns it to a controller or an idempotency key never changes.
 import { GROUP, VERSION } from '../api/common.ts';
-import { EXECUTED_ANNOTATION, IMMUTABLE_ACTION_ANNOTATIONS, IMMUTABLE_ACTION_LABELS } from '../api/names.ts';
+import {
+  EXECUTED_ANNOTATION,
+  IMMUTABLE_ACTION_ANNOTATIONS,
+  IMMUTABLE_ACTION_LABELS,
+  INSTANCE_LABEL as CONTROLLER_INSTANCE_LABEL,
+} from '../api/names.ts';
 import { VISIBLE_REASON } from '../api/node-action.ts';
 import { SERVICE_ACCOUNT, labels } from './controller.ts';
 
@@ -116,6 +121,13 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
           messageExpression: `'${EXECUTED_ANNOTATION} may only be set once the action is Approved; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
           message: `${EXECUTED_ANNOTATION} may only be set once the action is Approved`,
           reason: 'Invalid',
+        },
+        {
+          // Another instance is another budget: choosing one is a kind of bypass.
+          expression: `!variables.creating || variables.viaController || ${metadataValue('object', 'labels', CONTROLLER_INSTANCE_LABEL)} == '' || variables.mayBypass`,
+          messageExpression: `'the label ${CONTROLLER_INSTANCE_LABEL} hands a NodeAction to another controller instance, with its own budget: it needs the verb bypass on nodeactions.${GROUP}, which ' + request.userInfo.username + ' does not hold'`,
+          message: `the label ${CONTROLLER_INSTANCE_LABEL} needs the verb bypass on nodeactions.${GROUP}`,
+          reason: 'Forbidden',
         },
         {
           expression: `variables.creating || (${[

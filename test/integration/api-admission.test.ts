@@ -291,9 +291,21 @@ describe('the executed mark and the metadata fixed at creation', () => {
   });
 
   it('refuses a change of the controller-instance label or the idempotency metadata, from anyone', async () => {
+    // Choosing an instance (another budget) needs the verb bypass.
+    const chosen = await refusal(
+      createAs(
+        requester,
+        nodeAction(requester, {}, { labels: { 'talos.dev/controller-instance': 'canary' } }),
+      ),
+    );
+    assert.equal(chosen.code, 403);
+    assert.match(
+      chosen.message,
+      /hands a NodeAction to another controller instance, with its own budget: it needs the verb bypass/,
+    );
     const created = await createAs(
-      requester,
-      nodeAction(requester, {}, { labels: { 'talos.dev/controller-instance': 'canary' } }),
+      bypasser,
+      nodeAction(bypasser, {}, { labels: { 'talos.dev/controller-instance': 'canary' } }),
     );
     const name = created.metadata.name;
     for (const [user, metadata] of [
@@ -315,7 +327,7 @@ describe('the executed mark and the metadata fixed at creation', () => {
     );
     assert.equal(adminRefused.code, 403);
     // Other labels stay the requester's to change.
-    const relabelled = await patchAs(requester, name, { labels: { team: 'storage' } });
+    const relabelled = await patchAs(bypasser, name, { labels: { team: 'storage' } });
     assert.equal(relabelled.metadata.labels?.['talos.dev/controller-instance'], 'canary');
   });
 });
