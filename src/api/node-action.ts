@@ -175,7 +175,7 @@ export const Bypass = Type.Object(
       'Skip the health checks and/or the pre-action hooks. Needs the verb bypass on nodeactions.talos.dev (ClusterRole gatehouse:bypass) and a reason; the shipped ValidatingAdmissionPolicy refuses it otherwise.',
     ...rules({
       // trim() leaves zero-width and other invisible characters: letters are asked for.
-      rule: `!has(self.reason) || self.reason.trim().size() == 0 || self.reason.matches(${VISIBLE_REASON})`,
+      rule: `!((has(self.healthChecks) && self.healthChecks) || (has(self.hooks) && self.hooks)) || !has(self.reason) || self.reason.trim().size() == 0 || self.reason.matches(${VISIBLE_REASON})`,
       message:
         'spec.bypass.reason must say why in words (at least three letters): it is recorded in the status and an Event',
       fieldPath: '.reason',

@@ -29,7 +29,7 @@ const instance = uniqueName('cli-json');
 const namespace = uniqueName('cli-json');
 const API = '/apis/talos.dev/v1alpha1';
 const bindings: string[] = [];
-const tokens = { viewer: '', nobody: '' };
+const tokens = { viewer: '', nobody: '', requester: '' };
 let controller: Controller;
 let me = '';
 
@@ -64,6 +64,10 @@ before(async () => {
   });
   tokens.viewer = await serviceAccountToken(kc, namespace, 'viewer');
   tokens.nobody = await serviceAccountToken(kc, namespace, 'nobody');
+  tokens.requester = await serviceAccountToken(kc, namespace, 'requester');
+  bindings.push(
+    await bindClusterRole(undefined, kc, 'gatehouse:requester', { namespace, name: 'requester' }),
+  );
   bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:view', { namespace, name: 'viewer' }));
   controller = await Controller.start({
     kubeConfig: await controllerKubeConfig(kc),
@@ -316,7 +320,7 @@ describe('exit codes', () => {
     assert.equal(noNode.code, 2);
     assert.equal(noNode.stderr, 'gatehouse: node no-such-node-at-all does not exist\n');
     // The same exit code through the HTTP API, where the action is Denied for it.
-    const noNodeHttp = await runCli([...viaHttp(), 'reboot', '--external', 'no-such-node-at-all-http']);
+    const noNodeHttp = await runCli([...viaHttp(tokens.requester), 'reboot', '--external', 'no-such-node-at-all-http']);
     assert.equal(noNodeHttp.code, 2, noNodeHttp.stderr);
     // Refused by the API server's schema rules: a request the user must fix.
     const image = await runCli(['upgrade', ...viaKube(), '--image', 'not an image', 'cp-1']);
