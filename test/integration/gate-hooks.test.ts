@@ -19,6 +19,8 @@ import {
   deleteActionsAfter,
   events,
   getAction,
+  markExecuted,
+  rebootNode,
   waitForActionGone,
   hookTemplate,
   startGateController,
@@ -319,5 +321,40 @@ describe('hooks', () => {
     const cancelled = (await events(client, created.metadata.name)).find((e) => e.reason === 'Cancelled');
     assert.ok(cancelled, 'a Cancelled event');
     assert.match(cancelled.message, /deleted before it finished \(it was RunningPreHooks\)/);
+  });
+
+  it('a hook deleted while it runs closes its run and deletes its Job; the action keeps no finalizer', async (t) => {
+    const p = await place(t);
+    await createHook(p, 'PreRebootJob', 'hangs', { template: hookTemplate('Hang') });
+    await createHook(p, 'PreRebootJob', 'quick', { template: hookTemplate('Succeeded', '1s'), order: 5 });
+    const created = await createAction(client, instance, me, { nodeName: p.node });
+    deleteActionsAfter(t, client, created.metadata.name);
+    await waitFor('the hanging hook to run', async () => {
+      const a = await getAction(client, created.metadata.name);
+      return a.status?.hooks?.find((h) => h.name === 'hangs')?.phase === 'Running' ? a : undefined;
+    });
+    await client.request(`${API}/namespaces/${p.namespace}/prerebootjobs/hangs`, { method: 'DELETE' });
+    const approved = await waitForPhase(client, created.metadata.name, ['Approved', 'Failed']);
+    assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
+    const closed = approved.status.hooks?.find((h) => h.name === 'hangs');
+    assert.equal(closed?.phase, 'Failed', 'the run of the deleted hook still says it runs');
+    assert.match(
+      closed.message ?? '',
+      /hangs was deleted, or no longer selects node .*, while it ran: its run is closed and its Job deleted/,
+    );
+    await waitFor('its Job to be deleted', async () => {
+      const jobs = await jobsOf(p.namespace, created.metadata.uid);
+      const job = jobs.find((j) => j.metadata.name === closed.jobName);
+      return !job || job.metadata.deletionTimestamp ? true : undefined;
+    });
+    // The action ends, and lets go of its finalizer.
+    await markExecuted(client, created.metadata.name);
+    await rebootNode(client, p.node);
+    const done = await waitForPhase(client, created.metadata.name, ['Succeeded', 'Failed']);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    await waitFor('the finalizer to go', async () => {
+      const a = await getAction(client, created.metadata.name);
+      return (a.metadata.finalizers ?? []).includes('talos.dev/node-action') ? undefined : true;
+    });
   });
 });
