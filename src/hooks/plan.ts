@@ -355,6 +355,38 @@ function followWebhook(
   b.wake(deadline - now.getTime());
 }
 
+/**
+ * Closes the runs whose hook is gone (deleted, its namespace deleted, or it no longer
+ * selects the node), saying so, and deletes their Jobs: nothing is left saying Running,
+ * and no Job keeps the action's finalizer. Only runs of the stage's kinds are judged.
+ */
+function closeRunsOfGoneHooks(b: StageBuilder): void {
+  const { hooks, subject } = b.input;
+  const kinds = new Set(b.input.kinds ?? []);
+  b.records.forEach((record, index) => {
+    if (isFinished(record) || !kinds.has(record.kind) || hooks.some((h) => recordOf(record, h))) return;
+    const closed: HookRunRecord = {
+      ...record,
+      phase: 'Failed',
+      completionTime: b.nowText,
+      message: `${record.kind} ${record.namespace}/${record.name} was deleted, or no longer selects node ${subject.node}, while it ran: its run is closed${record.jobName ? ' and its Job deleted' : ''}, and it no longer counts`,
+    };
+    b.records[index] = closed;
+    if (record.jobName)
+      b.effects.push({
+        type: 'deleteJob',
+        namespace: record.namespace,
+        name: record.jobName,
+        reason: 'its hook is gone',
+      });
+    b.effects.push({
+      type: 'hookRun',
+      hook: { kind: record.kind, namespace: record.namespace, name: record.name },
+      run: hookRunOf(closed, subject),
+    });
+  });
+}
+
 export function planHookStage(input: StageInput): StagePlan {
   const { now, hooks } = input;
   const b = new StageBuilder(input);
@@ -405,32 +437,7 @@ export function planHookStage(input: StageInput): StagePlan {
     );
   }
 
-  // Runs whose hook is gone (deleted, its namespace deleted, or it no longer selects the
-  // node) are closed as such, and their Jobs deleted: nothing is left saying Running.
-  const kinds = new Set(input.kinds ?? []);
-  records.forEach((record, index) => {
-    if (isFinished(record) || !kinds.has(record.kind) || hooks.some((h) => recordOf(record, h))) return;
-    const where = `${record.kind} ${record.namespace}/${record.name}`;
-    const closed: HookRunRecord = {
-      ...record,
-      phase: 'Failed',
-      completionTime: nowText,
-      message: `${where} was deleted, or no longer selects node ${subject.node}, while it ran: its run is closed${record.jobName ? ` and its Job deleted` : ''}, and it no longer counts`,
-    };
-    records[index] = closed;
-    if (record.jobName)
-      effects.push({
-        type: 'deleteJob',
-        namespace: record.namespace,
-        name: record.jobName,
-        reason: 'its hook is gone',
-      });
-    effects.push({
-      type: 'hookRun',
-      hook: { kind: record.kind, namespace: record.namespace, name: record.name },
-      run: hookRunOf(closed, subject),
-    });
-  });
+  closeRunsOfGoneHooks(b);
 
   const failedHook = hooks.find((h) => states.get(h) === 'failed');
   if (failedHook) {
