@@ -320,7 +320,12 @@ describe('exit codes', () => {
     assert.equal(noNode.code, 2);
     assert.equal(noNode.stderr, 'gatehouse: node no-such-node-at-all does not exist\n');
     // The same exit code through the HTTP API, where the action is Denied for it.
-    const noNodeHttp = await runCli([...viaHttp(tokens.requester), 'reboot', '--external', 'no-such-node-at-all-http']);
+    const noNodeHttp = await runCli([
+      ...viaHttp(tokens.requester),
+      'reboot',
+      '--external',
+      'no-such-node-at-all-http',
+    ]);
     assert.equal(noNodeHttp.code, 2, noNodeHttp.stderr);
     // Refused by the API server's schema rules: a request the user must fix.
     const image = await runCli(['upgrade', ...viaKube(), '--image', 'not an image', 'cp-1']);
