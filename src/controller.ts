@@ -78,9 +78,12 @@ export interface ControllerOptions {
   retention?: Partial<RetentionPolicy>;
   /**
    * Serve the read-only dashboard at / and /v1/dashboard (default true): checks,
-   * policies, actions and nodes, unauthenticated like /v1/health (docs/dashboard.md).
+   * policies and nodes unauthenticated like /v1/health, actions to readers allowed to
+   * list nodeactions (docs/dashboard.md).
    */
   dashboard?: boolean;
+  /** Show the dashboard's actions (requesters, bypass reasons) to anonymous readers too (default false). */
+  dashboardAnonymousActions?: boolean;
   /** Limits and auth caching of the /v1/actions HTTP API (see src/http/access.ts for the defaults). */
   api?: Pick<ApiOptions, 'limits' | 'auth' | 'pollIntervalMs' | 'heartbeatMs'>;
   /**
@@ -354,6 +357,7 @@ export class Controller {
             },
           }
         : {}),
+      dashboardAnonymousActions: options.dashboardAnonymousActions === true,
     }).dashboard;
     controller.server = await startServer(router, {
       host: options.host ?? '0.0.0.0',

@@ -4,7 +4,7 @@
 // the ones admitted ahead of it in the same pass, so one pass never admits beyond a
 // budget; the reconciler runs one pass at a time (a single work-queue key) and writes
 // each admission conditionally on the listed resourceVersion.
-import { NODE_ACTION_FINALIZER } from '../api/names.ts';
+import { INSTANCE_LABEL, NODE_ACTION_FINALIZER } from '../api/names.ts';
 import type { NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
 import { holdsSlot } from '../api/phases.ts';
 import { setCondition } from '../kube/conditions.ts';
@@ -13,6 +13,11 @@ import { evaluatePolicies, type ActionRef, type NodeLabels, type PolicyFacts } f
 export interface AdmissionInput {
   now: Date;
   actions: readonly ObservedNodeAction[];
+  /**
+   * The actions of other controller instances. Their budgets are theirs, but a node is
+   * one node: an action of any instance holding a slot on it keeps others off it.
+   */
+  others?: readonly ObservedNodeAction[];
   nodes: NodeLabels;
   policies: readonly PolicyFacts[];
 }
@@ -63,11 +68,23 @@ export function planAdmissions(input: AdmissionInput): AdmissionPlan {
   const wait: AdmissionUpdate[] = [];
   let requeueAfterMs: number | undefined;
 
+  const elsewhere = new Map(
+    (input.others ?? []).filter((a) => holdsSlot(a.status?.phase)).map((a) => [a.spec.nodeName, a] as const),
+  );
   for (const action of candidates) {
     // A node that does not exist is the action reconciler's to deny.
     if (!nodes.has(action.spec.nodeName)) continue;
     const ref = actionRef(action);
-    const verdict = evaluatePolicies({ candidate: ref, holders, policies, nodes, now });
+    const foreign = elsewhere.get(action.spec.nodeName);
+    const verdict = foreign
+      ? {
+          allowed: false,
+          governedBy: [],
+          reasons: [
+            `node ${action.spec.nodeName} is held by NodeAction ${foreign.metadata.name} (${foreign.status?.phase ?? 'Pending'}) of controller instance ${foreign.metadata.labels?.[INSTANCE_LABEL] ?? '(default)'}`,
+          ],
+        }
+      : evaluatePolicies({ candidate: ref, holders, policies, nodes, now });
     const status = structuredClone(action.status ?? {});
     const governed = verdict.governedBy.length
       ? `ActionPolicy ${verdict.governedBy.join(', ')}`

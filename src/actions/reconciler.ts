@@ -597,10 +597,16 @@ export class ActionReconciler {
     } else {
       // A quorum read, not the cache: the cache may not show an admission written a
       // moment ago, and counting from it could give one slot out twice.
-      const list = await this.o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH, {
-        query: { labelSelector: instanceSelector(this.o.instance) },
+      // Every instance's: another instance's action on a node keeps ours off it.
+      const list = await this.o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
+      const mine = (a: ActionObject) => a.metadata.labels?.[INSTANCE_LABEL] === this.o.instance;
+      const plan = planAdmissions({
+        now,
+        actions: list.items.filter(mine),
+        others: list.items.filter((a) => !mine(a)),
+        nodes,
+        policies: this.policyFacts(),
       });
-      const plan = planAdmissions({ now, actions: list.items, nodes, policies: this.policyFacts() });
       for (const { action, status } of plan.admit) {
         if (!this.o.isLeader()) return undefined;
         try {

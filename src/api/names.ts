@@ -39,6 +39,19 @@ export const FINGERPRINT_ANNOTATION = 'talos.dev/request-fingerprint';
 /** How the NodeAction came to be; the HTTP API writes http-api. */
 export const REQUESTED_VIA_ANNOTATION = 'talos.dev/requested-via';
 
+/**
+ * The metadata gatehouse reads from a NodeAction besides the executed mark: fixed at
+ * creation by the admission policy, since a requester may edit its own action's
+ * metadata and must not move it to another controller (out of the budget) or take over
+ * another request's idempotency key.
+ */
+export const IMMUTABLE_ACTION_LABELS = [INSTANCE_LABEL, IDEMPOTENCY_LABEL] as const;
+export const IMMUTABLE_ACTION_ANNOTATIONS = [
+  IDEMPOTENCY_KEY_ANNOTATION,
+  FINGERPRINT_ANNOTATION,
+  REQUESTED_VIA_ANNOTATION,
+] as const;
+
 /** The labels of the hook Jobs gatehouse creates (src/hooks/job.ts). */
 export const HOOK_JOB_LABELS = {
   managedBy: 'app.kubernetes.io/managed-by',
@@ -57,6 +70,8 @@ export const HOOK_JOB_ANNOTATIONS = {
   hook: 'talos.dev/hook',
   node: 'talos.dev/node',
   action: 'talos.dev/action',
+  /** The hash of the Job as gatehouse built it (jobHash), also kept in the run's record. */
+  templateHash: 'talos.dev/template-hash',
 } as const;
 
 /** The label selector of every hook Job gatehouse creates. */

@@ -23,6 +23,9 @@ import {
 } from './common.ts';
 import { HOOK_KIND_NAMES } from './hooks.ts';
 
+/** At least three letters, in any script: a bypass reason says something readable. */
+export const VISIBLE_REASON = "r'(?s)\\pL.*\\pL.*\\pL'";
+
 // An image reference with a tag or a digest: an upgrade never means "whatever latest is".
 const IMAGE_REFERENCE =
   '^[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$';
@@ -170,6 +173,14 @@ export const Bypass = Type.Object(
   {
     description:
       'Skip the health checks and/or the pre-action hooks. Needs the verb bypass on nodeactions.talos.dev (ClusterRole gatehouse:bypass) and a reason; the shipped ValidatingAdmissionPolicy refuses it otherwise.',
+    ...rules({
+      // trim() leaves zero-width and other invisible characters: letters are asked for.
+      rule: `!((has(self.healthChecks) && self.healthChecks) || (has(self.hooks) && self.hooks)) || !has(self.reason) || self.reason.trim().size() == 0 || self.reason.matches(${VISIBLE_REASON})`,
+      message:
+        'spec.bypass.reason must say why in words (at least three letters): it is recorded in the status and an Event',
+      fieldPath: '.reason',
+      reason: 'FieldValueInvalid',
+    }),
   },
 );
 
@@ -354,6 +365,13 @@ export const HookRunRecord = Type.Object(
       }),
     ),
     jobName: Type.Optional(DnsSubdomain('Name of the Job created for this attempt; absent for a webhook.')),
+    templateHash: Type.Optional(
+      Type.String({
+        description:
+          'Hash of the Job gatehouse built for this attempt (its annotation talos.dev/template-hash): a Job under that name without it is not adopted.',
+        maxLength: 64,
+      }),
+    ),
     phase: StringEnum(['Pending', 'Running', 'Succeeded', 'Failed', 'Bypassed'], {
       description: 'Pending, Running, Succeeded, Failed, or Bypassed (not run because of spec.bypass.hooks).',
     }),

@@ -15,6 +15,7 @@
 // A boot an action caused (announced) waits for that action to see the node return
 // before its hooks start, so that the action's record reads in order.
 import type { BootAction, BootAnnouncement, BootRecord, BootStage } from '../api/boot-record.ts';
+import type { HookKindName } from '../api/hooks.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
 import type { HookSubject, JobFacts } from '../hooks/job.ts';
 import {
@@ -341,11 +342,12 @@ export function decideBoot(input: BootInput): BootDecision {
   }
 
   const subject = bootSubject(node, record);
-  const plan = (stage: BootStage, hooks: readonly HookObject[]): BootStage => {
+  const plan = (stage: BootStage, hooks: readonly HookObject[], kind: HookKindName): BootStage => {
     const p = planHookStage({
       now,
       subject,
       hooks,
+      kinds: [kind],
       records: stage.runs,
       jobs: input.jobs,
       webhooks: input.webhooks,
@@ -358,7 +360,7 @@ export function decideBoot(input: BootInput): BootDecision {
   // NodePrereadyJobs: for this boot, once the node is Ready.
   const preready = record.preready;
   if (!waitingFor && node.ready && !stageDone(preready, prereadyHooks)) {
-    record.preready = plan(preready, prereadyHooks);
+    record.preready = plan(preready, prereadyHooks, 'NodePrereadyJob');
     if (record.preready.phase === 'Failed' && preready.phase !== 'Failed') {
       events.push({
         type: 'Warning',
@@ -386,7 +388,7 @@ export function decideBoot(input: BootInput): BootDecision {
   const started = ready.runs.some((r) => r.phase === 'Pending' || r.phase === 'Running');
   const clear = node.ready && !node.tainted && change.taint === undefined;
   if (!waitingFor && prereadyDone && (clear || started) && !stageDone(ready, readyHooks)) {
-    record.ready = plan(ready, readyHooks);
+    record.ready = plan(ready, readyHooks, 'NodeReadyJob');
     if (record.ready.phase === 'Failed' && ready.phase !== 'Failed') {
       events.push({
         type: 'Warning',

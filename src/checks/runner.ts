@@ -11,6 +11,7 @@ import type { KubeObject } from '../kube/informer.ts';
 import type { RestClient } from '../kube/rest.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
+import { redactURLs } from '../redact.ts';
 import { errorMessage, formatDuration } from '../wait.ts';
 import { probeTypeOf, type ProbeContext, type ProbeResult } from './probe.ts';
 import {
@@ -251,7 +252,9 @@ export class CheckRunner {
           message: `probe error: ${errorMessage(error)}`,
         }),
       );
-    const outcome = await Promise.race([probed, timedOut]);
+    const raced = await Promise.race([probed, timedOut]);
+    // Whatever a probe or a library put in the message, no URL credential goes further.
+    const outcome: Outcome = { ...raced, message: redactURLs(raced.message) };
     clearTimeout(timer);
     const seconds = (performance.now() - started) / 1000;
     // A spec change or removal while probing makes this result meaningless.

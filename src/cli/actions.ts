@@ -12,6 +12,7 @@ import { codeOf } from './rollout.ts';
 import { actionEntry } from './status.ts';
 import { colourWanted, makeStyle, type Style } from './style.ts';
 import { age, oneLine, table } from './table.ts';
+import { redactURL } from '../redact.ts';
 
 async function mustGet(backend: Backend, name: string): Promise<ActionObject> {
   const action = await backend.action(name);
@@ -117,7 +118,9 @@ export function describeText(
     for (const silence of silences) {
       const until = silence.endsAt ? ` until ${silence.endsAt}` : '';
       const id = silence.id ? ` (id ${silence.id})` : '';
-      lines.push(`  ${silence.state} ${silence.nodeLabel}="${s.nodeName}" in ${silence.url}${until}${id}`);
+      lines.push(
+        `  ${silence.state} ${silence.nodeLabel}="${s.nodeName}" in ${redactURL(silence.url)}${until}${id}`,
+      );
     }
   }
   const conditions = status.conditions ?? [];

@@ -45,7 +45,8 @@ export interface Backend {
    * One check: with the HTTP API a fresh probe by the controller; with a kubeconfig the
    * state the controller last recorded in its status. Undefined if there is no such check.
    */
-  check(name: string): Promise<{ summary: CheckSummary; fresh: boolean } | undefined>;
+  /** interval: the check's probe interval, when the summary is as recorded (not fresh). */
+  check(name: string): Promise<{ summary: CheckSummary; fresh: boolean; interval?: string } | undefined>;
   policies(): Promise<PolicyObject[]>;
   actions(): Promise<ActionObject[]>;
   action(name: string): Promise<ActionObject | undefined>;

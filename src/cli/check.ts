@@ -13,17 +13,28 @@ import { colourWanted, makeStyle, type Style } from './style.ts';
 import type { CheckSummary } from './backend.ts';
 import { age } from './table.ts';
 
-export function checkText(summary: CheckSummary, fresh: boolean, now: Date, style: Style): string {
+export function checkText(
+  summary: CheckSummary,
+  fresh: boolean,
+  now: Date,
+  style: Style,
+  interval?: string,
+): string {
   const state =
     summary.state === 'Healthy'
       ? style.good(summary.state)
       : summary.state === 'Unhealthy'
         ? style.bad(summary.state)
         : style.warn(summary.state);
-  const probed = summary.lastProbeTime ? `${age(summary.lastProbeTime, now)} ago` : 'never';
+  // The status keeps the probe time it was last written with, and an unchanged result is
+  // written once a minute: the time recorded is not the last probe, and is not shown as one.
+  const recorded = summary.lastProbeTime ? `recorded ${age(summary.lastProbeTime, now)} ago` : 'never probed';
+  const cadence = interval
+    ? `; probed every ${interval}, and an unchanged result is recorded at most once a minute`
+    : '';
   const source = fresh
     ? 'probed just now by the controller'
-    : `as the controller last recorded it (probed ${probed}; --server asks for a fresh probe)`;
+    : `as the controller last recorded it (${recorded}${cadence}; --server asks for a fresh probe)`;
   const streak =
     summary.consecutiveFailures > 0
       ? `${String(summary.consecutiveFailures)} failed probes in a row`
@@ -57,10 +68,10 @@ lastProbeTime, lastTransitionTime, and fresh (whether it was probed for this com
         const backend = await connect(flags);
         const found = await backend.check(name);
         if (!found) throw new CliError(`ClusterHealthCheck ${name} does not exist`, EXIT.failed);
-        const { summary, fresh } = found;
+        const { summary, fresh, interval } = found;
         if (flags.output === 'text') {
           process.stdout.write(
-            checkText(summary, fresh, new Date(), makeStyle(colourWanted(process.stdout))),
+            checkText(summary, fresh, new Date(), makeStyle(colourWanted(process.stdout)), interval),
           );
         } else {
           process.stdout.write(formatDocument(flags.output, { ...summary, fresh }));

@@ -80,6 +80,10 @@ export function controllerCommand(): Command {
     .option('--check-selector <selector>', 'run only the ClusterHealthChecks matching this label selector')
     .option('--no-leader-elect', 'act without taking the Lease (only when no other replica runs)')
     .option('--no-dashboard', 'do not serve the read-only dashboard at / and /v1/dashboard')
+    .option(
+      '--dashboard-anonymous-actions',
+      "show the dashboard's actions (requesters, bypass reasons) to readers without a token allowed to list nodeactions",
+    )
     .action(
       async (opts: {
         kubeconfig?: string;
@@ -92,6 +96,7 @@ export function controllerCommand(): Command {
         checkSelector?: string;
         leaderElect: boolean;
         dashboard: boolean;
+        dashboardAnonymousActions?: boolean;
         talosconfig?: string;
         talosContext?: string;
       }) => {
@@ -107,6 +112,7 @@ export function controllerCommand(): Command {
           ...(opts.checkSelector ? { checkSelector: opts.checkSelector } : {}),
           ...(opts.leaderElect ? {} : { leaderElection: false as const }),
           dashboard: opts.dashboard,
+          ...(opts.dashboardAnonymousActions ? { dashboardAnonymousActions: true } : {}),
           talos: { config: talos },
         });
         await new Promise<void>((resolve) => {

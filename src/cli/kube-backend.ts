@@ -158,12 +158,16 @@ export class KubeBackend implements Backend {
     return list.items.map(summaryFromStatus).sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async check(name: string): Promise<{ summary: CheckSummary; fresh: boolean } | undefined> {
+  async check(
+    name: string,
+  ): Promise<{ summary: CheckSummary; fresh: boolean; interval?: string } | undefined> {
     const check = await this.maybe<CheckObject>(
       `read ClusterHealthCheck ${name}`,
       `${CHECKS_PATH}/${encodeURIComponent(name)}`,
     );
-    return check ? { summary: summaryFromStatus(check), fresh: false } : undefined;
+    return check
+      ? { summary: summaryFromStatus(check), fresh: false, interval: check.spec.interval ?? '30s' }
+      : undefined;
   }
 
   async policies(): Promise<PolicyObject[]> {

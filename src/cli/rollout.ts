@@ -60,6 +60,10 @@ export function codeOf(progress: Progress, external: boolean): ExitCode {
   if (phase === 'Succeeded') return EXIT.ok;
   if (external && phase === 'Approved') return EXIT.ok;
   if (phase === 'Cancelled') return EXIT.cancelled;
+  // A node that does not exist is a wrong argument however the CLI connects: with a
+  // kubeconfig it is found before anything is requested, through --server once the
+  // action is Denied for it (the HTTP API shows nodes only along with an action).
+  if (phase === 'Denied' && progress.node?.exists === false) return EXIT.usage;
   return EXIT.failed;
 }
 

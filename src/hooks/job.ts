@@ -179,7 +179,7 @@ export function buildHookJob(hook: HookObject, subject: HookSubject, attempt: nu
 
   const timeoutSeconds = Math.ceil(parseDuration(hook.spec.timeout ?? '15m') / 1000);
   const { ttlSecondsAfterFinished: _dropped, ...rest } = jobSpec;
-  return {
+  const job: V1Job = {
     apiVersion: 'batch/v1',
     kind: 'Job',
     metadata: {
@@ -195,6 +195,62 @@ export function buildHookJob(hook: HookObject, subject: HookSubject, attempt: nu
       activeDeadlineSeconds: Math.min(jobSpec.activeDeadlineSeconds ?? timeoutSeconds, timeoutSeconds),
     },
   };
+  (job.metadata as { annotations: Record<string, string> }).annotations[ANNOTATIONS.templateHash] =
+    jobHash(job);
+  return job;
+}
+
+/**
+ * The hash of a Job as built (before the hash annotation is added): what the run's
+ * record keeps, so a Job under the run's name that was made from anything else is
+ * told apart from the one gatehouse created.
+ */
+export function jobHash(job: V1Job): string {
+  const annotations = Object.fromEntries(
+    Object.entries(job.metadata?.annotations ?? {}).filter(([key]) => key !== ANNOTATIONS.templateHash),
+  );
+  // (Object.assign: the Job is plain JSON; client-node's types merely call it a class.)
+  const unhashed = Object.assign({}, job, { metadata: Object.assign({}, job.metadata, { annotations }) });
+  return createHash('sha256').update(JSON.stringify(unhashed)).digest('hex').slice(0, 32);
+}
+
+/** What an observed Job says of who made it, for whom (checked by jobImpostor). */
+export interface JobProvenance {
+  labels: Record<string, string>;
+  ownerUIDs: string[];
+  templateHash?: string;
+}
+
+/**
+ * Why an observed Job under a run's name is not the Job gatehouse created for that run,
+ * or nothing if it is. A namespace editor can create a Job under the predictable name
+ * before gatehouse does; adopting it would record a hook as run that never ran. So the
+ * Job must carry gatehouse's labels for this hook, attempt and action (or boot), the
+ * owner reference of the run's owner (the action's UID, or the Node's), and the hash of
+ * the Job gatehouse built for the attempt.
+ */
+export function jobImpostor(
+  provenance: JobProvenance,
+  subject: HookSubject,
+  record: { uid?: string; attempt: number; templateHash?: string },
+): string | undefined {
+  const labels = provenance.labels;
+  const expected: [string, string | undefined][] = [
+    [LABELS.managedBy, 'gatehouse'],
+    [LABELS.hookUID, record.uid],
+    [LABELS.attempt, String(record.attempt)],
+    [LABELS.actionUID, subject.action?.uid],
+    [LABELS.bootID, subject.action ? undefined : labelValue(subject.bootID)],
+  ];
+  for (const [key, value] of expected) {
+    if (value !== undefined && labels[key] !== value)
+      return `its label ${key} is ${labels[key] === undefined ? 'missing' : JSON.stringify(labels[key])}, not ${JSON.stringify(value)}`;
+  }
+  if (subject.owner && !provenance.ownerUIDs.includes(subject.owner.uid))
+    return `it is not owned by ${subject.owner.kind} ${subject.owner.name} (uid ${subject.owner.uid})`;
+  if (record.templateHash !== undefined && provenance.templateHash !== record.templateHash)
+    return `its ${ANNOTATIONS.templateHash} is ${provenance.templateHash === undefined ? 'missing' : JSON.stringify(provenance.templateHash)}, not that of the Job gatehouse built (${record.templateHash})`;
+  return undefined;
 }
 
 /** What an observed Job says about its run. */
@@ -205,10 +261,19 @@ export interface JobFacts {
   completionTime?: string;
   /** The Job is being deleted (it has a deletionTimestamp). */
   deleting: boolean;
+  /** Who made the Job, for whom; absent for a Job not observed (refused by the API server). */
+  provenance?: JobProvenance;
 }
 
 interface ObservedJob {
-  metadata: { name: string; namespace?: string; deletionTimestamp?: string | Date };
+  metadata: {
+    name: string;
+    namespace?: string;
+    deletionTimestamp?: string | Date;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: { uid: string }[];
+  };
   status?: {
     active?: number;
     startTime?: string | Date;
@@ -234,7 +299,13 @@ export function jobFacts(job: ObservedJob): JobFacts {
   const where = `Job ${job.metadata.namespace ?? ''}/${job.metadata.name}`;
   const deleting = job.metadata.deletionTimestamp !== undefined;
   const startTime = text(status.startTime);
-  const base = { deleting, ...(startTime ? { startTime } : {}) };
+  const templateHash = job.metadata.annotations?.[ANNOTATIONS.templateHash];
+  const provenance: JobProvenance = {
+    labels: job.metadata.labels ?? {},
+    ownerUIDs: (job.metadata.ownerReferences ?? []).map((o) => o.uid),
+    ...(templateHash !== undefined ? { templateHash } : {}),
+  };
+  const base = { deleting, provenance, ...(startTime ? { startTime } : {}) };
   // Newer Job controllers set SuccessCriteriaMet / FailureTarget first, then Complete /
   // Failed once the pods are gone; either says how the run ended.
   const failed = condition('Failed', 'FailureTarget');

@@ -12,7 +12,15 @@ import type { HookKindName, HookRun } from '../api/hooks.ts';
 import type { NodeAction } from '../api/node-action.ts';
 import { parseDuration } from '../duration.ts';
 import { formatDuration } from '../wait.ts';
-import { buildHookJob, hookJobName, runIdentity, type HookSubject, type JobFacts } from './job.ts';
+import {
+  buildHookJob,
+  hookJobName,
+  jobHash,
+  jobImpostor,
+  runIdentity,
+  type HookSubject,
+  type JobFacts,
+} from './job.ts';
 import { hookRef, orderGroups, type HookObject } from './select.ts';
 import { hookRequest, type HookRequest, type WebhookAnswer } from './webhook.ts';
 
@@ -21,6 +29,8 @@ export type HookRunRecord = NonNullable<NonNullable<NodeAction['status']>['hooks
 /** What the runner remembers of a webhook run's calls (in memory: a restart calls again). */
 export interface WebhookFacts {
   inFlight: boolean;
+  /** Calls made for the run so far (counted against WEBHOOK_CALL_BUDGET). */
+  calls?: number;
   last?: WebhookAnswer & { at: Date };
 }
 
@@ -31,6 +41,11 @@ export interface StageInput {
   hooks: readonly HookObject[];
   /** Every run record of the subject (other stages' records pass through untouched). */
   records: readonly HookRunRecord[];
+  /**
+   * The hook kinds of this stage: an unfinished run of one of them whose hook is not
+   * among `hooks` any more (deleted, or it no longer selects the node) is closed.
+   */
+  kinds?: readonly HookKindName[];
   /** Observed Jobs by jobKey(); a Job not in the map does not exist. */
   jobs: ReadonlyMap<string, JobFacts>;
   /** Webhook calls by webhookKey(). */
@@ -57,12 +72,26 @@ export interface StagePlan {
 /** A failing webhook call (no answer, HTTP error) is tried again after this long. */
 export const WEBHOOK_ERROR_BACKOFF_MS = 5000;
 
+/** The shortest wait between two calls of a run, whatever the webhook asks for. */
+export const WEBHOOK_MIN_RETRY_MS = 1000;
+
+/**
+ * The most calls one run makes: a webhook that keeps answering "not yet" (or errors) is
+ * failed after this many, so no answer can make the controller call without end.
+ */
+export const WEBHOOK_CALL_BUDGET = 1000;
+
 /** The longest message a run record holds (the CRD's bound). */
 export const MAX_RECORD_MESSAGE = 4096;
 
 /** Text cut to `max` characters, marked as cut. */
 export function clip(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** A completion time no earlier than the start it completes (clocks of two machines). */
+function notBefore(time: string, start: string | undefined): string {
+  return start !== undefined && Date.parse(time) < Date.parse(start) ? start : time;
 }
 
 export function jobKey(namespace: string, name: string): string {
@@ -165,6 +194,7 @@ class StageBuilder {
 
   newAttempt(hook: HookObject, attempt: number): HookRunRecord {
     const { subject } = this.input;
+    const job = hook.spec.template ? buildHookJob(hook, subject, attempt) : undefined;
     const record: HookRunRecord = {
       kind: hook.kind,
       namespace: hook.metadata.namespace,
@@ -174,15 +204,14 @@ class StageBuilder {
       failurePolicy: hook.spec.failurePolicy ?? 'Fail',
       phase: 'Pending',
       startTime: this.nowText,
-      ...(hook.spec.template ? { jobName: hookJobName(subject, hook, attempt) } : {}),
+      ...(job ? { jobName: hookJobName(subject, hook, attempt), templateHash: jobHash(job) } : {}),
       message: hook.spec.template
         ? `creating Job ${hookJobName(subject, hook, attempt)}`
         : `calling webhook Service ${hook.spec.webhook?.service.name ?? ''}`,
     };
     this.records.push(record);
     this.changed(hook, record);
-    if (hook.spec.template)
-      this.effects.push({ type: 'createJob', record, job: buildHookJob(hook, subject, attempt) });
+    if (job) this.effects.push({ type: 'createJob', record, job });
     else
       this.effects.push({
         type: 'callWebhook',
@@ -228,11 +257,17 @@ function followJob(
   const { now, subject, jobs } = b.input;
   const jobName = record.jobName ?? '';
   const facts = jobs.get(jobKey(hook.metadata.namespace, jobName));
-  if (facts?.phase === 'Succeeded' || facts?.phase === 'Failed') {
+  const impostor = facts?.provenance && jobImpostor(facts.provenance, subject, record);
+  if (impostor) {
+    // Not ours: the run fails naming it, and the Job is left to whoever made it.
+    fail(
+      `Job ${hook.metadata.namespace}/${jobName} was not created by gatehouse for this run (${impostor}): not adopting it`,
+    );
+  } else if (facts?.phase === 'Succeeded' || facts?.phase === 'Failed') {
     b.update(index, hook, {
       ...record,
       phase: facts.phase,
-      completionTime: facts.completionTime ?? b.nowText,
+      completionTime: notBefore(facts.completionTime ?? b.nowText, record.startTime),
       message: facts.message,
     });
   } else if (timedOut) {
@@ -249,8 +284,14 @@ function followJob(
     b.update(index, hook, { ...record, phase: 'Running', message: facts.message });
     b.wake(deadline - now.getTime());
   } else if (!facts && record.phase === 'Pending') {
-    // Not created yet (or created and not seen yet: creating again adopts it).
-    b.effects.push({ type: 'createJob', record, job: buildHookJob(hook, subject, record.attempt) });
+    // Not created yet (or created and not seen yet: creating again finds it). Built
+    // afresh, it may differ from the first build (the hook was edited): the record
+    // keeps the hash of what is created, before it is.
+    const job = buildHookJob(hook, subject, record.attempt);
+    const templateHash = jobHash(job);
+    if (record.templateHash !== undefined && record.templateHash !== templateHash)
+      b.update(index, hook, { ...record, templateHash });
+    b.effects.push({ type: 'createJob', record: b.records[index] ?? record, job });
     b.wake(deadline - now.getTime());
   } else {
     // Seen before and gone now, or being deleted unfinished: someone deleted it. The
@@ -289,10 +330,13 @@ function followWebhook(
     : (record.message ?? '');
   if (facts?.inFlight) {
     b.update(index, hook, { ...record, phase: 'Running', message });
+  } else if ((facts?.calls ?? 0) >= WEBHOOK_CALL_BUDGET) {
+    fail(
+      `${hookRef(hook)} was called ${String(facts?.calls ?? 0)} times without answering Success or Failure${last ? `: ${last.message}` : ''}`,
+    );
   } else {
-    const due = last
-      ? last.at.getTime() + (last.outcome === 'NotYet' ? last.retryAfterMs : WEBHOOK_ERROR_BACKOFF_MS)
-      : now.getTime();
+    const wait = last?.outcome === 'NotYet' ? last.retryAfterMs : WEBHOOK_ERROR_BACKOFF_MS;
+    const due = last ? last.at.getTime() + Math.max(WEBHOOK_MIN_RETRY_MS, wait) : now.getTime();
     if (now.getTime() >= due) {
       const next: HookRunRecord = { ...record, phase: 'Running', message };
       b.update(index, hook, next);
@@ -309,6 +353,38 @@ function followWebhook(
     }
   }
   b.wake(deadline - now.getTime());
+}
+
+/**
+ * Closes the runs whose hook is gone (deleted, its namespace deleted, or it no longer
+ * selects the node), saying so, and deletes their Jobs: nothing is left saying Running,
+ * and no Job keeps the action's finalizer. Only runs of the stage's kinds are judged.
+ */
+function closeRunsOfGoneHooks(b: StageBuilder): void {
+  const { hooks, subject } = b.input;
+  const kinds = new Set(b.input.kinds ?? []);
+  b.records.forEach((record, index) => {
+    if (isFinished(record) || !kinds.has(record.kind) || hooks.some((h) => recordOf(record, h))) return;
+    const closed: HookRunRecord = {
+      ...record,
+      phase: 'Failed',
+      completionTime: b.nowText,
+      message: `${record.kind} ${record.namespace}/${record.name} was deleted, or no longer selects node ${subject.node}, while it ran: its run is closed${record.jobName ? ' and its Job deleted' : ''}, and it no longer counts`,
+    };
+    b.records[index] = closed;
+    if (record.jobName)
+      b.effects.push({
+        type: 'deleteJob',
+        namespace: record.namespace,
+        name: record.jobName,
+        reason: 'its hook is gone',
+      });
+    b.effects.push({
+      type: 'hookRun',
+      hook: { kind: record.kind, namespace: record.namespace, name: record.name },
+      run: hookRunOf(closed, subject),
+    });
+  });
 }
 
 export function planHookStage(input: StageInput): StagePlan {
@@ -360,6 +436,8 @@ export function planHookStage(input: StageInput): StagePlan {
           : 'succeeded',
     );
   }
+
+  closeRunsOfGoneHooks(b);
 
   const failedHook = hooks.find((h) => states.get(h) === 'failed');
   if (failedHook) {

@@ -214,11 +214,13 @@ export class HookRunner {
   ): void {
     const existing = this.webhooks.get(effect.key);
     if (existing?.inFlight) return;
-    this.webhooks.set(effect.key, { ...existing, inFlight: true, touched: Date.now() });
+    const calls = (existing?.calls ?? 0) + 1;
+    this.webhooks.set(effect.key, { ...existing, inFlight: true, calls, touched: Date.now() });
     const hook = `${effect.hook.kind}/${effect.hook.metadata.namespace}/${effect.hook.metadata.name}`;
     void callWebhook(effect.hook, effect.request, this.o.webhook).then((answer) => {
       this.webhooks.set(effect.key, {
         inFlight: false,
+        calls,
         last: { ...answer, at: new Date() },
         touched: Date.now(),
       });

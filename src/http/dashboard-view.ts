@@ -36,6 +36,8 @@ export interface DashboardInput {
   instance?: string;
   /** How many finished actions are shown, newest first (default 50); the rest are counted. */
   finishedLimit?: number;
+  /** The reader may not see actions: the view leaves them out (actionsHidden). */
+  hideActions?: boolean;
 }
 
 export type CheckStateWord = 'Healthy' | 'Unhealthy' | 'Unknown';
@@ -160,6 +162,11 @@ export interface DashboardView {
   actions: ActionRow[];
   /** Finished actions left out (older than the newest shown). */
   actionsOmitted: number;
+  /**
+   * True when the reader may not see actions (GET /v1/actions needs list on nodeactions):
+   * actions, requesters and bypass reasons are left out everywhere in the view.
+   */
+  actionsHidden: boolean;
   nodes: NodeRow[];
 }
 
@@ -429,7 +436,7 @@ export function dashboardView(input: DashboardInput): DashboardView {
   const { now } = input;
   const nodes = [...input.nodes].sort(byName);
   const labels: NodeLabels = new Map(nodes.map((n) => [n.metadata.name, n.metadata.labels ?? {}]));
-  const actions = [...input.actions].sort(actionOrder);
+  const actions = input.hideActions ? [] : [...input.actions].sort(actionOrder);
   const unfinished = actions.filter((a) => !isTerminal(phaseOf(a)));
   const finished = actions.length - unfinished.length;
   const shownFinished = Math.min(finished, input.finishedLimit ?? 50);
@@ -462,6 +469,7 @@ export function dashboardView(input: DashboardInput): DashboardView {
             .map((p) => policyRow(p, holders, labels, now)),
     actions: actions.slice(0, unfinished.length + shownFinished).map(actionRow),
     actionsOmitted: finished - shownFinished,
+    actionsHidden: input.hideActions === true,
     nodes: nodes.map((n) => ({
       ...nodeView(n.metadata.name, n),
       actions: unfinished.filter((a) => a.spec.nodeName === n.metadata.name).map((a) => a.metadata.name),

@@ -6,9 +6,13 @@
 //   GET /v1/dashboard                  the snapshot (the view model of dashboard-view.ts)
 //   GET /v1/dashboard/events           a snapshot now and a new one whenever it changes
 //
-// Unauthenticated, like /v1/health (docs/decisions.md says why and how to expose it): it
-// shows no Secret or token, never writes, never triggers a probe, and every open page
-// shares one snapshot, rebuilt at most every coalesceMs, so viewers cannot load the cluster.
+// The health part (checks, policies, nodes) is unauthenticated, like /v1/health
+// (docs/decisions.md says why and how to expose it). Actions, with their requesters and
+// bypass reasons, are what GET /v1/actions needs list on nodeactions for: a reader gets
+// them only with a bearer token allowed that, or when the operator opted in to anonymous
+// readers (chart value dashboard.anonymousActions). It shows no Secret or token, never
+// writes, never triggers a probe, and every open page of one audience shares one
+// snapshot, rebuilt at most every coalesceMs, so viewers cannot load the cluster.
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import type { ActionObject } from '../actions/reconciler.ts';
@@ -33,7 +37,15 @@ export interface DashboardSources {
   policies?: WatchedCache<PolicyObject>;
   instance?: string;
   log: Logger;
+  /**
+   * Whether the reader of a request may see actions (a token allowed to list
+   * nodeactions). Absent: everyone may (the operator opted in to anonymous readers).
+   */
+  mayReadActions?: (req: Request) => Promise<boolean>;
 }
+
+/** Who a snapshot is for: readers who may see actions, and the others. */
+type Audience = 'full' | 'health';
 
 export interface DashboardOptions {
   /** Shortest time between two snapshots pushed to the pages (default 250ms). */
@@ -72,6 +84,7 @@ const ASSETS: Record<string, { body: string; contentType: string }> = {
 
 interface Stream {
   res: ServerResponse;
+  audience: Audience;
   /** The version last written to it. */
   sent: number;
 }
@@ -87,10 +100,10 @@ export class Dashboard {
   private readonly sources: DashboardSources;
   private readonly o: Required<DashboardOptions>;
   private readonly streams = new Set<Stream>();
-  private latest: Snapshot | undefined;
+  private readonly latest = new Map<Audience, Snapshot>();
   /** The latest snapshot's content without its time, to tell a change from a rebuild. */
-  private latestKey = '';
-  private builtAt = 0;
+  private readonly latestKey = new Map<Audience, string>();
+  private readonly builtAt = new Map<Audience, number>();
   private lastFlushAt = 0;
   private flushTimer: NodeJS.Timeout | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
@@ -128,10 +141,11 @@ export class Dashboard {
     for (const file of ['app.js', 'dashboard.css', 'icon.svg']) {
       router.on('GET', `/dashboard/${file}`, () => this.asset(file));
     }
-    router.on('GET', '/v1/dashboard', () => {
-      const snapshot = this.recent();
+    router.on('GET', '/v1/dashboard', async (req) => {
+      const audience = await this.audience(req);
+      const snapshot = this.recent(audience);
       // A change this read found first is pushed to the open pages too.
-      if ([...this.streams].some((s) => s.sent < snapshot.version)) this.changed();
+      if ([...this.streams].some((s) => s.audience === audience && s.sent < snapshot.version)) this.changed();
       return {
         status: 200,
         contentType: 'application/json; charset=utf-8',
@@ -148,8 +162,14 @@ export class Dashboard {
     return { status: 200, body: file.body, contentType: file.contentType, headers: { ...DASHBOARD_HEADERS } };
   }
 
+  /** Which snapshot a request gets. A token that is not accepted is answered 401 (thrown). */
+  private async audience(req: Request): Promise<Audience> {
+    const may = this.sources.mayReadActions;
+    return !may || (await may(req)) ? 'full' : 'health';
+  }
+
   /** A snapshot of now: rebuilt from the caches, with a new version only if its content changed. */
-  snapshot(): Snapshot {
+  snapshot(audience: Audience = 'full'): Snapshot {
     const views = this.sources.checks.views();
     const view = dashboardView({
       now: new Date(),
@@ -158,29 +178,32 @@ export class Dashboard {
       nodes: this.sources.nodes.list(),
       actions: this.sources.actions.list(),
       ...(this.sources.instance ? { instance: this.sources.instance } : {}),
+      hideActions: audience === 'health',
     });
-    this.builtAt = Date.now();
+    this.builtAt.set(audience, Date.now());
     const key = JSON.stringify({ ...view, generatedAt: '' });
     const json = JSON.stringify(view);
-    if (!this.latest || key !== this.latestKey) {
-      this.latest = { json, version: (this.latest?.version ?? 0) + 1 };
-      this.latestKey = key;
-    } else {
-      this.latest = { ...this.latest, json };
-    }
-    return this.latest;
+    const latest = this.latest.get(audience);
+    const next =
+      !latest || key !== this.latestKey.get(audience)
+        ? { json, version: (latest?.version ?? 0) + 1 }
+        : { ...latest, json };
+    this.latest.set(audience, next);
+    this.latestKey.set(audience, key);
+    return next;
   }
 
   /**
    * The latest snapshot if it is younger than coalesceMs, else a new one: however many
    * requests arrive, the caches are walked at most that often for them.
    */
-  private recent(): Snapshot {
-    if (this.latest && Date.now() - this.builtAt < this.o.coalesceMs) return this.latest;
-    return this.snapshot();
+  private recent(audience: Audience): Snapshot {
+    const latest = this.latest.get(audience);
+    if (latest && Date.now() - (this.builtAt.get(audience) ?? 0) < this.o.coalesceMs) return latest;
+    return this.snapshot(audience);
   }
 
-  private open(req: Request, res: ServerResponse): Reply | undefined {
+  private async open(req: Request, res: ServerResponse): Promise<Reply | undefined> {
     const headers = {
       ...DASHBOARD_HEADERS,
       'Content-Type': 'text/event-stream; charset=utf-8',
@@ -197,20 +220,22 @@ export class Dashboard {
         headers: { ...DASHBOARD_HEADERS, 'Retry-After': '10' },
       };
     }
+    const audience = await this.audience(req);
     res.writeHead(200, { ...headers, Connection: 'keep-alive' });
     res.write('retry: 2000\n\n');
-    const stream: Stream = { res, sent: 0 };
+    const stream: Stream = { res, audience, sent: 0 };
     this.streams.add(stream);
     this.startTimers();
     // A slow reader gets the latest snapshot once it has caught up, not every one between.
     res.on('drain', () => {
-      if (this.latest && stream.sent < this.latest.version) this.send(stream, this.latest);
+      const latest = this.latest.get(audience);
+      if (latest && stream.sent < latest.version) this.send(stream, latest);
     });
     res.once('close', () => {
       this.streams.delete(stream);
       if (this.streams.size === 0) this.stopTimers();
     });
-    this.send(stream, this.recent());
+    this.send(stream, this.recent(audience));
     // That one may predate a change seen while no page was open: look again shortly.
     this.changed();
     return undefined;
@@ -235,15 +260,18 @@ export class Dashboard {
     this.flushTimer = undefined;
     this.lastFlushAt = Date.now();
     if (this.streams.size === 0) return;
-    let snapshot: Snapshot;
-    try {
-      snapshot = this.snapshot();
-    } catch (error) {
-      // A bug of ours must not take the controller down; the next change tries again.
-      this.sources.log.error({ err: String(error) }, 'could not build the dashboard snapshot');
-      return;
+    for (const audience of new Set([...this.streams].map((s) => s.audience))) {
+      let snapshot: Snapshot;
+      try {
+        snapshot = this.snapshot(audience);
+      } catch (error) {
+        // A bug of ours must not take the controller down; the next change tries again.
+        this.sources.log.error({ err: String(error) }, 'could not build the dashboard snapshot');
+        return;
+      }
+      for (const stream of this.streams)
+        if (stream.audience === audience && stream.sent < snapshot.version) this.send(stream, snapshot);
     }
-    for (const stream of this.streams) if (stream.sent < snapshot.version) this.send(stream, snapshot);
   }
 
   private startTimers(): void {

@@ -51,8 +51,9 @@ function prospective(
   if (!(ACTIONS as readonly string[]).includes(action)) {
     throw new HttpError(400, `action "${action}" is not one of ${ACTIONS.join(', ')}`);
   }
-  const labels = sources.nodeLabels(node);
-  if (!labels) throw new HttpError(404, `node "${node}" does not exist`);
+  // An unknown node is answered as a node without labels: this endpoint is anonymous, and
+  // must not tell a node that exists from one that does not (node enumeration).
+  const labels = sources.nodeLabels(node) ?? {};
   return { action: action as Action, node, labels };
 }
 

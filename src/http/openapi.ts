@@ -128,7 +128,8 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
     {
       name: 'node',
       in: 'query',
-      description: 'With action: the node of the prospective action.',
+      description:
+        'With action: the node of the prospective action. A node that does not exist is answered as one without labels, so that this anonymous endpoint does not tell which nodes exist.',
       schema: { type: 'string' },
     },
     {
@@ -156,7 +157,7 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
       content: json(ref('Health')),
     },
     '400': errorResponse('Only one of action and node, or an action that does not exist.'),
-    '404': errorResponse('No such check, or no such node.'),
+    '404': errorResponse('No such check.'),
   });
 
   const paths = {

@@ -21,7 +21,7 @@ import { dashboardRoutes, type Dashboard, type DashboardSources } from './dashbo
 import { healthRoutes, type HealthSources } from './health.ts';
 import { openApiRoutes } from './openapi.ts';
 import { policyRoutes } from './policies.ts';
-import { HttpError, type Reply, type Router } from './router.ts';
+import { HttpError, type Reply, type Request, type Router } from './router.ts';
 
 export interface ApiOptions extends ActionsApiOptions {
   checks: CheckRunner;
@@ -31,6 +31,8 @@ export interface ApiOptions extends ActionsApiOptions {
   auth?: AuthCacheOptions;
   /** Serve the dashboard from these; undefined: no dashboard. */
   dashboard?: DashboardSources;
+  /** Show the dashboard's actions to anonymous readers too (default false: readers allowed to list nodeactions). */
+  dashboardAnonymousActions?: boolean;
 }
 
 /** Registers every route of the controller's API. */
@@ -47,7 +49,19 @@ export function apiRoutes(router: Router, options: ApiOptions): { dashboard: Das
   policyRoutes(router, access, options.rest);
   checkRoutes(router, access, options.checks);
   openApiRoutes(router, access.limits);
-  return { dashboard: options.dashboard && dashboardRoutes(router, options.dashboard) };
+  if (!options.dashboard) return { dashboard: undefined };
+  // The dashboard's actions (requesters, bypass reasons) need what GET /v1/actions needs.
+  const mayReadActions = async (req: Request): Promise<boolean> => {
+    if (req.raw.headers.authorization === undefined) return false;
+    const caller = await access.caller(req);
+    return (await access.authorizer.decide(caller, { verb: 'list', resource: 'nodeactions' })).allowed;
+  };
+  return {
+    dashboard: dashboardRoutes(router, {
+      ...options.dashboard,
+      ...(options.dashboardAnonymousActions === true ? {} : { mayReadActions }),
+    }),
+  };
 }
 
 function send(res: ServerResponse, reply: Reply, head: boolean): void {

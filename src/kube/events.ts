@@ -2,6 +2,7 @@
 // gatehouse did and why.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../log.ts';
+import { redactURLs } from '../redact.ts';
 import { errorMessage } from '../wait.ts';
 import type { KubeObject } from './informer.ts';
 import type { RestClient } from './rest.ts';
@@ -48,7 +49,7 @@ export class EventRecorder {
       },
       type: event.type,
       reason: event.reason,
-      message: event.message.slice(0, 1024),
+      message: redactURLs(event.message).slice(0, 1024),
       source: { component: this.component },
       reportingComponent: `talos.dev/${this.component}`,
       reportingInstance: this.instance,

@@ -1,6 +1,15 @@
 // The ValidatingAdmissionPolicy that makes a NodeAction's record trustworthy: its
-// requestedBy is the real requester, and a bypass is authorised and explained.
+// requestedBy is the real requester, a bypass is authorised and explained, the executed
+// mark comes from the requester (or a bypass holder) of an Approved External action,
+// and the metadata that assigns it to a controller or an idempotency key never changes.
 import { GROUP, VERSION } from '../api/common.ts';
+import {
+  EXECUTED_ANNOTATION,
+  IMMUTABLE_ACTION_ANNOTATIONS,
+  IMMUTABLE_ACTION_LABELS,
+  INSTANCE_LABEL as CONTROLLER_INSTANCE_LABEL,
+} from '../api/names.ts';
+import { VISIBLE_REASON } from '../api/node-action.ts';
 import { SERVICE_ACCOUNT, labels } from './controller.ts';
 
 export const POLICY_NAME = 'gatehouse-nodeaction-requests';
@@ -8,6 +17,11 @@ export const POLICY_NAME = 'gatehouse-nodeaction-requests';
 /** The controller's own identity, as the API server names a ServiceAccount. */
 export function controllerUsername(namespace: string): string {
   return `system:serviceaccount:${namespace}:${SERVICE_ACCOUNT}`;
+}
+
+/** A CEL expression for the value of a label or annotation of `object`, '' if absent. */
+function metadataValue(object: 'object' | 'oldObject', field: 'labels' | 'annotations', key: string): string {
+  return `(${object} != null && has(${object}.metadata.${field}) && '${key}' in ${object}.metadata.${field} ? ${object}.metadata.${field}['${key}'] : '')`;
 }
 
 /**
@@ -29,7 +43,7 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
       labels: labels(),
       annotations: {
         'talos.dev/description':
-          'Refuses a NodeAction whose spec.requestedBy is not the requesting user, and any bypass without the verb bypass on nodeactions.talos.dev or without a reason.',
+          'Refuses a NodeAction whose spec.requestedBy is not the requesting user, any bypass without the verb bypass on nodeactions.talos.dev or without a reason, an executed mark from anyone but the requester or a bypass holder, or on an action that is not Approved or not External, and any change of the labels and annotations that assign an action to a controller instance or an idempotency key.',
         'talos.dev/controller-exemption': CONTROLLER_EXEMPTION,
       },
     },
@@ -37,13 +51,27 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
       failurePolicy: 'Fail',
       matchConstraints: {
         resourceRules: [
-          { apiGroups: [GROUP], apiVersions: [VERSION], operations: ['CREATE'], resources: ['nodeactions'] },
+          {
+            apiGroups: [GROUP],
+            apiVersions: [VERSION],
+            operations: ['CREATE', 'UPDATE'],
+            resources: ['nodeactions'],
+          },
         ],
       },
       variables: [
         {
           name: 'viaController',
           expression: `request.userInfo.username == '${controllerUsername(namespace)}'`,
+        },
+        { name: 'creating', expression: "request.operation == 'CREATE'" },
+        {
+          name: 'marking',
+          expression: `${metadataValue('object', 'annotations', EXECUTED_ANNOTATION)} != ${metadataValue('oldObject', 'annotations', EXECUTED_ANNOTATION)}`,
+        },
+        {
+          name: 'mayBypass',
+          expression: `authorizer.group('${GROUP}').resource('nodeactions').check('bypass').allowed()`,
         },
         {
           name: 'bypassing',
@@ -53,24 +81,66 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
       ],
       validations: [
         {
-          expression: 'variables.viaController || object.spec.requestedBy == request.userInfo.username',
+          expression:
+            '!variables.creating || variables.viaController || object.spec.requestedBy == request.userInfo.username',
           messageExpression:
             "'spec.requestedBy must be your own user name, ' + request.userInfo.username + ', not ' + object.spec.requestedBy + ' (see kubectl auth whoami)'",
           message: 'spec.requestedBy must be your own user name (see kubectl auth whoami)',
           reason: 'Forbidden',
         },
         {
-          expression: `!variables.bypassing || variables.viaController || authorizer.group('${GROUP}').resource('nodeactions').check('bypass').allowed()`,
+          expression:
+            '!variables.creating || !variables.bypassing || variables.viaController || variables.mayBypass',
           messageExpression: `'spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass), which ' + request.userInfo.username + ' does not hold; set healthChecks and hooks to false, or ask an administrator'`,
           message: `spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass)`,
           reason: 'Forbidden',
         },
         {
-          expression:
-            '!variables.bypassing || (has(object.spec.bypass.reason) && object.spec.bypass.reason.trim().size() > 0)',
+          expression: `!variables.creating || !variables.bypassing || (has(object.spec.bypass.reason) && object.spec.bypass.reason.trim().size() > 0 && object.spec.bypass.reason.matches(${VISIBLE_REASON}))`,
           message:
             'spec.bypass.reason is required when bypassing health checks or hooks: say why, it is recorded in the status and an Event',
           reason: 'Invalid',
+        },
+        {
+          // The HTTP API marks on its callers' behalf, after the same check of its own.
+          expression:
+            '!variables.marking || variables.viaController || object.spec.requestedBy == request.userInfo.username || variables.mayBypass',
+          messageExpression: `'only the requester of NodeAction ' + object.metadata.name + ' (' + object.spec.requestedBy + ') or a holder of the verb bypass may set or change ${EXECUTED_ANNOTATION}, not ' + request.userInfo.username`,
+          message: `only the action's requester or a holder of the verb bypass may set or change ${EXECUTED_ANNOTATION}`,
+          reason: 'Forbidden',
+        },
+        {
+          expression:
+            "!variables.marking || (has(object.spec.execution) && object.spec.execution == 'External')",
+          message: `${EXECUTED_ANNOTATION} is only for External actions: gatehouse performs a Managed action itself and knows when it did`,
+          reason: 'Invalid',
+        },
+        {
+          expression:
+            "!variables.marking || (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) && oldObject.status.phase == 'Approved')",
+          messageExpression: `'${EXECUTED_ANNOTATION} may only be set once the action is Approved; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
+          message: `${EXECUTED_ANNOTATION} may only be set once the action is Approved`,
+          reason: 'Invalid',
+        },
+        {
+          // Another instance is another budget: choosing one is a kind of bypass.
+          expression: `!variables.creating || variables.viaController || ${metadataValue('object', 'labels', CONTROLLER_INSTANCE_LABEL)} == '' || variables.mayBypass`,
+          messageExpression: `'the label ${CONTROLLER_INSTANCE_LABEL} hands a NodeAction to another controller instance, with its own budget: it needs the verb bypass on nodeactions.${GROUP}, which ' + request.userInfo.username + ' does not hold'`,
+          message: `the label ${CONTROLLER_INSTANCE_LABEL} needs the verb bypass on nodeactions.${GROUP}`,
+          reason: 'Forbidden',
+        },
+        {
+          expression: `variables.creating || (${[
+            ...IMMUTABLE_ACTION_LABELS.map(
+              (k) => `${metadataValue('object', 'labels', k)} == ${metadataValue('oldObject', 'labels', k)}`,
+            ),
+            ...IMMUTABLE_ACTION_ANNOTATIONS.map(
+              (k) =>
+                `${metadataValue('object', 'annotations', k)} == ${metadataValue('oldObject', 'annotations', k)}`,
+            ),
+          ].join(' && ')})`,
+          message: `the labels ${IMMUTABLE_ACTION_LABELS.join(', ')} and the annotations ${IMMUTABLE_ACTION_ANNOTATIONS.join(', ')} are fixed when a NodeAction is created: they assign it to a controller instance and to an idempotency key`,
+          reason: 'Forbidden',
         },
       ],
     },

@@ -58,7 +58,8 @@ function templated(yaml: string): string {
     .replace(
       new RegExp(`^( *)- ${DASHBOARD_ARG}$`, 'gm'),
       (_, indent: string) =>
-        `${indent}{{- if not .Values.dashboard.enabled }}\n${indent}- --no-dashboard\n${indent}{{- end }}`,
+        `${indent}{{- if not .Values.dashboard.enabled }}\n${indent}- --no-dashboard\n${indent}{{- end }}\n` +
+        `${indent}{{- if .Values.dashboard.anonymousActions }}\n${indent}- --dashboard-anonymous-actions\n${indent}{{- end }}`,
     )
     .replace(
       new RegExp(`^( *)resources: ${RESOURCES}$`, 'gm'),
@@ -71,7 +72,7 @@ export const chartValues = {
   image: { repository: DEFAULT_IMAGE.split(':').slice(0, -1).join(':'), tag: '', pullPolicy: 'IfNotPresent' },
   replicaCount: 2,
   logLevel: 'info',
-  dashboard: { enabled: true },
+  dashboard: { enabled: true, anonymousActions: false },
   resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } },
 };
 
@@ -105,7 +106,12 @@ const valuesSchema = {
         enabled: {
           type: 'boolean',
           description:
-            'Serve the read-only dashboard at / on the controller port (unauthenticated, like /v1/health; see docs/dashboard.md).',
+            'Serve the read-only dashboard at / on the controller port (its checks, policies and nodes unauthenticated, like /v1/health; see docs/dashboard.md).',
+        },
+        anonymousActions: {
+          type: 'boolean',
+          description:
+            "Show the dashboard's actions, with their requesters and bypass reasons, to readers without a bearer token allowed to list nodeactions (GET /v1/actions needs that). Off by default.",
         },
       },
     },

@@ -27,6 +27,7 @@ import { APPROVED_PHASES } from '../api/phases.ts';
 import { parseDuration } from '../duration.ts';
 import { findCondition, setCondition } from '../kube/conditions.ts';
 import { policyMatches, type ActionRef, type PolicyFacts } from '../policies/evaluate.ts';
+import { redactURL } from '../redact.ts';
 
 /** How long a silence lasts past each hold or renewal (client.ts asks Alertmanager for it). */
 export const LEASE_MS = 10 * 60_000;
@@ -266,7 +267,7 @@ export function planSilences(
   for (const r of records) {
     const before = observed.get(silenceKey(r));
     if (before?.state === r.state) continue;
-    const where = `${r.nodeLabel}="${node}" in ${r.url}`;
+    const where = `${r.nodeLabel}="${node}" in ${redactURL(r.url)}`;
     if (r.state === 'Active')
       event(
         'Normal',
@@ -318,7 +319,7 @@ interface SilencePass {
 type Place = { url: string; nodeLabel: string };
 
 function place(node: string, x: Place): string {
-  return `${x.nodeLabel}="${node}" in ${x.url}`;
+  return `${x.nodeLabel}="${node}" in ${redactURL(x.url)}`;
 }
 
 /** A call about the silence is under way: it is shown, and nothing else is done. */

@@ -28,21 +28,31 @@ const NODE_ACTIONS = `/apis/${API_VERSION}/nodeactions`;
 // Users of this run only, so that parallel runs and other files never share grants.
 const requester = `requester-${RUN}@example.com`;
 const bypasser = `bypasser-${RUN}@example.com`;
+/** Another requester: may create NodeActions, not touch others'. */
+const neighbour = `neighbour-${RUN}@example.com`;
 const controller = controllerUsername(DEFAULT_NAMESPACE);
 /** The controller's ServiceAccount name, but in another namespace: not the controller. */
 const impostor = `system:serviceaccount:${RUN}:gatehouse`;
 
 type Spec = Record<string, unknown>;
 interface NodeAction {
-  metadata: { name: string };
+  metadata: { name: string; resourceVersion?: string; labels?: Record<string, string> };
   spec: Spec & { bypass?: Spec };
 }
 
-function nodeAction(requestedBy: string, spec: Spec = {}) {
+function nodeAction(
+  requestedBy: string,
+  spec: Spec = {},
+  extra: { labels?: Record<string, string>; annotations?: Record<string, string> } = {},
+) {
   return {
     apiVersion: API_VERSION,
     kind: 'NodeAction',
-    metadata: { name: uniqueName('admission'), labels: { 'gatehouse.dev/test-run': RUN } },
+    metadata: {
+      name: uniqueName('admission'),
+      labels: { 'gatehouse.dev/test-run': RUN, ...extra.labels },
+      ...(extra.annotations ? { annotations: extra.annotations } : {}),
+    },
     spec: { nodeName: 'worker-1', action: 'Reboot', requestedBy, ...spec },
   };
 }
@@ -64,7 +74,7 @@ before(async () => {
     subjects: users.map((u) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: u })),
   });
   await serverSideApply(kc, [
-    binding(`${RUN}-requesters`, 'gatehouse:requester', [requester, bypasser, impostor]),
+    binding(`${RUN}-requesters`, 'gatehouse:requester', [requester, bypasser, impostor, neighbour]),
     binding(`${RUN}-bypass`, 'gatehouse:bypass', [bypasser]),
   ]);
   // RBAC and the policy reach the API server's authorizer and admission asynchronously:
@@ -189,5 +199,135 @@ describe('NodeAction admission', () => {
     const impersonated = await refusal(createAs(impostor, nodeAction(bypasser)));
     assert.equal(impersonated.code, 403);
     assert.match(impersonated.message, /spec\.requestedBy must be your own user name/);
+  });
+
+  it('refuses a bypass reason without visible text, in the API server', async () => {
+    for (const reason of ['\u200b', '\u200b\u200b\u200b', '\u2060\u00a0', '-- ..', '42']) {
+      const refused = await refusal(
+        createAs(bypasser, nodeAction(bypasser, { bypass: { hooks: true, reason } })),
+      );
+      assert.equal(refused.code, 422, JSON.stringify(reason));
+      assert.match(
+        refused.message,
+        /spec\.bypass\.reason must say why in words \(at least three letters\)/,
+        JSON.stringify(reason),
+      );
+    }
+    const created = await createAs(
+      bypasser,
+      nodeAction(bypasser, { bypass: { hooks: true, reason: 'OSD 12 ok' } }),
+    );
+    assert.equal(created.spec.bypass?.reason, 'OSD 12 ok');
+  });
+});
+
+describe('the executed mark and the metadata fixed at creation', () => {
+  /** Patches an action's metadata as `user`. */
+  function patchAs(user: string, name: string, metadata: Record<string, unknown>): Promise<NodeAction> {
+    return rest(impersonate(kc, user)).request<NodeAction>(`${NODE_ACTIONS}/${name}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata },
+    });
+  }
+  const mark = { annotations: { 'talos.dev/executed': 'true' } };
+  /** Writes the phase as the controller would (the admin writes status here: no controller runs). */
+  async function setPhase(name: string, phase: string): Promise<void> {
+    await admin.request(`${NODE_ACTIONS}/${name}/status`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { status: { phase } },
+    });
+  }
+
+  it('lets only the requester or a bypass holder mark an Approved External action executed', async () => {
+    const external = await createAs(requester, nodeAction(requester, { execution: 'External' }));
+    const name = external.metadata.name;
+    // Before approval: nobody, not even the requester.
+    await setPhase(name, 'WaitingForHealth');
+    let refused = await refusal(patchAs(requester, name, mark));
+    assert.equal(refused.code, 422);
+    assert.match(
+      refused.message,
+      /talos\.dev\/executed may only be set once the action is Approved; NodeAction \S+ is WaitingForHealth/,
+    );
+    await setPhase(name, 'Approved');
+    // Another requester may not.
+    refused = await refusal(patchAs(neighbour, name, mark));
+    assert.equal(refused.code, 403);
+    assert.match(
+      refused.message,
+      new RegExp(
+        `only the requester of NodeAction ${name} \\(${requester.replace(/[.]/g, '\\.')}\\) or a holder of the verb bypass`,
+      ),
+    );
+    // Its requester may; so may a bypass holder (changing it back, here).
+    const marked = await patchAs(requester, name, mark);
+    assert.equal(
+      (marked as { metadata: { annotations?: Record<string, string> } }).metadata.annotations?.[
+        'talos.dev/executed'
+      ],
+      'true',
+    );
+    await patchAs(bypasser, name, { annotations: { 'talos.dev/executed': null } });
+  });
+
+  it('refuses the mark on a Managed action, and on a new action, from anyone', async () => {
+    const managed = await createAs(requester, nodeAction(requester));
+    await setPhase(managed.metadata.name, 'Approved');
+    for (const user of [requester, bypasser]) {
+      const refused = await refusal(patchAs(user, managed.metadata.name, mark));
+      assert.equal(refused.code, 422, user);
+      assert.match(refused.message, /talos\.dev\/executed is only for External actions/);
+    }
+    const premarked = nodeAction(
+      requester,
+      { execution: 'External' },
+      { annotations: { 'talos.dev/executed': 'true' } },
+    );
+    const refused = await refusal(createAs(requester, premarked));
+    assert.equal(refused.code, 422);
+    assert.match(refused.message, /may only be set once the action is Approved/);
+  });
+
+  it('refuses a change of the controller-instance label or the idempotency metadata, from anyone', async () => {
+    // Choosing an instance (another budget) needs the verb bypass.
+    const chosen = await refusal(
+      createAs(
+        requester,
+        nodeAction(requester, {}, { labels: { 'talos.dev/controller-instance': 'canary' } }),
+      ),
+    );
+    assert.equal(chosen.code, 403);
+    assert.match(
+      chosen.message,
+      /hands a NodeAction to another controller instance, with its own budget: it needs the verb bypass/,
+    );
+    const created = await createAs(
+      bypasser,
+      nodeAction(bypasser, {}, { labels: { 'talos.dev/controller-instance': 'canary' } }),
+    );
+    const name = created.metadata.name;
+    for (const [user, metadata] of [
+      [requester, { labels: { 'talos.dev/controller-instance': 'elsewhere' } }],
+      [requester, { labels: { 'talos.dev/controller-instance': null } }],
+      [bypasser, { labels: { 'talos.dev/idempotency-key-hash': 'abc' } }],
+      [requester, { annotations: { 'talos.dev/request-fingerprint': 'sha256:x' } }],
+    ] as const) {
+      const refused = await refusal(patchAs(user, name, metadata));
+      assert.equal(refused.code, 403, JSON.stringify(metadata));
+      assert.match(refused.message, /are fixed when a NodeAction is created/);
+    }
+    const adminRefused = await refusal(
+      admin.request(`${NODE_ACTIONS}/${name}`, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: { metadata: { labels: { 'talos.dev/controller-instance': 'elsewhere' } } },
+      }),
+    );
+    assert.equal(adminRefused.code, 403);
+    // Other labels stay the requester's to change.
+    const relabelled = await patchAs(bypasser, name, { labels: { team: 'storage' } });
+    assert.equal(relabelled.metadata.labels?.['talos.dev/controller-instance'], 'canary');
   });
 });

@@ -26,7 +26,7 @@ const kc = testKubeConfig();
 const client = rest(kc);
 const instance = uniqueName('api-http');
 const namespace = uniqueName('api-http');
-const tokens = { requester: '', bypasser: '', viewer: '', nobody: '' };
+const tokens = { requester: '', bypasser: '', viewer: '', nobody: '', other: '' };
 const users = { requester: '', bypasser: '' };
 let controller: Controller;
 const bindings: string[] = [];
@@ -136,6 +136,7 @@ before(async () => {
   bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:requester', { namespace, name: 'bypasser' }));
   bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:bypass', { namespace, name: 'bypasser' }));
   bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:view', { namespace, name: 'viewer' }));
+  bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:requester', { namespace, name: 'other' }));
   controller = await startController();
 });
 
@@ -246,6 +247,58 @@ describe('authentication and authorisation', () => {
     });
     assert.equal(notBypassing.status, 201, 'bypass: false asks for nothing');
     cleanupActions(t, (notBypassing.body as unknown as ActionJson).metadata.name);
+  });
+});
+
+describe("the dashboard's actions", () => {
+  it('shows actions, requesters and bypass reasons only to readers allowed to list NodeActions', async (t) => {
+    const reason = uniqueName('a reason only readers of actions may see');
+    const created = await call('POST', '/v1/actions', {
+      token: tokens.bypasser,
+      body: {
+        spec: {
+          nodeName: 'no-such-node-dashboard',
+          action: 'Reboot',
+          bypass: { healthChecks: true, reason },
+        },
+      },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const name = (created.body as unknown as ActionJson).metadata.name;
+    cleanupActions(t, name);
+    const read = async (token?: string) => {
+      const answer = await call('GET', '/v1/dashboard', token ? { token } : {});
+      return { status: answer.status, text: JSON.stringify(answer.body), body: answer.body };
+    };
+    // Anonymous, and with a token that may not list NodeActions: the health part only.
+    for (const token of [undefined, tokens.nobody]) {
+      const hidden = await read(token);
+      assert.equal(hidden.status, 200);
+      assert.equal(hidden.body.actionsHidden, true);
+      assert.deepEqual(hidden.body.actions, []);
+      for (const secret of [name, reason, users.bypasser])
+        assert.ok(!hidden.text.includes(secret), `${token ? 'nobody' : 'anonymous'} sees ${secret}`);
+      assert.ok(Array.isArray(hidden.body.checks), 'the checks stay anonymous');
+    }
+    // The event stream follows the same rule.
+    const stream = await fetch(`${controller.url}/v1/dashboard/events`);
+    const reader = stream.body?.getReader();
+    assert.ok(reader);
+    let first = '';
+    while (!first.includes('\n\n', first.indexOf('data:')))
+      first += new TextDecoder().decode((await reader.read()).value as Uint8Array | undefined);
+    await reader.cancel();
+    assert.match(first, /"actionsHidden":true/);
+    assert.ok(!first.includes(reason));
+    // A reader allowed to list NodeActions sees them.
+    const shown = await waitFor('the action on the dashboard', async () => {
+      const r = await read(tokens.viewer);
+      return r.text.includes(name) ? r : undefined;
+    });
+    assert.equal(shown.body.actionsHidden, false);
+    assert.ok(shown.text.includes(reason));
+    // A token that is not accepted is told so.
+    assert.equal((await read('not-a-token')).status, 401);
   });
 });
 
@@ -643,6 +696,10 @@ describe('marking executed and cancelling', () => {
       },
       { timeoutMs: 60_000 },
     );
+    // Another requester may not mark it: only its own requester, or a holder of the verb bypass.
+    const foreign = await call('POST', `/v1/actions/${name}/executed`, { token: tokens.other });
+    assert.equal(foreign.status, 403);
+    assert.match(String(foreign.body.error), /may not bypass nodeactions/);
     const marked = await call('POST', `/v1/actions/${name}/executed`, { token: tokens.requester });
     assert.equal(marked.status, 200);
     assert.equal((marked.body as unknown as ActionJson).metadata.annotations?.['talos.dev/executed'], 'true');

@@ -16,6 +16,8 @@ import {
   PREREADY_TAINT,
 } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
+import { hookJobName } from '../../src/hooks/job.ts';
+import type { HookObject } from '../../src/hooks/select.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
@@ -546,5 +548,49 @@ describe('boot hooks', () => {
       [old.uid, recreated.uid].sort(),
       'one Job per hook object, each run once for this boot',
     );
+  });
+
+  it("a Job squatting a NodePrereadyJob's Job name is not adopted: the taint stays on", async (t) => {
+    const p = await place(t);
+    const { bootID } = await nodeView(p.node);
+    await createHook(p, 'NodePrereadyJob', 'first', { template: hookTemplate('Succeeded', '3s'), order: 1 });
+    const guard = await createHook(p, 'NodePrereadyJob', 'guard', {
+      template: hookTemplate('Hang'),
+      order: 2,
+    });
+    // A namespace editor creates, before the guard runs, a Job under its name that succeeds.
+    const name = hookJobName(
+      { node: p.node, bootID },
+      { metadata: { name: 'guard', uid: guard.uid } } as HookObject,
+      1,
+    );
+    await client.request(`/apis/batch/v1/namespaces/${p.namespace}/jobs`, {
+      method: 'POST',
+      body: { apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, ...hookTemplate('Succeeded', '0s') },
+    });
+    const failed = await waitFor(
+      'the preready stage to end',
+      async (observe) => {
+        const v = await nodeView(p.node);
+        observe(describeView(v));
+        const phase = v.record?.bootID === bootID ? v.record.preready.phase : undefined;
+        return phase === 'Failed' || phase === 'Succeeded' ? v : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    assert.equal(failed.record?.preready.phase, 'Failed', 'the impostor Job passed for the NodePrereadyJob');
+    const run = failed.record.preready.runs.find((r) => r.name === 'guard');
+    assert.match(
+      run?.message ?? '',
+      new RegExp(`Job ${p.namespace}/${name} was not created by gatehouse for this run`),
+    );
+    assert.ok(failed.tainted, 'the preready taint stays on');
+    for (const r of failed.record.preready.runs) {
+      if (r.startTime && r.completionTime)
+        assert.ok(
+          Date.parse(r.completionTime) >= Date.parse(r.startTime),
+          `${r.name} completed before it started`,
+        );
+    }
   });
 });

@@ -2,9 +2,11 @@
 // world (healthy → unhealthy → healthy) with an Event at each transition, the HTTP health
 // endpoints answer 200/503 as plain probes, and metrics and readiness are served.
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Controller } from '../../src/controller.ts';
-import { silentLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/log.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import { freshNamespace, rest, setNodeReady, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 import { probeScenarios } from '../support/probe-scenarios.ts';
@@ -49,13 +51,18 @@ describe('ClusterHealthCheck controller', () => {
   const group = uniqueName('chc');
   const nodes = [`${group}-a`, `${group}-b`];
   const checkName = uniqueName('nodes-ready');
+  /** The controller's log lines. */
+  const logLines: string[] = [];
 
   before(async () => {
     await installGatehouseAPI(kc);
     for (const n of nodes) await createOwnNode(n, group);
     controller = await Controller.start({
       kubeConfig: kc,
-      log: silentLogger(),
+      log: createLogger({
+        level: 'debug',
+        destination: { write: (line: string) => void logLines.push(line) },
+      }),
       host: '127.0.0.1',
       port: 0,
       leaderElection: false,
@@ -148,6 +155,69 @@ describe('ClusterHealthCheck controller', () => {
     assert.ok(events.some((e) => e.reason === 'CheckUnhealthy' && e.message.includes(nodes[1] as string)));
   });
 
+  it('never shows the credentials of a check URL: status, health, dashboard, Events, logs, metrics', async (t) => {
+    const server = createServer((_req, res) => res.writeHead(500).end('down'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const port = (server.address() as AddressInfo).port;
+    const secrets = ['probe-user', 'S3cretPass', 'T0kenValue', 'K3yValue', 'S1gValue'];
+    const name = uniqueName('secret-url');
+    await api.request('/apis/talos.dev/v1alpha1/clusterhealthchecks', {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'ClusterHealthCheck',
+        metadata: { name, labels: { [SUITE_LABEL]: '' } },
+        spec: {
+          interval: '1s',
+          timeout: '1s',
+          failureThreshold: 1,
+          httpGet: {
+            url: `http://probe-user:S3cretPass@127.0.0.1:${String(port)}/healthz?token=T0kenValue&access_key=K3yValue&X-Amz-Signature=S1gValue&q=up`,
+          },
+        },
+      },
+    });
+    t.after(() =>
+      api
+        .request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`, { method: 'DELETE' })
+        .catch(() => undefined),
+    );
+    const status = await waitFor(`${name} to be unhealthy, naming its URL`, async () => {
+      const chc = await api.request<{ status?: { healthy?: boolean; message?: string } }>(
+        `/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`,
+      );
+      return chc.status?.healthy === false && /127\.0\.0\.1/.test(chc.status.message ?? '')
+        ? chc.status
+        : undefined;
+    });
+    assert.match(
+      status.message ?? '',
+      /http:\/\/\*\*\*@127\.0\.0\.1:\d+\/healthz\?token=\*\*\*&access_key=\*\*\*&X-Amz-Signature=\*\*\*&q=up/,
+    );
+    const events = await waitFor('a CheckUnhealthy event', async () => {
+      const list = await api.request<{ items: { reason: string; message: string }[] }>(
+        '/api/v1/namespaces/default/events',
+        { query: { fieldSelector: `involvedObject.name=${name}` } },
+      );
+      return list.items.some((e) => e.reason === 'CheckUnhealthy') ? list.items : undefined;
+    });
+    const surfaces: Record<string, string> = {
+      status: JSON.stringify(status),
+      '/v1/health': await (await fetch(`${controller.url}/v1/health`)).text(),
+      [`/v1/health/${name}`]: await (await fetch(`${controller.url}/v1/health/${name}`)).text(),
+      '/v1/dashboard': await (await fetch(`${controller.url}/v1/dashboard`)).text(),
+      events: JSON.stringify(events),
+      logs: logLines.join(''),
+      '/metrics': await (await fetch(`${controller.url}/metrics`)).text(),
+    };
+    for (const [surface, text] of Object.entries(surfaces)) {
+      if (surface !== '/metrics')
+        assert.match(text, /\*\*\*@127\.0\.0\.1/, `${surface} names the URL, redacted`);
+      for (const secret of secrets) assert.ok(!text.includes(secret), `${surface} shows ${secret}`);
+    }
+  });
+
   it('runs every probe type through ClusterHealthCheck objects: healthy, unhealthy, healthy', async (t) => {
     const scenarios = probeScenarios.map((make) => make());
     t.after(() => Promise.all(scenarios.map((s) => s.cleanup())));
@@ -198,7 +268,6 @@ describe('ClusterHealthCheck controller', () => {
       ['/v1/health/no-such-check', 404, /ClusterHealthCheck "no-such-check" does not exist/],
       ['/v1/health?action=Explode&node=cp-1', 400, /action "Explode" is not one of Upgrade, Reboot/],
       ['/v1/health?action=Reboot', 400, /both \?action= and \?node=/],
-      ['/v1/health?action=Reboot&node=nowhere', 404, /node "nowhere" does not exist/],
       ['/v2/nothing', 404, /no such endpoint/],
     ];
     for (const [path, code, message] of cases) {
@@ -208,5 +277,18 @@ describe('ClusterHealthCheck controller', () => {
     }
     const post = await fetch(`${controller.url}/v1/health`, { method: 'POST' });
     assert.equal(post.status, 405);
+  });
+
+  it('answers about a node that does not exist as about one without labels (no node enumeration)', async () => {
+    const known = await fetch(`${controller.url}/v1/health?action=Reboot&node=${nodes[0] as string}`);
+    const unknown = await fetch(`${controller.url}/v1/health?action=Reboot&node=no-such-node-anywhere`);
+    assert.equal(unknown.status, known.status);
+    const [a, b] = [(await known.json()) as HealthBody, (await unknown.json()) as HealthBody];
+    assert.deepEqual(Object.keys(b), Object.keys(a));
+    assert.doesNotMatch(JSON.stringify(b), /does not exist/);
+    const one = await fetch(
+      `${controller.url}/v1/health/${checkName}?action=Reboot&node=no-such-node-anywhere`,
+    );
+    assert.notEqual(one.status, 404);
   });
 });

@@ -29,7 +29,7 @@ const instance = uniqueName('cli-json');
 const namespace = uniqueName('cli-json');
 const API = '/apis/talos.dev/v1alpha1';
 const bindings: string[] = [];
-const tokens = { viewer: '', nobody: '' };
+const tokens = { viewer: '', nobody: '', requester: '' };
 let controller: Controller;
 let me = '';
 
@@ -64,6 +64,10 @@ before(async () => {
   });
   tokens.viewer = await serviceAccountToken(kc, namespace, 'viewer');
   tokens.nobody = await serviceAccountToken(kc, namespace, 'nobody');
+  tokens.requester = await serviceAccountToken(kc, namespace, 'requester');
+  bindings.push(
+    await bindClusterRole(undefined, kc, 'gatehouse:requester', { namespace, name: 'requester' }),
+  );
   bindings.push(await bindClusterRole(undefined, kc, 'gatehouse:view', { namespace, name: 'viewer' }));
   controller = await Controller.start({
     kubeConfig: await controllerKubeConfig(kc),
@@ -247,7 +251,7 @@ describe('-o json, exactly', () => {
     assert.match(text.stdout, new RegExp(`^${name}: Healthy \\(nodes probe, ProbeSucceeded\\)\n`));
     assert.match(
       text.stdout,
-      /as the controller last recorded it \(probed \d+s ago; --server asks for a fresh probe\)/,
+      /as the controller last recorded it \(recorded \d+s ago; probed every 1h, and an unchanged result is recorded at most once a minute; --server asks for a fresh probe\)/,
     );
   });
 
@@ -315,6 +319,14 @@ describe('exit codes', () => {
     const noNode = await runCli(['reboot', ...viaKube(), 'no-such-node-at-all']);
     assert.equal(noNode.code, 2);
     assert.equal(noNode.stderr, 'gatehouse: node no-such-node-at-all does not exist\n');
+    // The same exit code through the HTTP API, where the action is Denied for it.
+    const noNodeHttp = await runCli([
+      ...viaHttp(tokens.requester),
+      'reboot',
+      '--external',
+      'no-such-node-at-all-http',
+    ]);
+    assert.equal(noNodeHttp.code, 2, noNodeHttp.stderr);
     // Refused by the API server's schema rules: a request the user must fix.
     const image = await runCli(['upgrade', ...viaKube(), '--image', 'not an image', 'cp-1']);
     assert.equal(image.code, 2);

@@ -49,7 +49,8 @@ let me = '';
 before(async () => {
   await installGatehouseAPI(kc);
   me = await whoami(client);
-  controller = await startGateController(instance);
+  // The operator's opt-in: this page shows actions to anonymous readers.
+  controller = await startGateController(instance, { dashboardAnonymousActions: true });
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     args: [

@@ -7,6 +7,8 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
+import { hookJobName } from '../../src/hooks/job.ts';
+import type { HookObject } from '../../src/hooks/select.ts';
 import type { HookRequest } from '../../src/hooks/webhook.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
@@ -17,6 +19,8 @@ import {
   deleteActionsAfter,
   events,
   getAction,
+  markExecuted,
+  rebootNode,
   waitForActionGone,
   hookTemplate,
   startGateController,
@@ -209,6 +213,95 @@ describe('hooks', () => {
     assert.match(failed.status.message ?? '', /refuses failed: placement groups are not clean/);
   });
 
+  it('an answer outside the protocol is an error, retried slowly, never a success', async (t) => {
+    const p = await place(t);
+    const calls = new Map<string, number>();
+    const answers: Record<string, unknown> = {
+      '/string': { status: 'Success', retryAfterSeconds: '30' },
+      '/tiny': { status: 'Success', retryAfterSeconds: 0.0001 },
+    };
+    const server: Server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        calls.set(req.url ?? '', (calls.get(req.url ?? '') ?? 0) + 1);
+        res
+          .writeHead(200, { 'Content-Type': 'application/json' })
+          .end(JSON.stringify(answers[req.url ?? '']));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const port = (server.address() as AddressInfo).port;
+    await client.request(`/api/v1/namespaces/${p.namespace}/services`, {
+      method: 'POST',
+      body: {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: 'odd-hooks' },
+        spec: { type: 'ExternalName', externalName: 'localhost', ports: [{ port, protocol: 'TCP' }] },
+      },
+    });
+    const webhook = (path: string) => ({ service: { name: 'odd-hooks', port }, path, scheme: 'HTTP' });
+    await createHook(p, 'PreRebootJob', 'says-string', { webhook: webhook('/string') });
+    await createHook(p, 'PreRebootJob', 'says-tiny', { webhook: webhook('/tiny') });
+    const created = await createAction(client, instance, me, { nodeName: p.node });
+    deleteActionsAfter(t, client, created.metadata.name);
+    const started = Date.now();
+    const running = await waitFor('both hooks to have answered', async () => {
+      const a = await getAction(client, created.metadata.name);
+      assert.notEqual(a.status?.phase, 'Approved', 'an answer outside the protocol approved the action');
+      const messages = a.status?.hooks?.map((h) => h.message ?? '') ?? [];
+      return messages.length === 2 && messages.every((m) => /outside the hook protocol/.test(m))
+        ? a
+        : undefined;
+    });
+    const byName = new Map(running.status?.hooks?.map((h) => [h.name, h]));
+    assert.match(byName.get('says-string')?.message ?? '', /retryAfterSeconds is "30", not an integer ≥ 0/);
+    assert.match(byName.get('says-tiny')?.message ?? '', /retryAfterSeconds is 0\.0001, not an integer ≥ 0/);
+    await new Promise((r) => setTimeout(r, Math.max(0, 6000 - (Date.now() - started))));
+    const action = await getAction(client, created.metadata.name);
+    assert.equal(action.status?.phase, 'RunningPreHooks');
+    const elapsed = (Date.now() - started) / 1000;
+    for (const path of ['/string', '/tiny']) {
+      const n = calls.get(path) ?? 0;
+      // An error is asked again after a back-off of seconds: a handful of calls, not thousands.
+      assert.ok(n >= 1 && n <= Math.ceil(elapsed / 5) + 1, `${path}: ${n} calls in ${elapsed}s`);
+    }
+  });
+
+  it("a Job under the hook Job's name that gatehouse did not create is not adopted", async (t) => {
+    const p = await place(t);
+    await createHook(p, 'PreRebootJob', 'first', { template: hookTemplate('Succeeded', '3s'), order: 1 });
+    const guard = await createHook(p, 'PreRebootJob', 'guard', { template: hookTemplate('Hang'), order: 2 });
+    const created = await createAction(client, instance, me, { nodeName: p.node });
+    deleteActionsAfter(t, client, created.metadata.name);
+    // A namespace editor squats the name the guard's Job will have, with a Job that succeeds.
+    const name = hookJobName(
+      {
+        node: p.node,
+        action: { name: created.metadata.name, uid: created.metadata.uid, action: 'Reboot', parameters: {} },
+      },
+      { metadata: { name: 'guard', uid: guard.uid } } as HookObject,
+      1,
+    );
+    const impostor = hookTemplate('Succeeded', '0s');
+    await client.request(`/apis/batch/v1/namespaces/${p.namespace}/jobs`, {
+      method: 'POST',
+      body: { apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, ...impostor },
+    });
+    const ended = await waitForPhase(client, created.metadata.name, ['Failed', 'Approved']);
+    assert.equal(ended.status?.phase, 'Failed', 'the impostor Job passed for the guard hook');
+    const record = ended.status.hooks?.find((h) => h.name === 'guard');
+    assert.equal(record?.phase, 'Failed');
+    assert.match(
+      record.message ?? '',
+      new RegExp(
+        `Job ${p.namespace}/${name} was not created by gatehouse for this run \\(its label app.kubernetes.io/managed-by is missing`,
+      ),
+    );
+    assert.match(ended.status.message ?? '', /guard failed: Job .* was not created by gatehouse/);
+  });
+
   it('deleting an unfinished action cancels it and deletes its running hook Jobs', async (t) => {
     const p = await place(t);
     await createHook(p, 'PreRebootJob', 'hangs', { template: hookTemplate('Hang') });
@@ -228,5 +321,40 @@ describe('hooks', () => {
     const cancelled = (await events(client, created.metadata.name)).find((e) => e.reason === 'Cancelled');
     assert.ok(cancelled, 'a Cancelled event');
     assert.match(cancelled.message, /deleted before it finished \(it was RunningPreHooks\)/);
+  });
+
+  it('a hook deleted while it runs closes its run and deletes its Job; the action keeps no finalizer', async (t) => {
+    const p = await place(t);
+    await createHook(p, 'PreRebootJob', 'hangs', { template: hookTemplate('Hang') });
+    await createHook(p, 'PreRebootJob', 'quick', { template: hookTemplate('Succeeded', '1s'), order: 5 });
+    const created = await createAction(client, instance, me, { nodeName: p.node });
+    deleteActionsAfter(t, client, created.metadata.name);
+    await waitFor('the hanging hook to run', async () => {
+      const a = await getAction(client, created.metadata.name);
+      return a.status?.hooks?.find((h) => h.name === 'hangs')?.phase === 'Running' ? a : undefined;
+    });
+    await client.request(`${API}/namespaces/${p.namespace}/prerebootjobs/hangs`, { method: 'DELETE' });
+    const approved = await waitForPhase(client, created.metadata.name, ['Approved', 'Failed']);
+    assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
+    const closed = approved.status.hooks?.find((h) => h.name === 'hangs');
+    assert.equal(closed?.phase, 'Failed', 'the run of the deleted hook still says it runs');
+    assert.match(
+      closed.message ?? '',
+      /hangs was deleted, or no longer selects node .*, while it ran: its run is closed and its Job deleted/,
+    );
+    await waitFor('its Job to be deleted', async () => {
+      const jobs = await jobsOf(p.namespace, created.metadata.uid);
+      const job = jobs.find((j) => j.metadata.name === closed.jobName);
+      return !job || job.metadata.deletionTimestamp ? true : undefined;
+    });
+    // The action ends, and lets go of its finalizer.
+    await markExecuted(client, created.metadata.name);
+    await rebootNode(client, p.node);
+    const done = await waitForPhase(client, created.metadata.name, ['Succeeded', 'Failed']);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    await waitFor('the finalizer to go', async () => {
+      const a = await getAction(client, created.metadata.name);
+      return (a.metadata.finalizers ?? []).includes('talos.dev/node-action') ? undefined : true;
+    });
   });
 });

@@ -230,4 +230,38 @@ describe('ActionPolicy', () => {
     const next = await waitForPhase(client, other.metadata.name, ['Approved', 'Failed']);
     assert.equal(next.status?.phase, 'Approved');
   });
+
+  it('an action of another controller instance still holds its node', async (t) => {
+    const group = uniqueName('foreign');
+    const [node = ''] = await createTestNodes(t, client, group, 1, { 'gatehouse.test/group': group });
+    // An Approved action on the node, handed to an instance that is not running.
+    const foreign = await createAction(client, `${instance}-elsewhere`, me, { nodeName: node });
+    deleteActionsAfter(t, client, foreign.metadata.name);
+    await client.request(`${API}/nodeactions/${foreign.metadata.name}/status`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { status: { phase: 'Approved' } },
+    });
+    const ours = await createAction(client, instance, me, { nodeName: node });
+    deleteActionsAfter(t, client, ours.metadata.name);
+    const waiting = await waitFor('our action to be told why it waits', async () => {
+      const a = await getAction(client, ours.metadata.name);
+      assert.equal(a.status?.phase ?? 'Pending', 'Pending', `admitted beside ${foreign.metadata.name}`);
+      return /held by/.test(a.status?.message ?? '') ? a : undefined;
+    });
+    assert.match(
+      waiting.status?.message ?? '',
+      new RegExp(
+        `node ${node} is held by NodeAction ${foreign.metadata.name} \\(Approved\\) of controller instance ${instance}-elsewhere`,
+      ),
+    );
+    // Once that one ends, ours goes.
+    await client.request(`${API}/nodeactions/${foreign.metadata.name}/status`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { status: { phase: 'Cancelled' } },
+    });
+    const admitted = await waitForPhase(client, ours.metadata.name, ['Approved', 'Failed', 'Denied']);
+    assert.equal(admitted.status?.phase, 'Approved', admitted.status?.message);
+  });
 });

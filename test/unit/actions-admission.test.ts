@@ -39,6 +39,29 @@ function inPhase(
 }
 
 describe('planAdmissions', () => {
+  it("keeps an action off a node another instance's action holds, without counting it against the budget", () => {
+    const pending = (name: string, node: string) =>
+      inPhase(name, node, 'Pending', 1, { finalizers: [FINALIZER] });
+    const foreign = inPhase('canary', 'w1', 'Approved', 0, {
+      labels: { 'talos.dev/controller-instance': 'canary' },
+    });
+    const plan = planAdmissions({
+      now: T0,
+      policies: [storage],
+      nodes,
+      actions: [pending('a', 'w1'), pending('b', 'w2'), pending('c', 'w3')],
+      others: [foreign, inPhase('done', 'w2', 'Succeeded', 0)],
+    });
+    assert.deepEqual(
+      plan.admit.map((u) => u.action.metadata.name),
+      ['b', 'c'],
+    );
+    assert.match(
+      plan.wait.find((u) => u.action.metadata.name === 'a')?.status.message ?? '',
+      /node w1 is held by NodeAction canary \(Approved\) of controller instance canary/,
+    );
+  });
+
   it('admits the oldest pending actions up to the budget, counting those admitted ahead of them', () => {
     const plan = planAdmissions({
       now: T0,

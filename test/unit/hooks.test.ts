@@ -3,11 +3,23 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import type { HookRun } from '../../src/api/hooks.ts';
-import { buildHookJob, hookJobName, jobFacts, runIdentity, type HookSubject } from '../../src/hooks/job.ts';
-import { planHookStage, WEBHOOK_ERROR_BACKOFF_MS } from '../../src/hooks/plan.ts';
+import {
+  buildHookJob,
+  hookJobName,
+  jobFacts,
+  jobImpostor,
+  runIdentity,
+  type HookSubject,
+} from '../../src/hooks/job.ts';
+import {
+  planHookStage,
+  WEBHOOK_CALL_BUDGET,
+  WEBHOOK_ERROR_BACKOFF_MS,
+  WEBHOOK_MIN_RETRY_MS,
+} from '../../src/hooks/plan.ts';
 import { orderGroups, selectHooks } from '../../src/hooks/select.ts';
 import { withHookRun } from '../../src/hooks/status.ts';
-import { callWebhook, hookRequest, parseHookAnswer } from '../../src/hooks/webhook.ts';
+import { callWebhook, hookRequest, parseHookAnswer, webhookText } from '../../src/hooks/webhook.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { T0, at, hook, webhookHook } from './action-fixtures.ts';
 
@@ -212,6 +224,159 @@ describe('hook selection and order', () => {
   });
 });
 
+describe('hook Job adoption', () => {
+  const h = hook('PreUpgradeJob', 'noout');
+  const ours = buildHookJob(h, subject, 1);
+  const record = {
+    uid: h.metadata.uid,
+    attempt: 1,
+    templateHash: ours.metadata?.annotations?.['talos.dev/template-hash'] ?? '',
+  };
+  type Meta = {
+    name: string;
+    labels: Record<string, string>;
+    annotations: Record<string, string>;
+    ownerReferences: { uid: string }[];
+  };
+  const meta = (): Meta => ({
+    name: ours.metadata?.name ?? '',
+    labels: { ...ours.metadata?.labels },
+    annotations: { ...ours.metadata?.annotations },
+    ownerReferences: (ours.metadata?.ownerReferences ?? []).map((o) => ({ uid: o.uid })),
+  });
+  const observed = (metadata: Meta) => jobFacts({ metadata }).provenance;
+
+  it('adopt the Job gatehouse built for the run', () => {
+    assert.match(record.templateHash, /^[0-9a-f]{32}$/);
+    const provenance = observed(meta());
+    assert.ok(provenance);
+    assert.equal(jobImpostor(provenance, subject, record), undefined);
+  });
+
+  it('refuse a Job under the same name without the labels, owner or hash of the run', () => {
+    const variants: [string, (m: Meta) => void, RegExp][] = [
+      ['no labels', (m) => (m.labels = {}), /label app.kubernetes.io\/managed-by is missing/],
+      [
+        'another hook',
+        (m) => (m.labels['talos.dev/hook-uid'] = 'other'),
+        /label talos.dev\/hook-uid is "other"/,
+      ],
+      [
+        'another attempt',
+        (m) => (m.labels['talos.dev/attempt'] = '2'),
+        /label talos.dev\/attempt is "2", not "1"/,
+      ],
+      [
+        'another action',
+        (m) => (m.labels['talos.dev/action-uid'] = 'uid-b'),
+        /label talos.dev\/action-uid is "uid-b"/,
+      ],
+      ['no owner', (m) => (m.ownerReferences = []), /not owned by NodeAction upgrade-w1 \(uid uid-a\)/],
+      [
+        'another template',
+        (m) => (m.annotations['talos.dev/template-hash'] = 'f'.repeat(32)),
+        /template-hash is "f{32}", not that of the Job gatehouse built/,
+      ],
+      ['no hash', (m) => delete m.annotations['talos.dev/template-hash'], /template-hash is missing/],
+    ];
+    for (const [what, change, problem] of variants) {
+      const m = meta();
+      change(m);
+      const provenance = observed(m);
+      assert.ok(provenance);
+      assert.match(jobImpostor(provenance, subject, record) ?? 'adopted', problem, what);
+    }
+  });
+
+  it('fail the run naming the Job that is not its own, and never record a completion before the start', () => {
+    const first = planHookStage({
+      now: T0,
+      subject,
+      hooks: [h],
+      records: [],
+      jobs: new Map(),
+      webhooks: new Map(),
+    });
+    const name = first.records[0]?.jobName ?? '';
+    const impostor = jobFacts({
+      metadata: { name, namespace: h.metadata.namespace },
+      status: { completionTime: '2000-01-01T00:00:00Z', conditions: [{ type: 'Complete', status: 'True' }] },
+    });
+    const next = planHookStage({
+      now: at(5),
+      subject,
+      hooks: [h],
+      records: first.records,
+      jobs: new Map([[`${h.metadata.namespace}/${name}`, impostor]]),
+      webhooks: new Map(),
+    });
+    assert.equal(next.outcome, 'Failed');
+    assert.match(
+      next.records[0]?.message ?? '',
+      new RegExp(`Job ${h.metadata.namespace}/${name} was not created by gatehouse for this run`),
+    );
+    assert.ok(!next.effects.some((e) => e.type === 'deleteJob'), 'a Job that is not ours is left alone');
+    const real = jobFacts({
+      metadata: {
+        name,
+        namespace: h.metadata.namespace,
+        labels: ours.metadata?.labels ?? {},
+        annotations: ours.metadata?.annotations ?? {},
+        ownerReferences: ours.metadata?.ownerReferences ?? [],
+      },
+      status: { completionTime: '2000-01-01T00:00:00Z', conditions: [{ type: 'Complete', status: 'True' }] },
+    });
+    const done = planHookStage({
+      now: at(5),
+      subject,
+      hooks: [h],
+      records: first.records,
+      jobs: new Map([[`${h.metadata.namespace}/${name}`, real]]),
+      webhooks: new Map(),
+    });
+    assert.equal(done.outcome, 'Succeeded');
+    assert.equal(done.records[0]?.completionTime, first.records[0]?.startTime);
+  });
+});
+
+describe('a hook gone while it runs', () => {
+  it('has its run closed, saying so, and its Job deleted; runs of other stages are left alone', () => {
+    const gone = hook('PreUpgradeJob', 'gone');
+    const stays = hook('PreUpgradeJob', 'stays');
+    const first = planHookStage({
+      now: T0,
+      subject,
+      hooks: [gone, stays],
+      records: [],
+      jobs: new Map(),
+      webhooks: new Map(),
+    });
+    const other = {
+      ...(first.records[0] as NonNullable<(typeof first.records)[0]>),
+      kind: 'NodeReadyJob' as const,
+      name: 'elsewhere',
+    };
+    const next = planHookStage({
+      now: at(5),
+      subject,
+      hooks: [stays],
+      kinds: ['PreUpgradeJob'],
+      records: [...first.records, other],
+      jobs: new Map(),
+      webhooks: new Map(),
+    });
+    const closed = next.records.find((r) => r.name === 'gone');
+    assert.equal(closed?.phase, 'Failed');
+    assert.match(
+      closed.message ?? '',
+      /PreUpgradeJob .*\/gone was deleted, or no longer selects node w1, while it ran: its run is closed and its Job deleted/,
+    );
+    assert.ok(next.effects.some((e) => e.type === 'deleteJob' && e.name === closed.jobName));
+    assert.equal(next.records.find((r) => r.name === 'elsewhere')?.phase, 'Pending', "another stage's run");
+    assert.equal(next.outcome, 'Running', 'the hook that stays still runs');
+  });
+});
+
 describe('webhook hooks', () => {
   it('read answers as the callback protocol says', () => {
     assert.deepEqual(parseHookAnswer('POST x', 200, '{"status":"Success","message":"ok"}'), {
@@ -236,6 +401,87 @@ describe('webhook hooks', () => {
     assert.match(
       parseHookAnswer('POST x', 200, '{"status":"Maybe"}').message,
       /without status Success or Failure/,
+    );
+  });
+
+  it('treat every field outside the protocol as an error that says what was wrong', () => {
+    const cases: [string, RegExp][] = [
+      ['{"status":"Success","retryAfterSeconds":"30"}', /retryAfterSeconds is "30", not an integer ≥ 0/],
+      ['{"status":"Success","retryAfterSeconds":0.0001}', /retryAfterSeconds is 0.0001, not an integer ≥ 0/],
+      ['{"status":"Success","retryAfterSeconds":-1}', /retryAfterSeconds is -1, not an integer ≥ 0/],
+      ['{"status":"Success","retryAfterSeconds":1e9}', /retryAfterSeconds is 1000000000, more than 3600/],
+      ['{"status":"Success","retryAfterSeconds":null}', /retryAfterSeconds is null/],
+      ['{"status":"Success","message":{"a":1}}', /message is a object, not a string/],
+      ['{"status":"success"}', /without status Success or Failure \(status: "success"\)/],
+      ['[{"status":"Success"}]', /not a JSON object/],
+      ['"Success"', /not a JSON object/],
+      ['null', /not a JSON object/],
+    ];
+    for (const [body, problem] of cases) {
+      const answer = parseHookAnswer('POST x', 200, body);
+      assert.equal(answer.outcome, 'Error', body);
+      assert.match(answer.message, problem, body);
+    }
+    // Integers ≥ 0 are the protocol; other fields are ignored, and only the message is kept.
+    assert.deepEqual(
+      parseHookAnswer('POST x', 200, '{"status":"Success","retryAfterSeconds":0,"extra":"secret"}'),
+      { outcome: 'Success', message: 'POST x answered Success', retryAfterMs: 0 },
+    );
+    const long = parseHookAnswer(
+      'POST x',
+      200,
+      JSON.stringify({ status: 'Failure', message: `a\nb\u0000${'x'.repeat(5000)}` }),
+    );
+    assert.ok(long.message.length <= 1024, `${long.message.length} characters kept`);
+    assert.ok(long.message.startsWith('a b x'), long.message.slice(0, 10));
+    assert.equal(webhookText('\u2028line\u0007 two\r\n'), 'line two');
+  });
+
+  it('wait at least a second between calls, and stop calling after the budget', () => {
+    const w = webhookHook('PreRebootJob', 'cb');
+    const first = planHookStage({
+      now: T0,
+      subject,
+      hooks: [w],
+      records: [],
+      jobs: new Map(),
+      webhooks: new Map(),
+    });
+    const key = first.effects.find((e) => e.type === 'callWebhook');
+    assert.ok(key);
+    const notYet = (calls: number, retryAfterMs: number) =>
+      new Map([
+        [
+          key.key,
+          {
+            inFlight: false,
+            calls,
+            last: { outcome: 'NotYet' as const, message: 'wait', retryAfterMs, at: T0 },
+          },
+        ],
+      ]);
+    const soon = planHookStage({
+      now: new Date(T0.getTime() + WEBHOOK_MIN_RETRY_MS - 1),
+      subject,
+      hooks: [w],
+      records: first.records,
+      jobs: new Map(),
+      webhooks: notYet(1, 1),
+    });
+    assert.ok(!soon.effects.some((e) => e.type === 'callWebhook'), 'asked again sooner than a second');
+    const spent = planHookStage({
+      now: at(10),
+      subject,
+      hooks: [w],
+      records: first.records,
+      jobs: new Map(),
+      webhooks: notYet(WEBHOOK_CALL_BUDGET, 1000),
+    });
+    assert.ok(!spent.effects.some((e) => e.type === 'callWebhook'));
+    assert.equal(spent.outcome, 'Failed');
+    assert.match(
+      spent.message,
+      new RegExp(`was called ${WEBHOOK_CALL_BUDGET} times without answering Success or Failure: wait`),
     );
   });
 

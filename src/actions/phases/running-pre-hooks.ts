@@ -32,6 +32,7 @@ export function runningPreHooks(b: DecisionBuilder): void {
     now,
     subject: b.subject(node.bootID),
     hooks,
+    kinds: [PRE_HOOK_KIND[spec.action]],
     records: b.records(),
     jobs: input.jobs,
     webhooks: input.webhooks,

@@ -5,6 +5,7 @@
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { isIP } from 'node:net';
+import { redactURL } from '../../redact.ts';
 import { errorMessage } from '../../wait.ts';
 import type { ServiceAddress } from '../service-address.ts';
 import { describeNetworkError } from './network-error.ts';
@@ -34,7 +35,8 @@ export class HttpGetError extends Error {
 
 /** How a target is named in messages: the URL, and where it was reached if elsewhere. */
 export function describeTarget(url: URL, address: ServiceAddress): string {
-  return address.via ? `${url.href} (via ${address.via})` : url.href;
+  const shown = redactURL(url);
+  return address.via ? `${shown} (via ${address.via})` : shown;
 }
 
 /**

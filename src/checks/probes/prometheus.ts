@@ -4,6 +4,7 @@
 import type { Static } from 'typebox';
 import type { PrometheusProbe } from '../../api/cluster-health-check.ts';
 import { KubeApiError } from '../../kube/rest.ts';
+import { redactURL } from '../../redact.ts';
 import type { Probe, ProbeContext } from '../probe.ts';
 import { resolveHost } from '../service-address.ts';
 import { bodyExcerpt, describeTarget, httpGet } from './http-request.ts';
@@ -100,7 +101,9 @@ async function alertsProbe(spec: PrometheusProbeSpec, matchers: readonly string[
   const data = await callApi(spec, '/api/v1/alerts', {}, context);
   const alerts = (data as { alerts?: unknown } | undefined)?.alerts;
   if (!Array.isArray(alerts))
-    throw new Error(`Prometheus at ${spec.url} answered /api/v1/alerts without a data.alerts list`);
+    throw new Error(
+      `Prometheus at ${redactURL(spec.url)} answered /api/v1/alerts without a data.alerts list`,
+    );
   const firing = (alerts as Alert[]).filter((a) => a.state === 'firing');
   const matching = firing.filter((a) => parsed.every((m) => m.matches(a.labels ?? {})));
   const names = someOf(

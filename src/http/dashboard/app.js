@@ -480,8 +480,10 @@ function render(view) {
   );
   for (const name of expanded) if (!view.actions.some((a) => a.name === name)) expanded.delete(name);
   const omitted = byId('actions-omitted');
-  omitted.hidden = view.actionsOmitted === 0;
-  omitted.textContent = `${String(view.actionsOmitted)} older finished actions are not shown (kubectl get nodeactions lists them).`;
+  omitted.hidden = view.actionsOmitted === 0 && !view.actionsHidden;
+  omitted.textContent = view.actionsHidden
+    ? 'Actions are shown only to readers allowed to list NodeActions (a bearer token, as for GET /v1/actions), unless the operator lets anonymous readers see them (chart value dashboard.anonymousActions).'
+    : `${String(view.actionsOmitted)} older finished actions are not shown (kubectl get nodeactions lists them).`;
   section(
     'nodes',
     view.nodes,
