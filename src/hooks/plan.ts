@@ -22,7 +22,7 @@ import {
   type JobFacts,
 } from './job.ts';
 import { hookRef, orderGroups, type HookObject } from './select.ts';
-import { hookRequest, type HookRequest, type WebhookAnswer } from './webhook.ts';
+import { hookRequest, type HookRequest, type WebhookAnswer } from './protocol.ts';
 
 export type HookRunRecord = NonNullable<NonNullable<NodeAction['status']>['hooks']>[number];
 

@@ -9,7 +9,7 @@ import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
 import { hookJobName } from '../../src/hooks/job.ts';
 import type { HookObject } from '../../src/hooks/select.ts';
-import type { HookRequest } from '../../src/hooks/webhook.ts';
+import type { HookRequest } from '../../src/hooks/protocol.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   createGroupHook,

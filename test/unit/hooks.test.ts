@@ -19,7 +19,8 @@ import {
 } from '../../src/hooks/plan.ts';
 import { orderGroups, selectHooks } from '../../src/hooks/select.ts';
 import { withHookRun } from '../../src/hooks/status.ts';
-import { callWebhook, hookRequest, parseHookAnswer, webhookText } from '../../src/hooks/webhook.ts';
+import { hookRequest, parseHookAnswer, webhookText } from '../../src/hooks/protocol.ts';
+import { callWebhook } from '../../src/hooks/webhook.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { T0, at, hook, webhookHook } from './action-fixtures.ts';
 
