@@ -801,7 +801,7 @@ export class ActionReconciler {
   /**
    * The decision an action just admitted goes on to, taken with its admission (one
    * write): only when its health gate's evaluation, begun ahead, is done or nearly
-   * (FOLD_WAIT_MS) and the decision is a status alone — no finalizer to add or remove.
+   * (FOLD_WAIT_MS) and the decision approves it.
    * Undefined: the admission is written alone, and the action's own pass goes on.
    */
   private async decideOnward(admitted: ActionObject): Promise<ActionDecision | undefined> {
@@ -812,7 +812,11 @@ export class ActionReconciler {
       if (!this.fresh.finished(uid)) return undefined;
     }
     const decision = await this.decideFor(admitted, true);
-    if (decision.addFinalizer || decision.removeFinalizer || decision.evaluateChecks) return undefined;
+    // Only all the way to the approval, which the requester waits for: an action held at
+    // its health gate or on its pre-hooks waits seconds anyway, and is written phase by
+    // phase as before.
+    if (decision.status.phase !== 'Approved' || decision.addFinalizer || decision.removeFinalizer)
+      return undefined;
     return decision;
   }
 
