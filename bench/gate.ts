@@ -175,6 +175,14 @@ export async function gateBench(sandbox: Sandbox, samples: number): Promise<void
     const t0 = performance.now();
     const latencies: number[] = [];
     for (let i = 0; i < samples; i++) latencies.push(await runAction(`gate-${String(i)}`));
+    // When the benchmark saw each action Pending, if it ever was: from its creation, and to Approved.
+    const steps = latencies.flatMap((latency, i) => {
+      const name = `gate-${String(i)}`;
+      const pending = observer.seen.get(`${name}:Pending`);
+      const approved = observer.seen.get(`${name}:Approved`);
+      if (pending === undefined || approved === undefined) return [];
+      return [{ toPending: latency - (approved - pending), toApproved: approved - pending }];
+    });
     const busy = performance.now() - t0;
     const after = await requestsServed(api);
     // The same span with nothing to do: the cluster's own background requests.
@@ -182,6 +190,25 @@ export async function gateBench(sandbox: Sandbox, samples: number): Promise<void
     await sleep(Math.min(busy, 20_000));
     const idle = ((await requestsServed(api)) - idle0) * (busy / Math.min(busy, 20_000));
     const floor = (await measureWatchRoundTrip(kc, 'bench', 200)).samples;
+    // What the steps in between cost, one request at a time: the controller's reads and writes.
+    const timed = async (count: number, request: (i: number) => Promise<unknown>) => {
+      const out: number[] = [];
+      for (let i = 0; i < count; i++) {
+        const s = performance.now();
+        await request(i);
+        out.push(performance.now() - s);
+      }
+      return percentile(out, 50);
+    };
+    const listActions = await timed(50, () => api.request(`${API}/nodeactions`));
+    const listNodes = await timed(50, () => api.request('/api/v1/nodes'));
+    const write = await timed(50, (i) =>
+      api.request(`${API}/nodeactions/gate-0`, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: { metadata: { annotations: { 'bench.gatehouse.dev/write': String(i) } } },
+      }),
+    );
     report(
       `gate latency: NodeAction created → Approved, 10 healthy checks, no hooks (${String(samples)} actions, one at a time)`,
       [
@@ -198,6 +225,33 @@ export async function gateBench(sandbox: Sandbox, samples: number): Promise<void
       '≤ 2.5×',
     );
     const perAction = ((after - before - idle) / samples).toFixed(1);
+    report('gate latency, step by step (p50; requests timed one at a time in the same run)', [
+      [
+        `created → seen Pending (${String(steps.length)} of ${String(samples)} seen Pending)`,
+        steps.length
+          ? ms(
+              percentile(
+                steps.map((s) => s.toPending),
+                50,
+              ),
+            )
+          : '-',
+      ],
+      [
+        'seen Pending → seen Approved',
+        steps.length
+          ? ms(
+              percentile(
+                steps.map((s) => s.toApproved),
+                50,
+              ),
+            )
+          : '-',
+      ],
+      ["LIST nodeactions (the admission's quorum read)", ms(listActions)],
+      ['LIST nodes (one probe of a check)', ms(listNodes)],
+      ['a write (PATCH of a NodeAction)', ms(write)],
+    ]);
     report('API requests per completed action (apiserver_request_total, idle background subtracted)', [
       ['requests per action', perAction],
       ['of which the benchmark client made', '2 (create, mark executed; its watches are long-lived)'],

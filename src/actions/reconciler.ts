@@ -40,7 +40,17 @@ import { uncordonFor } from '../talos/drain.ts';
 import type { TalosExecutor } from '../talos/execution.ts';
 import { errorMessage } from '../wait.ts';
 import { actionRef, isCandidate, planAdmissions } from './admission.ts';
-import { decide, type ActionEffect, type ActionInput, type CheckFacts, type NodeFacts } from './decide.ts';
+import { checkGates } from '../checks/selection.ts';
+import {
+  decide,
+  type ActionDecision,
+  type ActionEffect,
+  type ActionInput,
+  type CheckFacts,
+  type FreshChecks,
+  type NodeFacts,
+} from './decide.ts';
+import { FreshEvaluations } from './fresh-evaluations.ts';
 import { DEFAULT_RETENTION, planRetention, type RetentionPolicy } from './retention.ts';
 import { holdSilences } from './silences.ts';
 
@@ -50,8 +60,24 @@ export function instanceSelector(instance: string | undefined): string {
 }
 
 export const ADMISSION_KEY = '@admission';
+
+/** A new action, set up by its reconciler (the finalizer) and with no status yet: its first status is the admission pass's. */
+function isNew(action: ActionObject): boolean {
+  return (
+    action.status?.phase === undefined &&
+    action.metadata.deletionTimestamp === undefined &&
+    (action.metadata.finalizers ?? []).includes(NODE_ACTION_FINALIZER)
+  );
+}
+
 export const RETENTION_KEY = '@retention';
 const RETENTION_INTERVAL_MS = 10 * 60_000;
+/**
+ * How long an admission pass waits for an admitted action's fresh evaluation (begun
+ * beside its list) before writing the admission alone: a slow probe must not hold up
+ * every other admission.
+ */
+const FOLD_WAIT_MS = 250;
 
 export type ActionObject = ObservedNodeAction & KubeObject;
 type PolicyObject = ActionPolicy & KubeObject;
@@ -128,6 +154,7 @@ export class ActionReconciler {
   private readonly superseded = new Map<string, string>();
   private readonly uidToName = new Map<string, string>();
   private readonly silences: SilenceLeases;
+  private readonly fresh: FreshEvaluations;
   private started = false;
   private leading = false;
 
@@ -136,6 +163,7 @@ export class ActionReconciler {
     this.log = options.log;
     this.silences =
       options.silences ?? new SilenceLeases({ log: options.log.child({ component: 'silences' }) });
+    this.fresh = new FreshEvaluations(options.checks);
     this.queue = new WorkQueue({
       name: 'nodeactions',
       log: options.log,
@@ -178,6 +206,8 @@ export class ActionReconciler {
     const { actions, nodes, jobs, policies, checkInformer } = this.o;
     actions.on('add', (a) => {
       this.uidToName.set(a.metadata.uid, a.metadata.name);
+      // A new action: its health gate's evaluation starts now, beside its first writes.
+      if (a.status?.phase === undefined && this.started && this.o.isLeader()) this.beginEvaluation(a);
       this.queue.add(a.metadata.name);
       if (!isTerminal(a.status?.phase)) this.queue.add(ADMISSION_KEY);
     });
@@ -196,6 +226,7 @@ export class ActionReconciler {
     actions.on('delete', (a) => {
       this.uidToName.delete(a.metadata.uid);
       this.superseded.delete(a.metadata.name);
+      this.fresh.forget(a.metadata.uid);
       this.o.runner.forget(`action/${a.metadata.uid}/`);
       this.o.executor?.forget(a.metadata.uid);
       this.silences.forget(a.metadata.uid);
@@ -312,6 +343,48 @@ export class ActionReconciler {
     }
     this.superseded.delete(name);
     const log = this.log.child({ action: name, node: action.spec.nodeName });
+    const decision = await this.decideFor(action);
+    if (!this.o.isLeader()) return undefined;
+    if (isNew(action) && decision.status.phase === 'Pending') {
+      // Recorded as requested by the admission pass, in the same write as its admission
+      // when its policies allow it at once: one write instead of two.
+      this.queue.add(ADMISSION_KEY);
+      return undefined;
+    }
+    return this.commit(action, decision, log);
+  }
+
+  /** The checks that gate the action on its node, as the cache has them; undefined without a node. */
+  private gatingChecks(action: ActionObject): string[] | undefined {
+    const node = this.o.nodes.get(action.spec.nodeName);
+    if (!node || action.spec.bypass?.healthChecks) return undefined;
+    const labels = node.metadata.labels ?? {};
+    return this.checkFacts()
+      .filter((c) => checkGates(c.spec, action.spec.action, labels))
+      .map((c) => c.name);
+  }
+
+  /** Begins the fresh evaluation the action's health gate will ask for (fresh-evaluations.ts). */
+  private beginEvaluation(action: ActionObject): void {
+    if (action.metadata.deletionTimestamp) return;
+    const names = this.gatingChecks(action);
+    if (names && names.length > 0) this.fresh.begin(action.metadata.uid, names);
+  }
+
+  /** A fresh evaluation of these checks for the action: the one begun ahead of the gate, or one now. */
+  private async evaluate(uid: string, names: string[]): Promise<FreshChecks> {
+    const begun = this.fresh.take(uid, names);
+    if (begun) return begun;
+    const states = await this.o.checks.evaluateNow(names);
+    return { at: new Date(), states };
+  }
+
+  /**
+   * decide() on what the caches show of the action, with a fresh evaluation when it asks
+   * (with `begunOnly`, only one already begun: otherwise the decision is left asking), then
+   * its silences.
+   */
+  private async decideFor(action: ActionObject, begunOnly = false): Promise<ActionDecision> {
     const records = action.status?.hooks ?? [];
     const input: ActionInput = {
       now: new Date(),
@@ -326,20 +399,29 @@ export class ActionReconciler {
     let now = input.now;
     let decision = decide(input);
     if (decision.evaluateChecks) {
-      const states = await this.o.checks.evaluateNow(decision.evaluateChecks);
+      const begun = begunOnly ? this.fresh.take(action.metadata.uid, decision.evaluateChecks) : undefined;
+      if (begunOnly && !begun) return decision;
+      const fresh = await (begun ?? this.evaluate(action.metadata.uid, decision.evaluateChecks));
       now = new Date();
-      decision = decide({ ...input, now, fresh: { at: now, states } });
+      decision = decide({ ...input, now, fresh });
     }
     const nodeObject = this.o.nodes.get(action.spec.nodeName);
-    decision = holdSilences(decision, action, {
+    return holdSilences(decision, action, {
       now,
       policies: this.policyFacts(),
       nodeLabels: nodeObject ? (nodeObject.metadata.labels ?? {}) : undefined,
       facts: this.silences.facts(action.metadata.uid),
     });
-    if (!this.o.isLeader()) return undefined;
+  }
 
+  /** Carries out a decision about the action as observed: its status written (conditionally), then its effects. */
+  private async commit(
+    action: ActionObject,
+    decision: ActionDecision,
+    log: Logger,
+  ): Promise<ReconcileResult | undefined> {
     if (decision.addFinalizer) {
+      // The written object enters the cache at once (applyWritten), which brings the next pass.
       await this.patchFinalizers(action, [...(action.metadata.finalizers ?? []), NODE_ACTION_FINALIZER]);
       return undefined;
     }
@@ -550,20 +632,25 @@ export class ActionReconciler {
     );
     if (action.metadata.resourceVersion)
       this.superseded.set(action.metadata.name, action.metadata.resourceVersion);
+    this.o.actions.applyWritten(action.metadata.resourceVersion, written);
     this.o.metrics?.statusWrites.inc();
     return written;
   }
 
   private async patchFinalizers(action: ActionObject, finalizers: string[]): Promise<void> {
     try {
-      await this.o.rest.request(`${NODE_ACTIONS_PATH}/${action.metadata.name}`, {
-        method: 'PATCH',
-        contentType: 'application/merge-patch+json',
-        // The resourceVersion makes the patch conditional: finalizers are a list.
-        body: { metadata: { resourceVersion: action.metadata.resourceVersion, finalizers } },
-      });
+      const written = await this.o.rest.request<ActionObject>(
+        `${NODE_ACTIONS_PATH}/${action.metadata.name}`,
+        {
+          method: 'PATCH',
+          contentType: 'application/merge-patch+json',
+          // The resourceVersion makes the patch conditional: finalizers are a list.
+          body: { metadata: { resourceVersion: action.metadata.resourceVersion, finalizers } },
+        },
+      );
       if (action.metadata.resourceVersion)
         this.superseded.set(action.metadata.name, action.metadata.resourceVersion);
+      this.o.actions.applyWritten(action.metadata.resourceVersion, written);
     } catch (error) {
       if (error instanceof KubeApiError && (error.code === 409 || error.code === 404)) return;
       throw error;
@@ -589,28 +676,58 @@ export class ActionReconciler {
     const nodes = this.nodeLabels();
     let holders: ActionRef[];
     let requeueAfterMs: number | undefined;
-    if (!this.o.actions.list().some(isCandidate)) {
+    if (!this.o.actions.list().some((a) => isCandidate(a) || isNew(a))) {
       holders = this.o.actions
         .list()
         .filter((a) => holdsSlot(a.status?.phase))
         .map(actionRef);
     } else {
+      // The cache foretells whom this pass will admit: their health gates' evaluations
+      // begin now, beside the list, so that the admission can carry the gate's verdict.
+      const foretold = planAdmissions({
+        now,
+        actions: this.o.actions
+          .list()
+          .map((a) => (isNew(a) ? { ...a, status: { ...a.status, phase: 'Pending' as const } } : a)),
+        nodes,
+        policies: this.policyFacts(),
+      });
+      for (const { action } of foretold.admit) this.beginEvaluation(action);
       // A quorum read, not the cache: the cache may not show an admission written a
       // moment ago, and counting from it could give one slot out twice.
       // Every instance's: another instance's action on a node keeps ours off it.
       const list = await this.o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
       const mine = (a: ActionObject) => a.metadata.labels?.[INSTANCE_LABEL] === this.o.instance;
+      // New actions enter the pass as their own decision records them: requested, Pending.
+      const requested = new Map<string, ActionDecision>();
+      const listed: ActionObject[] = [];
+      for (const a of list.items.filter(mine)) {
+        const decision = isNew(a) ? await this.decideFor(a, true) : undefined;
+        if (decision?.status.phase !== 'Pending') {
+          listed.push(a);
+          continue;
+        }
+        requested.set(a.metadata.name, decision);
+        listed.push({ ...a, status: decision.status });
+      }
       const plan = planAdmissions({
         now,
-        actions: list.items.filter(mine),
+        actions: listed,
         others: list.items.filter((a) => !mine(a)),
         nodes,
         policies: this.policyFacts(),
       });
       for (const { action, status } of plan.admit) {
         if (!this.o.isLeader()) return undefined;
+        const admitted = { ...(action as ActionObject), status };
+        const log = this.log.child({ action: action.metadata.name, node: action.spec.nodeName });
+        const onward = await this.decideOnward(admitted);
+        if (!this.o.isLeader()) return undefined;
+        let written: ActionObject;
         try {
-          await this.writeStatus(action, status);
+          // One write, conditional on the listed version: the slot, and (when it could be
+          // decided at once) the action's way on from it — up to its approval.
+          written = await this.writeStatus(action, onward?.status ?? status);
         } catch (error) {
           if (error instanceof KubeApiError && (error.code === 409 || error.code === 404)) {
             // It changed since the list (a deadline, a deletion): judge everyone again.
@@ -618,6 +735,7 @@ export class ActionReconciler {
           }
           throw error;
         }
+        await this.recorded(requested, written, log);
         this.log.info(
           { action: action.metadata.name, node: action.spec.nodeName, message: status.message },
           'action admitted',
@@ -627,19 +745,79 @@ export class ActionReconciler {
           reason: 'WaitingForHealth',
           message: `${action.spec.action} of node ${action.spec.nodeName}: ${status.message ?? ''}`,
         });
+        if (onward) {
+          if (onward.status.phase !== status.phase)
+            log.info({ phase: onward.status.phase, message: onward.status.message }, 'action phase changed');
+          await this.apply(onward.effects, written, log);
+          if (onward.requeueAfterMs !== undefined)
+            this.queue.addAfter(action.metadata.name, onward.requeueAfterMs);
+        }
         this.queue.add(action.metadata.name);
       }
-      for (const { action, status } of plan.wait) {
+      const waiting = [
+        ...plan.wait,
+        // New, and neither admitted nor told why not (planAdmissions leaves out what its
+        // reconciler is to deny): recorded as requested all the same.
+        ...listed.flatMap((action) =>
+          requested.has(action.metadata.name) &&
+          !plan.admit.some((u) => u.action.metadata.name === action.metadata.name) &&
+          !plan.wait.some((u) => u.action.metadata.name === action.metadata.name)
+            ? [{ action, status: action.status ?? {} }]
+            : [],
+        ),
+      ];
+      for (const { action, status } of waiting) {
         if (!this.o.isLeader()) return undefined;
-        await this.writeStatus(action, status).catch((error: unknown) => {
+        const log = this.log.child({ action: action.metadata.name, node: action.spec.nodeName });
+        try {
+          await this.recorded(requested, await this.writeStatus(action, status), log);
+        } catch (error) {
           if (!(error instanceof KubeApiError && (error.code === 409 || error.code === 404))) throw error;
-        });
+        }
       }
       holders = plan.holders;
       requeueAfterMs = plan.requeueAfterMs;
     }
     await this.writePolicyStatuses(holders, nodes, now);
     return requeueAfterMs !== undefined ? { requeueAfterMs } : undefined;
+  }
+
+  /** The effects (Events) of a new action's being recorded as requested, once that is written. */
+  private async recorded(
+    requested: ReadonlyMap<string, ActionDecision>,
+    written: ActionObject,
+    log: Logger,
+  ): Promise<void> {
+    const decision = requested.get(written.metadata.name);
+    if (!decision) return;
+    log.info({ phase: 'Pending' }, 'action phase changed');
+    await this.apply(
+      decision.effects.filter((e) => e.type !== 'admission'),
+      written,
+      log,
+    );
+  }
+
+  /**
+   * The decision an action just admitted goes on to, taken with its admission (one
+   * write): only when its health gate's evaluation, begun ahead, is done or nearly
+   * (FOLD_WAIT_MS) and the decision approves it.
+   * Undefined: the admission is written alone, and the action's own pass goes on.
+   */
+  private async decideOnward(admitted: ActionObject): Promise<ActionDecision | undefined> {
+    const uid = admitted.metadata.uid;
+    const gating = this.gatingChecks(admitted);
+    if (gating && gating.length > 0) {
+      await this.fresh.settle(uid, FOLD_WAIT_MS);
+      if (!this.fresh.finished(uid)) return undefined;
+    }
+    const decision = await this.decideFor(admitted, true);
+    // Only all the way to the approval, which the requester waits for: an action held at
+    // its health gate or on its pre-hooks waits seconds anyway, and is written phase by
+    // phase as before.
+    if (decision.status.phase !== 'Approved' || decision.addFinalizer || decision.removeFinalizer)
+      return undefined;
+    return decision;
   }
 
   private async writePolicyStatuses(

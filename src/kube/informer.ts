@@ -115,6 +115,20 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   }
 
   /**
+   * Takes in the object a write of ours returned, when the cache still shows the version
+   * that write replaced: the response already carries the new state, so those who wait
+   * on the cache need not wait for the watch to bring it (the watch's event for the same
+   * version is then no change). Anything else in the cache — the watch got there first,
+   * or someone wrote after us — is left as it is.
+   */
+  applyWritten(replaced: string | undefined, written: T): void {
+    const key = objectKey(written);
+    const cached = this.store.get(key);
+    if (replaced === undefined || cached?.metadata.resourceVersion !== replaced) return;
+    this.upsert(key, this.trim(written));
+  }
+
+  /**
    * Fault injection for tests: make the next watch resume from `resourceVersion`, as if
    * the connection had dropped there (an old version provokes 410 Gone).
    */
