@@ -76,3 +76,43 @@ it('stops at once when stopped while listing, without opening a watch', async ()
   await stopped;
   assert.equal(watches, 0);
 });
+
+it('takes in a write’s response only over the version that write replaced', async () => {
+  const server = {
+    listPage: (_path: string, _req: unknown, onItem: (o: KubeObject) => void): Promise<unknown> => {
+      onItem(item('a', '5'));
+      return Promise.resolve({ metadata: { resourceVersion: '5' } });
+    },
+    watch: (_p: string, _q: unknown, _e: unknown, signal?: AbortSignal): Promise<void> =>
+      new Promise((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason as Error))),
+  } as unknown as RestClient;
+  const informer = new Informer<KubeObject>({ rest: server, path: '/x', log: silentLogger() });
+  const updates: string[] = [];
+  informer.on('update', (_old: KubeObject, now: KubeObject) =>
+    updates.push(now.metadata.resourceVersion ?? ''),
+  );
+  informer.start();
+  await informer.waitForSync();
+  informer.applyWritten('4', item('a', '9'));
+  assert.equal(
+    informer.get('a')?.metadata.resourceVersion,
+    '5',
+    'a write over another version is not taken in',
+  );
+  informer.applyWritten(undefined, item('a', '9'));
+  assert.equal(
+    informer.get('a')?.metadata.resourceVersion,
+    '5',
+    'a write with no replaced version is not taken in',
+  );
+  informer.applyWritten('5', item('a', '6'));
+  assert.equal(
+    informer.get('a')?.metadata.resourceVersion,
+    '6',
+    'our write over what we read is cached at once',
+  );
+  informer.applyWritten('5', item('a', '8'));
+  assert.equal(informer.get('a')?.metadata.resourceVersion, '6', 'a newer version is never overwritten');
+  await informer.stop();
+  assert.deepEqual(updates, ['6']);
+});
