@@ -617,8 +617,8 @@ describe('Managed execution', () => {
     }
   });
 
-  it('applies a ConfigChange that reboots on Talos 1.14 NO_REBOOT, then reboots through a drain', async (t) => {
-    const [node = ''] = await managedNodes(t, uniqueName('cfg14'), 1, { talosVersion: 'v1.14.0' });
+  /** A machine configuration whose change needs a reboot (the simulator's rule: machine.install changed). */
+  async function installChangingConfig(t: TestContext): Promise<string> {
     const secret = uniqueName('machine-config');
     await client.request('/api/v1/namespaces/gatehouse-system/secrets', {
       method: 'POST',
@@ -632,6 +632,12 @@ describe('Managed execution', () => {
       },
     });
     deleteAfter(t, client, `/api/v1/namespaces/gatehouse-system/secrets/${secret}`);
+    return secret;
+  }
+
+  it('applies a ConfigChange that reboots on Talos 1.14 NO_REBOOT, then reboots through a drain', async (t) => {
+    const [node = ''] = await managedNodes(t, uniqueName('cfg14'), 1, { talosVersion: 'v1.14.0' });
+    const secret = await installChangingConfig(t);
     const name = await managedAction(t, {
       nodeName: node,
       action: 'ConfigChange',
@@ -648,19 +654,7 @@ describe('Managed execution', () => {
 
   it('follows an Auto ConfigChange that Talos 1.13 turns into a reboot', async (t) => {
     const [node = ''] = await managedNodes(t, uniqueName('auto13'), 1, { talosVersion: 'v1.13.9' });
-    const secret = uniqueName('machine-config');
-    await client.request('/api/v1/namespaces/gatehouse-system/secrets', {
-      method: 'POST',
-      body: {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: secret },
-        stringData: {
-          'config.yaml': 'version: v1alpha1\nmachine:\n  type: worker\n  install:\n    disk: /dev/sdb\n',
-        },
-      },
-    });
-    deleteAfter(t, client, `/api/v1/namespaces/gatehouse-system/secrets/${secret}`);
+    const secret = await installChangingConfig(t);
     const name = await managedAction(t, {
       nodeName: node,
       action: 'ConfigChange',
