@@ -67,9 +67,15 @@ before(async () => {
   await mkdir(ARTIFACTS, { recursive: true });
 });
 
+// A setup that failed half-way (no chromium) must not leave the controller running:
+// it would keep the test process, and the whole run, alive.
 after(async () => {
-  await browser.close();
-  await controller.stop();
+  // Either may be unset here: the declared types hold only once before() got that far.
+  try {
+    await (browser as Browser | undefined)?.close();
+  } finally {
+    await (controller as Controller | undefined)?.stop();
+  }
 });
 
 /** Waits until the element's visible text matches. */
