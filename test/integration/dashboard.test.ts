@@ -7,6 +7,7 @@
 // Screenshots go to test-artifacts/ (gitignored): dashboard.png, dashboard-dark.png,
 // dashboard-forced-colors.png.
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -47,6 +48,10 @@ let browser: Browser;
 let me = '';
 
 before(async () => {
+  if (!existsSync(CHROMIUM))
+    throw new Error(
+      `no browser at ${CHROMIUM}: install Debian's chromium (apt-get update && apt-get install -y chromium), or point GATEHOUSE_TEST_CHROMIUM at one`,
+    );
   await installGatehouseAPI(kc);
   me = await whoami(client);
   // The operator's opt-in: this page shows actions to anonymous readers.
