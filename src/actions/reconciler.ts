@@ -19,7 +19,7 @@ import {
 } from '../api/names.ts';
 import type { NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
 import { NODE_ACTIONS_PATH, ACTION_POLICIES_PATH } from '../api/paths.ts';
-import { APPROVED_PHASES, holdsSlot, isTerminal } from '../api/phases.ts';
+import { APPROVED_PHASES, UNFINISHED_FIELD_SELECTOR, holdsSlot, isTerminal } from '../api/phases.ts';
 import { writeNode } from '../boots/node.ts';
 import { readBootAnnotations } from '../boots/record.ts';
 import type { CheckRunner } from '../checks/runner.ts';
@@ -153,6 +153,8 @@ export class ActionReconciler {
   /** Action name → the resourceVersion our last write replaced: a cache still showing it is stale. */
   private readonly superseded = new Map<string, string>();
   private readonly uidToName = new Map<string, string>();
+  /** Whether the API server filters NodeActions by phase (see listUnfinished). */
+  private fieldSelectors = true;
   private readonly silences: SilenceLeases;
   private readonly fresh: FreshEvaluations;
   private started = false;
@@ -696,7 +698,7 @@ export class ActionReconciler {
       // A quorum read, not the cache: the cache may not show an admission written a
       // moment ago, and counting from it could give one slot out twice.
       // Every instance's: another instance's action on a node keeps ours off it.
-      const list = await this.o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
+      const list = await this.listUnfinished();
       const mine = (a: ActionObject) => a.metadata.labels?.[INSTANCE_LABEL] === this.o.instance;
       // New actions enter the pass as their own decision records them: requested, Pending.
       const requested = new Map<string, ActionDecision>();
@@ -780,6 +782,31 @@ export class ActionReconciler {
     }
     await this.writePolicyStatuses(holders, nodes, now);
     return requeueAfterMs !== undefined ? { requeueAfterMs } : undefined;
+  }
+
+  /**
+   * Every instance's unfinished actions, by a quorum read filtered on the server: the
+   * finished ones kept for history would make each admission slower as they pile up.
+   * An API server older than selectable CRD fields (Kubernetes 1.31) refuses the
+   * selector; then the whole list is read and filtered here, from then on.
+   */
+  private async listUnfinished(): Promise<{ items: ActionObject[] }> {
+    if (this.fieldSelectors) {
+      try {
+        return await this.o.rest.request<{ items: ActionObject[] }>(
+          `${NODE_ACTIONS_PATH}?fieldSelector=${encodeURIComponent(UNFINISHED_FIELD_SELECTOR)}`,
+        );
+      } catch (error) {
+        if (!(error instanceof KubeApiError && error.code === 400)) throw error;
+        this.log.warn(
+          { error: error.message },
+          'the API server cannot select NodeActions by phase (Kubernetes before 1.31, or an older CRD): listing them all',
+        );
+        this.fieldSelectors = false;
+      }
+    }
+    const all = await this.o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
+    return { items: all.items.filter((a) => !isTerminal(a.status?.phase)) };
   }
 
   /** The effects (Events) of a new action's being recorded as requested, once that is written. */

@@ -254,6 +254,12 @@ export interface KindDefinition {
   /** The Resource() schema: the single source of the CRD schema and the static type. */
   schema: TSchema;
   printerColumns: readonly PrinterColumn[];
+  /**
+   * Fields a list may filter on server-side (`fieldSelector`), as JSON paths. Only
+   * fields a reader can trust belong here: a status field is written by the controller
+   * alone (the status subresource drops it from everyone else's writes).
+   */
+  selectableFields?: readonly string[];
 }
 
 export const CATEGORY = 'gatehouse';

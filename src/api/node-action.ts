@@ -552,6 +552,9 @@ export const nodeActionKind: KindDefinition = {
   categories: [CATEGORY],
   scope: 'Cluster',
   schema: NodeAction,
+  // The admission pass lists the unfinished actions only (status.phase is the
+  // controller's alone to write), however many finished ones are kept.
+  selectableFields: ['.status.phase', '.spec.nodeName'],
   printerColumns: [
     { name: 'Node', type: 'string', jsonPath: '.spec.nodeName', description: 'The node acted on.' },
     { name: 'Action', type: 'string', jsonPath: '.spec.action', description: 'What is done to the node.' },

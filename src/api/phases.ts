@@ -29,6 +29,12 @@ export const SLOT_PHASES: ReadonlySet<NodeActionPhase> = new Set([
   ...APPROVED_PHASES,
 ]);
 
+/**
+ * A field selector for the actions not finished (the CRD declares status.phase
+ * selectable): what the admission pass needs, without the finished ones kept for history.
+ */
+export const UNFINISHED_FIELD_SELECTOR = [...TERMINAL_PHASES].map((p) => `status.phase!=${p}`).join(',');
+
 export function isTerminal(phase: NodeActionPhase | undefined): boolean {
   return phase !== undefined && TERMINAL_PHASES.has(phase);
 }

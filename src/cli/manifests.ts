@@ -27,7 +27,12 @@ export function manifestsCommand(): Command {
       DEFAULT_INSTALL.namespace,
     )
     .option('--image <image>', 'controller image', imageArgument, DEFAULT_INSTALL.image)
-    .action((opts: { namespace: string; image: string }) => {
+    .option(
+      '--finalizer-policy',
+      'include the MutatingAdmissionPolicy that adds the finalizer at creation (Kubernetes 1.36 and later; saves a write per action)',
+      false,
+    )
+    .action((opts: { namespace: string; image: string; finalizerPolicy: boolean }) => {
       process.stdout.write(renderYaml(installSet(opts)));
     });
 }

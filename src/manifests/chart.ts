@@ -8,6 +8,7 @@
 import { stringify } from 'yaml';
 import { DEFAULT_IMAGE } from './controller.ts';
 import { installSet, renderYaml, type ManifestObject } from './install-set.ts';
+import { MUTATING_ADMISSION_POLICY_API, finalizerPolicyObjects } from './finalizer-policy.ts';
 
 const NAMESPACE = 'gatehouse-helm-release-namespace';
 const IMAGE = 'gatehouse-helm-image:placeholder';
@@ -126,6 +127,7 @@ const valuesSchema = {
 /** charts/gatehouse: relative paths and contents. */
 export function chartFiles(): Map<string, string> {
   const objects = withPlaceholders(installSet({ namespace: NAMESPACE, image: IMAGE }));
+  const finalizerPolicy = withPlaceholders(finalizerPolicyObjects());
   const files = new Map<string, string>();
   files.set(
     'Chart.yaml',
@@ -155,6 +157,17 @@ export function chartFiles(): Map<string, string> {
     chosen.forEach((o) => placed.add(o));
     files.set(path, templated(renderYaml(chosen, HEADER)));
   }
+  // Only where the API server serves it: a chart for Kubernetes 1.30 on must still install there.
+  files.set(
+    'templates/finalizer-policy.yaml',
+    [
+      HEADER,
+      `{{- if .Capabilities.APIVersions.Has "${MUTATING_ADMISSION_POLICY_API}/MutatingAdmissionPolicy" }}`,
+      templated(renderYaml(finalizerPolicy)).trimEnd(),
+      '{{- end }}',
+      '',
+    ].join('\n'),
+  );
   files.set(
     'templates/controller.yaml',
     templated(

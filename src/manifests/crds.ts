@@ -68,6 +68,9 @@ export function customResourceDefinition(definition: KindDefinition): Record<str
             description: c.description,
             ...(c.priority ? { priority: c.priority } : {}),
           })),
+          ...(definition.selectableFields?.length
+            ? { selectableFields: definition.selectableFields.map((jsonPath) => ({ jsonPath })) }
+            : {}),
         },
       ],
     },

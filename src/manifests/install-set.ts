@@ -14,11 +14,17 @@ import {
   serviceObject,
 } from './controller.ts';
 import { customResourceDefinition, customResourceDefinitions } from './crds.ts';
+import { finalizerPolicyObjects } from './finalizer-policy.ts';
 import { rbacObjects } from './rbac.ts';
 
 export interface InstallOptions {
   namespace: string;
   image: string;
+  /**
+   * Include the MutatingAdmissionPolicy that adds the finalizer at creation (see
+   * finalizer-policy.ts): only for an API server that serves it.
+   */
+  finalizerPolicy?: boolean;
 }
 
 export const DEFAULT_INSTALL: InstallOptions = { namespace: DEFAULT_NAMESPACE, image: DEFAULT_IMAGE };
@@ -52,6 +58,7 @@ export function installSet(options: InstallOptions = DEFAULT_INSTALL): ManifestO
     ...customResourceDefinitions(),
     ...rbacObjects(options.namespace),
     ...admissionPolicyObjects(options.namespace),
+    ...(options.finalizerPolicy ? finalizerPolicyObjects() : []),
     ...controllerObjects(options),
   ];
 }
@@ -76,6 +83,13 @@ export function deployFiles(options: InstallOptions = DEFAULT_INSTALL): Map<stri
   }
   files.set('rbac.yaml', renderYaml(rbacObjects(options.namespace), GENERATED_HEADER));
   files.set('admission-policy.yaml', renderYaml(admissionPolicyObjects(options.namespace), GENERATED_HEADER));
+  files.set(
+    'finalizer-policy.yaml',
+    renderYaml(
+      finalizerPolicyObjects(),
+      `${GENERATED_HEADER}\n# Optional, for Kubernetes 1.36 and later (MutatingAdmissionPolicy): saves the controller a write per action.`,
+    ),
+  );
   files.set(
     'controller.yaml',
     renderYaml([namespaceObject(options.namespace), ...controllerObjects(options)], GENERATED_HEADER),

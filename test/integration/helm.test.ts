@@ -52,6 +52,17 @@ describe('Helm chart', () => {
     ]);
   });
 
+  it('adds the finalizer policy only where the API server serves MutatingAdmissionPolicy', async () => {
+    const kinds = async (...extra: string[]) =>
+      parseAllDocuments(await helm('template', 'gh', chart, ...extra)).map(
+        (d) => (d.toJS() as Manifest | null)?.kind,
+      );
+    const policy = ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding'];
+    for (const kind of policy) assert.ok(!(await kinds()).includes(kind), `no ${kind} for an older cluster`);
+    const served = await kinds('--api-versions', 'admissionregistration.k8s.io/v1/MutatingAdmissionPolicy');
+    for (const kind of policy) assert.ok(served.includes(kind), `a ${kind} where it is served`);
+  });
+
   it('renders manifests that apply to the sandbox', async () => {
     // The release namespace the shipped manifests use, so the cluster-scoped objects the
     // other suites rely on (the admission policy's exemption) stay as they are.

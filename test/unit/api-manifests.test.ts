@@ -11,7 +11,13 @@ import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { KINDS } from '../../src/api/kinds.ts';
 import { controllerUsername } from '../../src/manifests/admission-policy.ts';
-import { DEFAULT_INSTALL, deployFiles, installSet, renderYaml } from '../../src/manifests/install-set.ts';
+import {
+  DEFAULT_INSTALL,
+  deployFiles,
+  installSet,
+  renderYaml,
+  type ManifestObject,
+} from '../../src/manifests/install-set.ts';
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, '..', '..');
@@ -65,6 +71,18 @@ describe('install set', () => {
     assert.ok(last('RoleBinding') < first('ValidatingAdmissionPolicy'));
     assert.ok(last('ValidatingAdmissionPolicyBinding') < first('ServiceAccount'));
     assert.equal(kinds.at(-1), 'Deployment');
+  });
+
+  it('has the finalizer policy only when asked (an API server must serve it), in its own deploy/ file', () => {
+    const kinds = (o: ManifestObject[]) => o.map((x) => x.kind);
+    assert.ok(!kinds(installSet()).includes('MutatingAdmissionPolicy'));
+    const withPolicy = kinds(installSet({ ...DEFAULT_INSTALL, finalizerPolicy: true }));
+    assert.ok(
+      withPolicy.indexOf('MutatingAdmissionPolicyBinding') < withPolicy.indexOf('ServiceAccount'),
+      'before the controller',
+    );
+    assert.match(deployFiles().get('finalizer-policy.yaml') ?? '', /kind: MutatingAdmissionPolicy\n/);
+    assert.doesNotMatch(deployFiles().get('admission-policy.yaml') ?? '', /MutatingAdmissionPolicy/);
   });
 
   it('puts every namespaced object, binding subject and the policy exemption in the chosen namespace', () => {
