@@ -1,7 +1,7 @@
 // `gatehouse controller`: watches the talos.dev resources and the nodes, runs the
 // checks, and serves the HTTP API.
 import type { Server } from 'node:http';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeCredentials } from './kube/kubeconfig.ts';
 import { ActionReconciler, instanceSelector, type ActionObject } from './actions/reconciler.ts';
 import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
 import { HOOK_JOB_SELECTOR } from './api/names.ts';
@@ -28,7 +28,7 @@ import { TalosConfigReloader } from './talos/config-reload.ts';
 import { TalosExecutor } from './talos/execution.ts';
 
 export interface ControllerOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeCredentials;
   log: Logger;
   host?: string;
   port?: number;

@@ -3,9 +3,9 @@
 // command that talks to a cluster takes these options, before or after its name.
 import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { errorMessage } from '../wait.ts';
 import type { Backend } from './backend.ts';
-import { loadKubeConfig } from './controller.ts';
 import { CliError, EXIT, EXIT_CODES_HELP } from './exit.ts';
 import { HttpBackend } from './http-backend.ts';
 import { KubeBackend } from './kube-backend.ts';
@@ -80,7 +80,7 @@ export async function connect(options: ConnectionOptions): Promise<Backend> {
   }
   let kubeConfig;
   try {
-    kubeConfig = loadKubeConfig(options);
+    kubeConfig = await loadKubeConfig(options);
   } catch (error) {
     throw new CliError(`cannot load the kubeconfig: ${errorMessage(error)}`, EXIT.unreachable);
   }
@@ -88,4 +88,18 @@ export async function connect(options: ConnectionOptions): Promise<Backend> {
     ...(options.controllerNamespace ? { controllerNamespace: options.controllerNamespace } : {}),
     ...(options.controllerInstance ? { instance: options.controllerInstance } : {}),
   });
+}
+
+/**
+ * The CLI's kubeconfig, by client-node (exec plugins and all a laptop's kubeconfig may
+ * use), imported when a command talks to a cluster: not at every start of the CLI, and
+ * never by `gatehouse controller` (src/kube/kubeconfig.ts says why).
+ */
+async function loadKubeConfig(options: { kubeconfig?: string; context?: string }): Promise<KubeConfig> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
+  else kc.loadFromDefault();
+  if (options.context) kc.setCurrentContext(options.context);
+  return kc;
 }

@@ -1,7 +1,7 @@
 // `gatehouse controller`: the long-running controller (what the Deployment runs).
-import { KubeConfig } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { Controller } from '../controller.ts';
+import { loadCredentials } from '../kube/kubeconfig.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { IN_CLUSTER_TALOSCONFIG, TalosConfigError } from '../talos/config.ts';
 import { TalosConfigReloader } from '../talos/config-reload.ts';
@@ -11,14 +11,6 @@ function port(value: string): number {
   if (!Number.isInteger(n) || n < 0 || n > 65535)
     throw new InvalidArgumentError('must be a port number, 0-65535');
   return n;
-}
-
-export function loadKubeConfig(options: { kubeconfig?: string; context?: string }): KubeConfig {
-  const kc = new KubeConfig();
-  if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
-  else kc.loadFromDefault();
-  if (options.context) kc.setCurrentContext(options.context);
-  return kc;
 }
 
 /**
@@ -103,7 +95,7 @@ export function controllerCommand(): Command {
         const log = createLogger({ level: opts.logLevel });
         const talos = await controllerTalosConfig(opts, log);
         const controller = await Controller.start({
-          kubeConfig: loadKubeConfig(opts),
+          kubeConfig: await loadCredentials(opts),
           log,
           host: opts.listenHost,
           port: opts.port,

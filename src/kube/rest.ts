@@ -9,8 +9,8 @@ import type { ClientRequest, IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { createSecureContext } from 'node:tls';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { ListDecoder } from './list-decoder.ts';
+import type { KubeCredentials } from './kubeconfig.ts';
 
 /** Idle connections are closed after this long: before kube-apiserver closes them (after 90 s). */
 const IDLE_CONNECTION_MS = 30_000;
@@ -70,11 +70,11 @@ export interface RestRequest {
 }
 
 export class RestClient {
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeCredentials;
   private readonly server: string;
   private pool: Pool | undefined;
 
-  constructor(kubeConfig: KubeConfig) {
+  constructor(kubeConfig: KubeCredentials) {
     const cluster = kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster; pass --context or fix the file');
     this.kubeConfig = kubeConfig;

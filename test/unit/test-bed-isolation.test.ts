@@ -103,3 +103,16 @@ describe('the test bed stays out of the controller', () => {
     );
   });
 });
+
+describe('client-node stays out of the controller process', () => {
+  // Its KubeConfig imports the library's whole generated API: 50 MiB of resident memory
+  // the controller has no use for (src/kube/kubeconfig.ts reads its credentials).
+  it('is not loaded when the CLI starts, for the controller or any other command', async () => {
+    const loaded = await loadedBy(['controller', '--help']);
+    assert.ok(loaded.includes('src/kube/kubeconfig.ts'), 'the recorder sees the controller’s modules');
+    assert.deepEqual(
+      loaded.filter((f) => f.includes('@kubernetes/client-node')),
+      [],
+    );
+  });
+});
