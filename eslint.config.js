@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'deploy/', 'coverage/', '.sandbox/', 'src/talos/gen/'] },
+  { ignores: ['node_modules/', 'dist/', 'deploy/', 'coverage/', '.sandbox/', 'src/talos/gen/'] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

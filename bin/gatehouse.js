@@ -1,8 +1,19 @@
 #!/usr/bin/env node
-// Runs the TypeScript sources directly: Node 24 strips the types.
-import { program } from '../src/cli/main.ts';
+// In a clone the TypeScript sources run directly (Node 24 strips the types); the npm
+// package ships them compiled in dist/ instead, because Node strips no types under
+// node_modules (scripts/package-build.ts).
+async function loadProgram() {
+  try {
+    return (await import('../src/cli/main.ts')).program;
+  } catch (error) {
+    if (error?.code !== 'ERR_MODULE_NOT_FOUND' || !String(error.message).includes('src/cli/main.ts'))
+      throw error;
+    return (await import('../dist/src/cli/main.js')).program;
+  }
+}
 
 try {
+  const program = await loadProgram();
   await program().parseAsync(process.argv);
 } catch (error) {
   process.stderr.write(`gatehouse: ${error instanceof Error ? error.message : String(error)}\n`);

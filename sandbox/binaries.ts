@@ -58,8 +58,8 @@ export async function findBinaries(): Promise<Binaries | undefined> {
 /** The cached build, running sandbox/build.sh first when there is none (minutes, cold). */
 export async function ensureBinaries(log: (line: string) => void = () => undefined): Promise<Binaries> {
   const found = await findBinaries();
-  // build.sh also builds helm (for the chart's tests); it skips whatever is built already.
-  if (found && (await findHelm())) return found;
+  // build.sh also builds the tools (helm, Prometheus...); it skips whatever is built already.
+  if (found && (await Promise.all(TOOLS.map(findTool))).every(Boolean)) return found;
   log('sandbox binaries not built yet: building them from Go modules (a cold build takes 15-30 minutes)');
   await new Promise<void>((resolve, reject) => {
     const child = spawn('bash', [buildScript], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -80,13 +80,33 @@ export async function ensureBinaries(log: (line: string) => void = () => undefin
   return built;
 }
 
-/** The helm that sandbox/build.sh built (for the chart's tests), or undefined. */
-export async function findHelm(): Promise<string | undefined> {
-  const path = join(cacheDir(), 'tools', 'helm');
+/** Programs build.sh puts under tools/, apart from the Kubernetes build. */
+export const TOOLS = ['helm', 'prometheus', 'promtool', 'alertmanager'] as const;
+export type Tool = (typeof TOOLS)[number];
+
+/** A tool that sandbox/build.sh built (helm for the chart's tests, Prometheus...), or undefined. */
+export async function findTool(tool: Tool): Promise<string | undefined> {
+  const path = join(cacheDir(), 'tools', tool);
   try {
     await access(path, constants.X_OK);
     return path;
   } catch {
     return undefined;
   }
+}
+
+/** The tool, running build.sh first when it is not built yet. */
+export async function ensureTool(tool: Tool, log?: (line: string) => void): Promise<string> {
+  const found = await findTool(tool);
+  if (found) return found;
+  await ensureBinaries(log);
+  const built = await findTool(tool);
+  if (!built)
+    throw new Error(`sandbox/build.sh finished but left no ${tool} under ${join(cacheDir(), 'tools')}`);
+  return built;
+}
+
+/** The helm that sandbox/build.sh built (for the chart's tests), or undefined. */
+export function findHelm(): Promise<string | undefined> {
+  return findTool('helm');
 }

@@ -28,6 +28,10 @@ die() { log "error: $*"; exit 1; }
 
 command -v go >/dev/null || die "Go is required (https://go.dev); none on PATH"
 mkdir -p "$CACHE"
+# One build at a time: a second one (a test run starting while CI's build still runs)
+# waits, then finds the work done, instead of deleting the first one's scratch modules.
+exec 9>"$CACHE/.build.lock"
+flock 9
 
 # Releases the proxy serves for a module whose version starts with PREFIX (e.g. v1.36),
 # newest first. Never fails: no match is an empty list.
@@ -147,6 +151,75 @@ build_helm() {
   log "helm $HELM_VERSION: done"
 }
 
+# Prometheus, promtool and Alertmanager, for the `prometheus` probe's and the silence
+# leases' tests and for loading the chart's alert rules; pinned like helm and cached
+# apart from the Kubernetes version. Prometheus is built with `remove_all_sd`: the
+# sandbox scrapes static targets only, and dropping the cloud service-discovery plugins
+# (AWS, Azure, GCE, Kubernetes...) roughly halves what has to be compiled on a cold CI
+# machine. `-s -w` drops the symbol tables nobody debugs here.
+PROMETHEUS_VERSION=${GATEHOUSE_PROMETHEUS_VERSION:-v0.316.0}
+ALERTMANAGER_VERSION=${GATEHOUSE_ALERTMANAGER_VERSION:-v0.35.0}
+# build_go_tool NAME MODULE VERSION TAGS VERSIONFLAGS PREPARE PKG...: builds PKGs of
+# MODULE@VERSION into tools/NAME-VERSION and points tools/<program> at each. PREPARE, if
+# not empty, is a function run in the scratch module once its requirements are in.
+build_go_tool() {
+  local name=$1 module=$2 version=$3 tags=$4 vflags=$5 prepare=$6; shift 6
+  local dir=$CACHE/tools/$name-$version pkg all=1
+  for pkg in "$@"; do [ -x "$dir/${pkg##*/}" ] || all=; done
+  if [ -z "$all" ]; then
+    local work=$CACHE/work/$name-$version began
+    began=$(date +%s)
+    log "$name $version: building ${*##*/} (a cold build takes several minutes)"
+    scratch_module "$work" "gatehouse.local/sandbox/$name"
+    mkdir -p "$dir"
+    # shellcheck disable=SC2046
+    (cd "$work" && go get $(printf "%s@$version " "$@") >get.log 2>&1) \
+      || { tail -20 "$work/get.log" >&2; die "$name $version: go get failed"; }
+    [ -z "$prepare" ] || (cd "$work" && "$prepare" "$module" "$version") \
+      || die "$name $version: preparing the build failed"
+    for pkg in "$@"; do
+      local bin=${pkg##*/}
+      [ -x "$dir/$bin" ] && continue
+      (cd "$work" && go build -trimpath -tags "$tags" -ldflags "-s -w $vflags" -o "$dir/.$bin.tmp" "$pkg" >"build-$bin.log" 2>&1) \
+        || { tail -20 "$work/build-$bin.log" >&2; die "$name $version: $bin did not build"; }
+      mv "$dir/.$bin.tmp" "$dir/$bin"
+    done
+    printf '{"seconds": %d, "go": "%s"}\n' "$(($(date +%s) - began))" "$(go env GOVERSION)" >"$dir/build.json"
+    rm -rf "$work"
+    log "$name $version: done in $(($(date +%s) - began)) s"
+  fi
+  for pkg in "$@"; do ln -sfn "$dir/${pkg##*/}" "$CACHE/tools/${pkg##*/}"; done
+}
+# Alertmanager embeds its web UI from ui/app/dist, which is built with npm and not part of
+# the module's source. The sandbox uses its API only: build from a copy of the module with
+# a one-page stand-in for the UI.
+alertmanager_without_ui() {
+  local module=$1 version=$2 src
+  src=$(go mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  [ -d "$src" ] || return 1
+  cp -r "$src" alertmanager-src && chmod -R u+w alertmanager-src
+  local d
+  for d in elm mantine; do
+    mkdir -p "alertmanager-src/ui/app/dist/$d"
+    echo '<!doctype html><title>Alertmanager</title><p>Built without its web UI; the API is at /api/v2/.' \
+      >"alertmanager-src/ui/app/dist/$d/index.html"
+  done
+  go mod edit -replace="$module=./alertmanager-src"
+}
+build_monitoring() {
+  # Prometheus 3.x is published as module v0.3XX.Y; its own version is 3.XX.Y.
+  local pv=${PROMETHEUS_VERSION#v0.}
+  pv=3.$((10#${pv%%.*} - 300)).${pv#*.}
+  local common=github.com/prometheus/common/version
+  build_go_tool prometheus github.com/prometheus/prometheus "$PROMETHEUS_VERSION" remove_all_sd \
+    "-X $common.Version=$pv -X $common.Branch=release -X $common.Revision=module" "" \
+    github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
+  build_go_tool alertmanager github.com/prometheus/alertmanager "$ALERTMANAGER_VERSION" "" \
+    "-X $common.Version=${ALERTMANAGER_VERSION#v} -X $common.Branch=release -X $common.Revision=module" \
+    alertmanager_without_ui \
+    github.com/prometheus/alertmanager/cmd/alertmanager
+}
+
 complete() {
   local bin=$1/bin f
   for f in kube-apiserver kube-controller-manager kube-scheduler etcd kwok; do
@@ -155,6 +228,7 @@ complete() {
 }
 
 build_helm
+build_monitoring
 
 # Reuse the newest complete build already in the cache.
 if [ -f "$CACHE/current" ] && complete "$CACHE/$(cat "$CACHE/current")"; then

@@ -19,6 +19,7 @@ import { loadTalosConfig } from '../src/talos/config.ts';
 import { errorMessage, formatDuration, sleep, WaitAbortedError, waitFor } from '../src/wait.ts';
 import { ensureBinaries, type Binaries } from './binaries.ts';
 import { kwokConfiguration } from './kwok-config.ts';
+import { startMonitoring } from './monitoring.ts';
 import { createNodes, defaultNodeSpecs, type NodeSpec } from './nodes.ts';
 import { base64File, CertificateAuthority, generateKeyPair } from './pki.ts';
 import { freePorts, isAlive, logTail, startProcess, stopProcess, type StartedProcess } from './processes.ts';
@@ -41,6 +42,11 @@ export interface SandboxOptions {
   talos?: boolean;
   /** How long a node the simulator reboots stays down. Default 2s. */
   talosBootDelay?: string;
+  /**
+   * Start Prometheus and Alertmanager too (sandbox/monitoring.ts); Prometheus scrapes
+   * a controller on 127.0.0.1:`controllerPort` (the controller's default, 8080).
+   */
+  monitoring?: boolean | { controllerPort?: number };
   log?: (line: string) => void;
 }
 
@@ -63,6 +69,8 @@ export interface SandboxState {
   /** How kube-apiserver was started, so that a fault test can restart it as it was. */
   apiserverCommand?: { command: string; args: string[] };
   nodes: string[];
+  /** Prometheus's and Alertmanager's URLs, when the sandbox runs them. */
+  monitoring?: { prometheus: string; alertmanager: string };
 }
 
 const STATE_FILE = 'state.json';
@@ -528,6 +536,18 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       state.talosconfig = talosconfig;
       state.talosPki = paths.talosPki;
       state.talosBootDelay = bootDelay;
+      await saveState();
+    }
+    if (options.monitoring) {
+      const controllerPort =
+        (options.monitoring === true ? undefined : options.monitoring.controllerPort) ?? 8080;
+      const monitoring = await startMonitoring({ dir: join(dir, 'monitoring'), log });
+      started.push(...monitoring.processes);
+      await monitoring.setTargets('gatehouse', [`127.0.0.1:${String(controllerPort)}`]);
+      state.monitoring = {
+        prometheus: monitoring.prometheusUrl,
+        alertmanager: monitoring.alertmanagerUrl ?? '',
+      };
       await saveState();
     }
     log(`sandbox up in ${formatDuration(Date.now() - began)}: ${server}`);

@@ -316,11 +316,18 @@ export class Controller {
     });
     const router = new Router();
     router.on('GET', '/healthz', () => ({ status: 200, body: { ok: true } }));
-    router.on('GET', '/readyz', () => {
-      const waiting = controller
+    const unsynced = () =>
+      controller
         .namedInformers()
         .filter(([, i]) => !i.synced)
         .map(([name]) => name);
+    controller.metrics.watchController({
+      isLeader: () => controller.isLeader(),
+      ready: () => unsynced().length === 0,
+      actions: () => controller.actionInformer.list(),
+    });
+    router.on('GET', '/readyz', () => {
+      const waiting = unsynced();
       return waiting.length
         ? { status: 503, body: { ready: false, message: `caches not synced yet: ${waiting.join(', ')}` } }
         : { status: 200, body: { ready: true } };

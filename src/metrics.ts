@@ -48,6 +48,60 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Read from the controller at each scrape (see `watchController`), so they are as
+   * level-triggered as the reconcilers: a replica that just started reports the actions
+   * it sees, not the transitions it happened to witness. Every replica reports them (its
+   * caches are as warm as the leader's); alert rules aggregate with max by (action).
+   */
+  private source: ControllerView | undefined;
+  readonly leader = new Gauge({
+    name: 'gatehouse_leader',
+    help: 'Whether this replica leads (holds the leader Lease and may write): 1 or 0. Without leader election always 1.',
+    registers: [this.registry],
+    collect: () => {
+      if (this.source) this.leader.set(this.source.isLeader() ? 1 : 0);
+    },
+  });
+  readonly ready = new Gauge({
+    name: 'gatehouse_ready',
+    help: 'Whether this replica is ready (every cache synced, as /readyz answers): 1 or 0.',
+    registers: [this.registry],
+    collect: () => {
+      if (this.source) this.ready.set(this.source.ready() ? 1 : 0);
+    },
+  });
+  readonly actionPhaseStart = new Gauge({
+    name: 'gatehouse_action_phase_start_timestamp_seconds',
+    help: 'When each unfinished NodeAction entered its current phase (status.phaseTime), by action, node and phase.',
+    labelNames: ['action', 'node', 'phase'],
+    registers: [this.registry],
+    collect: () => {
+      this.actionPhaseStart.reset();
+      for (const a of this.source?.actions() ?? []) {
+        const { phase, phaseTime, completionTime } = a.status ?? {};
+        const since = Date.parse(phaseTime ?? '');
+        if (!phase || completionTime || Number.isNaN(since)) continue;
+        this.actionPhaseStart.set({ action: a.metadata.name, node: a.spec.nodeName, phase }, since / 1000);
+      }
+    },
+  });
+  readonly actionHookFailures = new Gauge({
+    name: 'gatehouse_action_hook_failures',
+    help: 'Hook attempts that failed, recorded in each NodeAction (status.hooks), by action, node and the action phase.',
+    labelNames: ['action', 'node', 'phase'],
+    registers: [this.registry],
+    collect: () => {
+      this.actionHookFailures.reset();
+      for (const a of this.source?.actions() ?? []) {
+        const failed = (a.status?.hooks ?? []).filter((h) => h.phase === 'Failed').length;
+        if (failed === 0) continue;
+        const labels = { action: a.metadata.name, node: a.spec.nodeName, phase: a.status?.phase ?? '' };
+        this.actionHookFailures.set(labels, failed);
+      }
+    },
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true)
       collectDefaultMetrics({ register: this.registry, prefix: 'gatehouse_' });
@@ -76,8 +130,29 @@ export class Metrics {
     this.consecutiveFailures.set({ check }, state.consecutiveFailures);
   }
 
+  /** The controller whose state the gauges above report at each scrape. */
+  watchController(view: ControllerView): void {
+    this.source = view;
+  }
+
   forgetCheck(check: string): void {
     this.checkHealthy.remove({ check });
     this.consecutiveFailures.remove({ check });
   }
+}
+
+/** What the controller-state gauges read, typed by its shape (metrics import nothing of src/). */
+export interface ControllerView {
+  isLeader(): boolean;
+  ready(): boolean;
+  actions(): readonly {
+    metadata: { name: string };
+    spec: { nodeName: string };
+    status?: {
+      phase?: string;
+      phaseTime?: string;
+      completionTime?: string;
+      hooks?: readonly { phase: string }[];
+    };
+  }[];
 }

@@ -19,6 +19,9 @@ function envLines(state: SandboxState): string {
   return [
     `export KUBECONFIG=${state.kubeconfig}\n`,
     state.talosconfig ? `export TALOSCONFIG=${state.talosconfig}\n` : '',
+    state.monitoring
+      ? `export GATEHOUSE_PROMETHEUS_URL=${state.monitoring.prometheus}\nexport GATEHOUSE_ALERTMANAGER_URL=${state.monitoring.alertmanager}\n`
+      : '',
   ].join('');
 }
 
@@ -40,6 +43,10 @@ export function sandboxCommand(): Command {
     )
     .option('--no-talos', 'do not start the Talos API simulator')
     .option(
+      '--with-monitoring',
+      'also start Prometheus (scraping a controller on 127.0.0.1:8080) and Alertmanager on loopback',
+    )
+    .option(
       '--talos-boot-delay <duration>',
       'how long a node the Talos simulator reboots stays down',
       duration,
@@ -54,6 +61,7 @@ export function sandboxCommand(): Command {
           talosVersions?: string;
           talos: boolean;
           talosBootDelay: string;
+          withMonitoring?: boolean;
         }) => {
           const { attachSandbox, startSandbox } = await cluster();
           const running = await attachSandbox(opts.dir);
@@ -72,6 +80,7 @@ export function sandboxCommand(): Command {
             ),
             talos: opts.talos,
             talosBootDelay: opts.talosBootDelay,
+            monitoring: opts.withMonitoring ?? false,
             log: (line) => process.stderr.write(`${line}\n`),
           });
           process.stderr.write(
@@ -79,6 +88,10 @@ export function sandboxCommand(): Command {
           );
           process.stderr.write(`nodes: ${sb.state.nodes.join(', ')}\nto use it:\n`);
           if (sb.state.talosconfig) process.stderr.write(`Talos API simulator: ${sb.state.talosconfig}\n`);
+          if (sb.state.monitoring)
+            process.stderr.write(
+              `Prometheus: ${sb.state.monitoring.prometheus}\nAlertmanager: ${sb.state.monitoring.alertmanager}\n`,
+            );
           process.stdout.write(envLines(sb.state));
         },
       ),

@@ -6,7 +6,9 @@
 // helm.sh/resource-policy: keep so that uninstalling the chart never deletes them and,
 // with them, every NodeAction and check in the cluster.
 import { stringify } from 'yaml';
-import { DEFAULT_IMAGE } from './controller.ts';
+import { observabilityFiles, observabilitySchema, observabilityValues } from './chart-observability.ts';
+import { chartReadme, commentedValues } from './chart-readme.ts';
+import { DEFAULT_IMAGE, selector } from './controller.ts';
 import { installSet, renderYaml, type ManifestObject } from './install-set.ts';
 import { MUTATING_ADMISSION_POLICY_API, finalizerPolicyObjects } from './finalizer-policy.ts';
 
@@ -17,6 +19,10 @@ const RESOURCES = '__GATEHOUSE_RESOURCES__';
 const PULL_POLICY = '__GATEHOUSE_PULL_POLICY__';
 const LOG_LEVEL = '__GATEHOUSE_LOG_LEVEL__';
 const DASHBOARD_ARG = '__GATEHOUSE_DASHBOARD_ARG__';
+const EXTRA_ARGS = '__GATEHOUSE_EXTRA_ARGS__';
+const EXTRA_ENV = '__GATEHOUSE_EXTRA_ENV__';
+const PRIORITY_CLASS = '__GATEHOUSE_PRIORITY_CLASS__';
+const TOPOLOGY_SPREAD = '__GATEHOUSE_TOPOLOGY_SPREAD__';
 
 export const CHART_VERSION = '0.1.0';
 const APP_VERSION = DEFAULT_IMAGE.split(':').at(-1) ?? CHART_VERSION;
@@ -27,10 +33,19 @@ const HEADER =
 function withPlaceholders(objects: ManifestObject[]): ManifestObject[] {
   return objects
     .filter((o) => o.kind !== 'Namespace') // the release's namespace: helm install --create-namespace
+    .filter((o) => o.kind !== 'PodDisruptionBudget') // optional: chart-observability.ts
     .map((o) => {
       const copy = structuredClone(o) as ManifestObject & {
         metadata: { annotations?: Record<string, string> };
-        spec?: { replicas?: unknown; template?: { spec?: { containers?: Record<string, unknown>[] } } };
+        spec?: {
+          replicas?: unknown;
+          template?: {
+            spec?: { containers?: (Record<string, unknown> & { env?: unknown[] })[] } & Record<
+              string,
+              unknown
+            >;
+          };
+        };
       };
       if (copy.kind === 'CustomResourceDefinition') {
         copy.metadata.annotations = { ...copy.metadata.annotations, 'helm.sh/resource-policy': 'keep' };
@@ -40,7 +55,13 @@ function withPlaceholders(objects: ManifestObject[]): ManifestObject[] {
         for (const container of copy.spec.template?.spec?.containers ?? []) {
           container.resources = RESOURCES;
           container.imagePullPolicy = PULL_POLICY;
-          container.args = ['controller', `--log-level=${LOG_LEVEL}`, DASHBOARD_ARG];
+          container.args = ['controller', `--log-level=${LOG_LEVEL}`, DASHBOARD_ARG, EXTRA_ARGS];
+          container.env = [...(container.env ?? []), EXTRA_ENV];
+        }
+        const pod = copy.spec.template?.spec;
+        if (pod) {
+          pod.priorityClassName = PRIORITY_CLASS;
+          pod.topologySpreadConstraints = TOPOLOGY_SPREAD;
         }
       }
       return copy;
@@ -63,10 +84,41 @@ function templated(yaml: string): string {
         `${indent}{{- if .Values.dashboard.anonymousActions }}\n${indent}- --dashboard-anonymous-actions\n${indent}{{- end }}`,
     )
     .replace(
+      new RegExp(`^( *)- ${EXTRA_ARGS}$`, 'gm'),
+      (_, indent: string) =>
+        `${indent}{{- range .Values.extraArgs }}\n${indent}- {{ . | quote }}\n${indent}{{- end }}`,
+    )
+    .replace(
+      new RegExp(`^( *)- ${EXTRA_ENV}$`, 'gm'),
+      (_, indent: string) =>
+        `${indent}{{- with .Values.extraEnv }}\n${indent}{{- toYaml . | nindent ${String(indent.length)} }}\n${indent}{{- end }}`,
+    )
+    .replace(
+      new RegExp(`^( *)priorityClassName: ${PRIORITY_CLASS}$`, 'gm'),
+      (_, indent: string) =>
+        `${indent}{{- with .Values.priorityClassName }}\n${indent}priorityClassName: {{ . }}\n${indent}{{- end }}`,
+    )
+    .replace(
+      new RegExp(`^( *)topologySpreadConstraints: ${TOPOLOGY_SPREAD}$`, 'gm'),
+      // Each constraint selects the controller pods unless it says otherwise.
+      (_, indent: string) =>
+        `${indent}{{- with .Values.topologySpreadConstraints }}\n${indent}topologySpreadConstraints:\n` +
+        `${indent}  {{- range . }}\n` +
+        `${indent}  - {{- toYaml (merge (dict) . (dict "labelSelector" (dict "matchLabels" ${helmDict(selector)}))) | nindent ${String(indent.length + 4)} }}\n` +
+        `${indent}  {{- end }}\n${indent}{{- end }}`,
+    )
+    .replace(
       new RegExp(`^( *)resources: ${RESOURCES}$`, 'gm'),
       (_, indent: string) =>
         `${indent}resources:\n${indent}  {{- toYaml .Values.resources | nindent ${String(indent.length + 2)} }}`,
     );
+}
+
+/** A Helm `dict` expression holding `map`. */
+function helmDict(map: Record<string, string>): string {
+  return `(dict ${Object.entries(map)
+    .map(([k, v]) => `${JSON.stringify(k)} ${JSON.stringify(v)}`)
+    .join(' ')})`;
 }
 
 export const chartValues = {
@@ -75,6 +127,7 @@ export const chartValues = {
   logLevel: 'info',
   dashboard: { enabled: true, anonymousActions: false },
   resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } },
+  ...observabilityValues,
 };
 
 const valuesSchema = {
@@ -120,6 +173,7 @@ const valuesSchema = {
       type: 'object',
       description: 'Container resources (requests and limits), as in a Pod spec.',
     },
+    ...observabilitySchema,
   },
   required: ['image', 'replicaCount', 'resources'],
 };
@@ -141,7 +195,7 @@ export function chartFiles(): Map<string, string> {
       kubeVersion: '>=1.30.0-0',
     })}`,
   );
-  files.set('values.yaml', `${HEADER}\n${stringify(chartValues)}`);
+  files.set('values.yaml', commentedValues(chartValues, valuesSchema, HEADER));
   files.set('values.schema.json', `${JSON.stringify(valuesSchema, null, 2)}\n`);
   const byFile: [string, (o: ManifestObject) => boolean][] = [
     ['templates/crds.yaml', (o) => o.kind === 'CustomResourceDefinition'],
@@ -177,5 +231,7 @@ export function chartFiles(): Map<string, string> {
       ),
     ),
   );
+  for (const [path, text] of observabilityFiles()) files.set(path, text);
+  files.set('README.md', chartReadme(chartValues, valuesSchema));
   return files;
 }

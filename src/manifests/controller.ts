@@ -34,7 +34,10 @@ export function labels(component?: string): Record<string, string> {
   };
 }
 
-const selector = { 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': 'controller' };
+export const selector = {
+  'app.kubernetes.io/name': 'gatehouse',
+  'app.kubernetes.io/component': 'controller',
+};
 
 export function namespaceObject(namespace: string): Record<string, unknown> {
   return {

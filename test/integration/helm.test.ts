@@ -1,27 +1,11 @@
 // The Helm chart: lint clean, render, and the rendered manifests apply to the sandbox.
 // helm is built from its Go module by sandbox/build.sh (as the control plane is).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
-import { findHelm } from '../../sandbox/binaries.ts';
 import type { Manifest } from '../../src/kube/apply.ts';
-import { repoRoot } from '../support/install.ts';
+import { chart, helm, renderChart } from '../support/helm.ts';
 import { rest, serverSideApply, testKubeConfig } from '../support/kube.ts';
-
-const run = promisify(execFile);
-const chart = `${repoRoot}/charts/gatehouse`;
-
-async function helm(...args: string[]): Promise<string> {
-  const binary = await findHelm();
-  if (!binary)
-    throw new Error('helm is not built: run bash sandbox/build.sh (it builds helm from its Go module)');
-  const { stdout } = await run(binary, args, {
-    env: { ...process.env, HELM_CACHE_HOME: '/tmp/gatehouse-helm-cache' },
-  });
-  return stdout;
-}
 
 describe('Helm chart', () => {
   it('passes helm lint, strictly', async () => {
@@ -115,5 +99,111 @@ describe('Helm chart', () => {
     await rest(kc).request('/apis/apps/v1/namespaces/gatehouse-system/deployments/gatehouse-controller', {
       method: 'DELETE',
     });
+  });
+
+  it('renders the observability objects only when asked, and the budget unless told not to', async () => {
+    const kinds = (objects: Manifest[]) =>
+      objects.map((o) => o.kind).filter((k) => k !== 'CustomResourceDefinition');
+    const plain = kinds(await renderChart());
+    for (const kind of ['ServiceMonitor', 'PrometheusRule', 'ConfigMap', 'NetworkPolicy'])
+      assert.ok(!plain.includes(kind), `no ${kind} by default`);
+    assert.ok(plain.includes('PodDisruptionBudget'), 'a PodDisruptionBudget by default');
+    assert.ok(!kinds(await renderChart('podDisruptionBudget.enabled=false')).includes('PodDisruptionBudget'));
+
+    const objects = await renderChart(
+      'metrics.serviceMonitor.enabled=true',
+      'metrics.serviceMonitor.labels.release=kube-prometheus-stack',
+      'prometheusRule.enabled=true',
+      'grafanaDashboard.enabled=true',
+      'networkPolicy.enabled=true',
+      'networkPolicy.ingressFrom[0].namespaceSelector.matchLabels.name=monitoring',
+      'podDisruptionBudget.maxUnavailable=2',
+    );
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller names the shape it reads
+    const find = <T>(kind: string) => objects.find((o) => o.kind === kind) as unknown as T;
+    const monitor = find<{
+      metadata: { labels: Record<string, string> };
+      spec: { endpoints: { port: string; path: string }[] };
+    }>('ServiceMonitor');
+    assert.equal(monitor.metadata.labels.release, 'kube-prometheus-stack');
+    assert.deepEqual(
+      monitor.spec.endpoints.map((e) => [e.port, e.path]),
+      [['http', '/metrics']],
+    );
+    const rule = find<{ spec: { groups: { rules: { alert: string }[] }[] } }>('PrometheusRule');
+    assert.deepEqual(
+      rule.spec.groups.flatMap((g) => g.rules.map((r) => r.alert)),
+      [
+        'GatehouseCheckUnhealthy',
+        'GatehouseActionStuck',
+        'GatehouseHookFailed',
+        'GatehouseNotReady',
+        'GatehouseLeaderless',
+      ],
+    );
+    const dashboard = find<{ metadata: { labels: Record<string, string> }; data: Record<string, string> }>(
+      'ConfigMap',
+    );
+    assert.equal(dashboard.metadata.labels.grafana_dashboard, '1');
+    const json = JSON.parse(dashboard.data['gatehouse.json'] ?? '') as {
+      uid: string;
+      panels: { targets: { expr: string }[] }[];
+    };
+    assert.equal(json.uid, 'gatehouse');
+    assert.ok(json.panels.length >= 8);
+    const policy = find<{
+      spec: { policyTypes: string[]; ingress: { from?: unknown[]; ports: unknown[] }[] };
+    }>('NetworkPolicy');
+    assert.deepEqual(policy.spec.policyTypes, ['Ingress']);
+    assert.deepEqual(policy.spec.ingress[0]?.from, [
+      { namespaceSelector: { matchLabels: { name: 'monitoring' } } },
+    ]);
+    assert.equal(find<{ spec: { maxUnavailable: number } }>('PodDisruptionBudget').spec.maxUnavailable, 2);
+  });
+
+  it('sets priorityClassName, topology spread, extra arguments and environment on the controller pods', async () => {
+    type Pod = {
+      priorityClassName?: string;
+      topologySpreadConstraints?: Record<string, unknown>[];
+      containers: { args: string[]; env: { name: string; value?: string }[] }[];
+    };
+    const pod = async (...set: string[]) =>
+      (
+        (await renderChart(...set)).find((o) => o.kind === 'Deployment') as unknown as {
+          spec: { template: { spec: Pod } };
+        }
+      ).spec.template.spec;
+    const plain = await pod();
+    assert.equal(plain.priorityClassName, undefined);
+    assert.equal(plain.topologySpreadConstraints, undefined);
+    assert.deepEqual(
+      plain.containers[0]?.env.map((e) => e.name),
+      ['POD_NAMESPACE', 'POD_NAME', 'NODE_OPTIONS'],
+    );
+
+    const set = await pod(
+      'priorityClassName=system-cluster-critical',
+      'topologySpreadConstraints[0].maxSkew=1',
+      'topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone',
+      'topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway',
+      'extraArgs[0]=--talos-timeout=30s',
+      'extraEnv[0].name=HTTPS_PROXY',
+      'extraEnv[0].value=http://proxy:3128',
+    );
+    assert.equal(set.priorityClassName, 'system-cluster-critical');
+    assert.deepEqual(set.topologySpreadConstraints, [
+      {
+        maxSkew: 1,
+        topologyKey: 'topology.kubernetes.io/zone',
+        whenUnsatisfiable: 'ScheduleAnyway',
+        // The controller's pods, unless the constraint says otherwise.
+        labelSelector: {
+          matchLabels: { 'app.kubernetes.io/name': 'gatehouse', 'app.kubernetes.io/component': 'controller' },
+        },
+      },
+    ]);
+    assert.deepEqual(set.containers[0]?.args, ['controller', '--log-level=info', '--talos-timeout=30s']);
+    assert.deepEqual(set.containers[0].env.at(-1), { name: 'HTTPS_PROXY', value: 'http://proxy:3128' });
+    await assert.rejects(renderChart('prometheusRule.checkUnhealthyFor=soon'), /checkUnhealthyFor/);
   });
 });

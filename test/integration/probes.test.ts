@@ -7,7 +7,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, it, type TestContext } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { CertificateAuthority } from '../../sandbox/pki.ts';
 import type { ProbeContext, ProbeResult } from '../../src/checks/probe.ts';
 import { runProbe } from '../../src/checks/probes/index.ts';
@@ -18,12 +18,11 @@ import {
   localHttpServer,
   nodesScenario,
   probeScenarios,
-  promAlert,
-  promSample,
-  sendJson,
   type ProbeSpecFragment,
 } from '../support/probe-scenarios.ts';
 import { freshNamespace, rest, testKubeConfig, waitFor } from '../support/kube.ts';
+import { prometheusProxy, startTestMonitoring } from '../support/monitoring.ts';
+import type { Monitoring } from '../../sandbox/monitoring.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -524,50 +523,62 @@ describe('nodes', () => {
 });
 
 describe('prometheus', () => {
-  /** A fake Prometheus whose answer to every request the test sets. */
-  async function fakePrometheus(t: TestContext) {
-    const state = {
-      status: 200,
-      body: '' as unknown,
-      requests: [] as { url: string; authorization: string | undefined }[],
-    };
-    const server = await localHttpServer((req, res) => {
-      state.requests.push({ url: req.url ?? '', authorization: req.headers.authorization });
-      if (typeof state.body === 'string') res.writeHead(state.status).end(state.body);
-      else sendJson(res, state.status, state.body);
-    });
-    t.after(() => server.close());
-    return { state, url: `http://127.0.0.1:${server.port}` };
+  // The real Prometheus (sandbox/monitoring.ts), behind a proxy that records what the
+  // probe sends; each test loads the alert rules it needs.
+  let monitoring: Monitoring;
+  let proxy: Awaited<ReturnType<typeof prometheusProxy>>;
+  before(async () => {
+    monitoring = await startTestMonitoring({ alertmanager: false });
+    proxy = await prometheusProxy(monitoring.prometheusUrl);
+  });
+  after(async () => {
+    await proxy.close();
+    await monitoring.stop();
+  });
+
+  /** Loads rules that fire `alerts` at once (each `vector(1)`), and waits until exactly those fire. */
+  async function firing(alerts: Record<string, Record<string, string>>) {
+    const rules = Object.entries(alerts).map(([alert, labels]) => ({ alert, expr: 'vector(1)', labels }));
+    // Prometheus keeps no group without rules: nothing to fire is no group at all.
+    await monitoring.setRules('probe-test', rules.length ? [{ name: 'probe-test', rules }] : []);
+    await waitFor(
+      `Prometheus to fire ${Object.keys(alerts).join(', ') || 'nothing'}`,
+      async (observe) => {
+        const data = (await monitoring.prometheusApi('/api/v1/alerts')) as {
+          alerts: { labels: Record<string, string>; state: string }[];
+        };
+        const names = data.alerts.filter((a) => a.state === 'firing').map((a) => a.labels.alertname ?? '');
+        observe(names.join(', '));
+        return JSON.stringify(names.sort()) === JSON.stringify(Object.keys(alerts).sort()) ? true : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
   }
 
-  it('requires an empty result without a value range, and a sample with one', async (t) => {
-    const { state, url } = await fakePrometheus(t);
+  it('requires an empty result without a value range, and a sample with one', async () => {
+    await firing({});
+    const url = proxy.url;
     const query = 'ALERTS{alertstate="firing", severity="critical"}';
-    state.body = { status: 'success', data: { resultType: 'vector', result: [] } };
     assert.deepEqual(await probe({ prometheus: { url, query } }), {
       healthy: true,
       message: `query \`${query}\` returned no samples, as required`,
     });
-    assert.equal(new URL(state.requests[0]?.url ?? '', url).searchParams.get('query'), query);
+    assert.equal(new URL(proxy.requests.at(-1)?.url ?? '', url).searchParams.get('query'), query);
+    // This Prometheus scrapes nothing, so `up` has no samples.
     assert.deepEqual(await probe({ prometheus: { url, query: 'up', valueRange: { min: 1 } } }), {
       healthy: false,
       message: 'query `up` returned no samples; the range [1, +Inf] needs at least one',
     });
-    state.body = {
-      status: 'success',
-      data: {
-        resultType: 'vector',
-        result: [
-          promSample({ __name__: 'ALERTS', alertname: 'CephHealthError', severity: 'critical' }, '1'),
-          promSample({ __name__: 'ALERTS', alertname: 'NodeDown', severity: 'critical' }, '1'),
-        ],
-      },
-    };
+    await firing({
+      CephHealthError: { severity: 'critical' },
+      NodeDown: { severity: 'critical' },
+    });
+    // ALERTS carries the alert's state as a label of its own.
     assert.deepEqual(await probe({ prometheus: { url, query } }), {
       healthy: false,
-      message: `query \`${query}\` returned 2 samples, expected none: ALERTS{alertname="CephHealthError", severity="critical"} 1, ALERTS{alertname="NodeDown", severity="critical"} 1`,
+      message: `query \`${query}\` returned 2 samples, expected none: ALERTS{alertname="CephHealthError", alertstate="firing", severity="critical"} 1, ALERTS{alertname="NodeDown", alertstate="firing", severity="critical"} 1`,
     });
-    state.body = { status: 'success', data: { resultType: 'scalar', result: [1700000000, 'NaN'] } };
+    // No series x: scalar() of an empty vector is NaN.
     assert.deepEqual(
       await probe({ prometheus: { url, query: 'scalar(x)', valueRange: { min: 0, max: 1 } } }),
       {
@@ -578,20 +589,22 @@ describe('prometheus', () => {
   });
 
   it('reports Prometheus errors and answers that are not the Prometheus API clearly', async (t) => {
-    const { state, url } = await fakePrometheus(t);
-    state.status = 400;
-    state.body = { status: 'error', errorType: 'bad_data', error: '1:5: parse error: unexpected "}"' };
+    const url = monitoring.prometheusUrl;
     assert.equal(
       await probeError({ prometheus: { url, query: 'up{}}' } }),
-      `Prometheus at ${url}/ refused /api/v1/query (400 bad_data): 1:5: parse error: unexpected "}"`,
+      `Prometheus at ${url}/ refused /api/v1/query (400 bad_data): invalid parameter "query": 1:5: parse error: unexpected character: '}'`,
     );
-    state.status = 200;
-    state.body = '<!doctype html><title>Grafana</title>';
+    // Stand-in kept on purpose: a real Prometheus never answers its API with HTML; this is
+    // another web application (here "Grafana") at the configured URL.
+    const other = await localHttpServer((_req, res) =>
+      res.writeHead(200).end('<!doctype html><title>Grafana</title>'),
+    );
+    t.after(() => other.close());
+    const grafana = `http://127.0.0.1:${other.port}`;
     assert.equal(
-      await probeError({ prometheus: { url, query: 'up' } }),
-      `Prometheus at ${url}/ answered /api/v1/query with 200 and a body that is not JSON (is this the Prometheus API?): <!doctype html><title>Grafana</title>`,
+      await probeError({ prometheus: { url: grafana, query: 'up' } }),
+      `Prometheus at ${grafana}/ answered /api/v1/query with 200 and a body that is not JSON (is this the Prometheus API?): <!doctype html><title>Grafana</title>`,
     );
-    state.body = { status: 'success', data: { resultType: 'string', result: [1700000000, 'hello'] } };
     assert.equal(
       await probeError({ prometheus: { url, query: '"hello"' } }),
       'Prometheus answered `"hello"` with a string result; the query must give an instant vector or a scalar',
@@ -600,14 +613,16 @@ describe('prometheus', () => {
 
   it('sends a bearer token read from a Secret', async (t) => {
     const namespace = await freshNamespace(t, kc);
-    const { state, url } = await fakePrometheus(t);
-    state.body = { status: 'success', data: { alerts: [promAlert({ alertname: 'Watchdog' }, 'firing')] } };
+    // Prometheus checks no bearer tokens itself: a proxy in front of it does.
+    const guarded = await prometheusProxy(monitoring.prometheusUrl, 's3cret-token');
+    t.after(() => guarded.close());
+    await firing({ Watchdog: {} });
     await client.request(`/api/v1/namespaces/${namespace}/secrets`, {
       method: 'POST',
-      body: { metadata: { name: 'prom-token' }, stringData: { token: 's3cret-token\n' } },
+      body: { metadata: { name: 'prom-token' }, stringData: { token: 's3cret-token\n', wrong: 'guess' } },
     });
     const spec = (key: string) => ({
-      url,
+      url: guarded.url,
       alerts: { matchers: ['alertname=~"Ceph.*"'] },
       bearerTokenSecretRef: { name: 'prom-token', key },
     });
@@ -619,32 +634,35 @@ describe('prometheus', () => {
       healthy: true,
       message: 'no firing alert matches alertname=~"Ceph.*" (1 alert firing in all)',
     });
-    assert.equal(state.requests.at(-1)?.authorization, 'Bearer s3cret-token');
+    assert.equal(guarded.requests.at(-1)?.authorization, 'Bearer s3cret-token');
+    await assert.rejects(
+      prometheusProbe(spec('wrong'), probeContext('endpoints', AbortSignal.timeout(10_000), namespace)),
+      { message: /401/ },
+    );
     await assert.rejects(
       prometheusProbe(spec('missing'), probeContext('endpoints', AbortSignal.timeout(10_000), namespace)),
       {
-        message: `bearer token Secret ${namespace}/prom-token has no key missing (it has token)`,
+        message: `bearer token Secret ${namespace}/prom-token has no key missing (it has token, wrong)`,
       },
     );
   });
 
   it('reaches a Prometheus URL with a cluster DNS name through its Service in endpoints mode', async (t) => {
     const namespace = await freshNamespace(t, kc);
-    const { state, url } = await fakePrometheus(t);
-    state.body = { status: 'success', data: { alerts: [] } };
-    const port = Number(new URL(url).port);
+    await firing({});
+    const seen = proxy.requests.length;
     await client.request(`/api/v1/namespaces/${namespace}/services`, {
       method: 'POST',
       body: { metadata: { name: 'prometheus' }, spec: { type: 'ExternalName', externalName: 'localhost' } },
     });
     const result = await probe({
-      prometheus: { url: `http://prometheus.${namespace}.svc:${port}`, alerts: {} },
+      prometheus: { url: `http://prometheus.${namespace}.svc:${proxy.port}`, alerts: {} },
     });
     assert.deepEqual(result, {
       healthy: true,
       message: 'no alert firing (no matchers: any firing alert would count)',
     });
-    assert.equal(state.requests.length, 1);
+    assert.equal(proxy.requests.length - seen, 1);
   });
 });
 

@@ -1,12 +1,12 @@
-// Alertmanager silences while actions run, against the sandbox and a small server
-// speaking Alertmanager's v2 API: held from approval to the end of the action, expired
+// Alertmanager silences while actions run, against the sandbox and a real Alertmanager
+// (sandbox/monitoring.ts): held from approval to the end of the action, expired
 // when it ends or is deleted, never a gate (an unreachable Alertmanager is reported and
 // retried, the action goes on), and the same silence renewed across a controller restart.
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { Controller } from '../../src/controller.ts';
 import type { Silence } from '../../src/silences/client.ts';
-import { FakeAlertmanager } from '../support/alertmanager.ts';
+import type { Monitoring } from '../../sandbox/monitoring.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   API,
@@ -25,24 +25,28 @@ import {
   type ActionObject,
 } from '../support/gate.ts';
 import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { silencesForAction, startTestMonitoring, type ListedSilence } from '../support/monitoring.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
 const instance = uniqueName('silences');
-const am = new FakeAlertmanager();
-let controller: Controller;
+let monitoring: Monitoring | undefined;
+/** The Alertmanager's URL. */
+let am = '';
+let controller: Controller | undefined;
 let me = '';
 
 before(async () => {
   await installGatehouseAPI(kc);
   me = await whoami(client);
-  await am.start();
+  monitoring = await startTestMonitoring();
+  am = monitoring.alertmanagerUrl ?? '';
   controller = await startGateController(instance);
 });
 
 after(async () => {
-  await controller.stop();
-  await am.stop();
+  await controller?.stop();
+  await monitoring?.stop();
 });
 
 /** Test nodes of their own, governed by a policy of their own that asks for silences. */
@@ -74,17 +78,17 @@ function silenced(a: ActionObject) {
   return a.status?.conditions?.find((c) => c.type === 'Silenced');
 }
 
-/** Waits until the action's one silence in `server` is in `state`; returns it. */
+/** Waits until the action's one silence in Alertmanager at `server` is in `state`; returns it. */
 async function silenceIn(
-  server: FakeAlertmanager,
+  server: string,
   uid: string,
   state: Silence['status']['state'],
   timeoutMs = 30_000,
-): Promise<Silence> {
+): Promise<ListedSilence> {
   return waitFor(
     `the action's silence to be ${state}`,
-    (observe) => {
-      const list = server.forAction(uid);
+    async (observe) => {
+      const list = await silencesForAction(server, uid);
       observe(JSON.stringify(list.map((s) => [s.id, s.status.state])));
       return list.length === 1 && list[0]?.status.state === state ? list[0] : undefined;
     },
@@ -124,7 +128,7 @@ async function finish(name: string, node: string): Promise<ActionObject> {
 
 describe('Alertmanager silences', () => {
   it('holds a silence on the node from approval, capped at approval + duration, and expires it when the action succeeds', async (t) => {
-    const node = await governedNode(t, { url: am.url, duration: '1m' });
+    const node = await governedNode(t, { url: am, duration: '1m' });
     const action = await startAction(t, node);
     const uid = action.metadata.uid;
     const approved = await waitForPhase(client, action.metadata.name, 'Approved');
@@ -142,7 +146,7 @@ describe('Alertmanager silences', () => {
     );
     assert.deepEqual(
       held.status?.silences?.map((s) => [s.url, s.nodeLabel, s.state, s.id, s.endsAt]),
-      [[am.url, 'node', 'Active', silence.id, new Date(silence.endsAt).toISOString()]],
+      [[am, 'node', 'Active', silence.id, new Date(silence.endsAt).toISOString()]],
     );
     assert.equal(silenced(held)?.status, 'True');
     // The Event is recorded after the status that it reports is written.
@@ -158,7 +162,7 @@ describe('Alertmanager silences', () => {
       (a.status?.silences ?? []).every((s) => s.state === 'Expired'),
     );
     assert.equal(silenced(done)?.reason, 'ActionEnded');
-    assert.equal(am.forAction(uid).length, 1, 'one silence for the whole action');
+    assert.equal((await silencesForAction(am, uid)).length, 1, 'one silence for the whole action');
     await waitFor(
       'the finalizer to go',
       async () =>
@@ -170,7 +174,7 @@ describe('Alertmanager silences', () => {
   });
 
   it('expires the silence when the action is deleted mid-action', async (t) => {
-    const node = await governedNode(t, { url: am.url });
+    const node = await governedNode(t, { url: am });
     const action = await startAction(t, node);
     await waitForPhase(client, action.metadata.name, 'Approved');
     await silenceIn(am, action.metadata.uid, 'active');
@@ -181,11 +185,11 @@ describe('Alertmanager silences', () => {
   });
 
   it('never holds an action back: Alertmanager down is reported, retried, and the silence comes when it is back', async (t) => {
-    const down = new FakeAlertmanager();
-    await down.start();
-    await down.stop(); // Its port now refuses connections.
-    t.after(() => down.stop());
-    const node = await governedNode(t, { url: down.url });
+    const down = monitoring;
+    assert.ok(down);
+    await down.stopAlertmanager(); // Its port now refuses connections.
+    t.after(() => down.startAlertmanager().catch(() => undefined));
+    const node = await governedNode(t, { url: am });
     const action = await startAction(t, node);
 
     const approved = await waitForPhase(client, action.metadata.name, ['Approved', 'Failed']);
@@ -209,22 +213,22 @@ describe('Alertmanager silences', () => {
     );
     assert.match(warning.message, /ECONNREFUSED/);
 
-    await down.start();
-    const silence = await silenceIn(down, action.metadata.uid, 'active', 60_000);
+    await down.startAlertmanager();
+    const silence = await silenceIn(am, action.metadata.uid, 'active', 60_000);
     await actionWhere(
       action.metadata.name,
       'the Silenced condition to turn True',
       (a) => silenced(a)?.status === 'True' && a.status?.silences?.[0]?.id === silence.id,
     );
     await finish(action.metadata.name, node);
-    await silenceIn(down, action.metadata.uid, 'expired');
+    await silenceIn(am, action.metadata.uid, 'expired');
   });
 
   it('renews the same silence after a controller restart, never a second one', async (t) => {
     const own = uniqueName('silences-restart');
     let restarting: Controller | undefined = await startGateController(own);
     t.after(() => restarting?.stop());
-    const node = await governedNode(t, { url: am.url }, own);
+    const node = await governedNode(t, { url: am }, own);
     const action = await startAction(t, node, own);
     const uid = action.metadata.uid;
     await waitForPhase(client, action.metadata.name, 'Approved');
@@ -235,25 +239,27 @@ describe('Alertmanager silences', () => {
 
     await restarting.stop();
     restarting = undefined;
-    const seen = am.requests.length;
+    const before = (await silencesForAction(am, uid))[0];
+    assert.ok(before);
     restarting = await startGateController(own);
-    await waitFor(
+    // Alertmanager stamps every update of a silence: a renewal shows as a later updatedAt.
+    const renewed = await waitFor(
       'the new controller to renew the silence',
-      () =>
-        am.requests.slice(seen).some((r) => r.method === 'POST' && r.id === silence.id) ? true : undefined,
+      async () => {
+        const list = await silencesForAction(am, uid);
+        return list.some((s) => s.updatedAt !== before.updatedAt) ? list : undefined;
+      },
       { timeoutMs: 30_000, intervalMs: 100 },
     );
-    const renewed = await silenceIn(am, uid, 'active');
-    assert.equal(renewed.id, silence.id);
-    assert.ok(Date.parse(renewed.endsAt) >= Date.parse(silence.endsAt), 'renewed, not shortened');
-    assert.equal(
-      am.requests.slice(seen).filter((r) => r.method === 'POST' && r.id === undefined).length,
-      0,
-      'no silence created after the restart',
+    assert.deepEqual(
+      renewed.map((s) => [s.id, s.status.state]),
+      [[silence.id, 'active']],
+      'the same silence renewed in place; none created after the restart',
     );
+    assert.ok(Date.parse(renewed[0]?.endsAt ?? '') >= Date.parse(silence.endsAt), 'renewed, not shortened');
 
     await finish(action.metadata.name, node);
     await silenceIn(am, uid, 'expired');
-    assert.equal(am.forAction(uid).length, 1);
+    assert.equal((await silencesForAction(am, uid)).length, 1);
   });
 });

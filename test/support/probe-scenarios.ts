@@ -17,7 +17,9 @@ import type { ClusterHealthCheckSpec, PROBES } from '../../src/api/cluster-healt
 import type { ProbeContext } from '../../src/checks/probe.ts';
 import { KubeApiError, type RestClient } from '../../src/kube/rest.ts';
 import { talosNode } from '../../sandbox/nodes.ts';
+import type { Monitoring } from '../../sandbox/monitoring.ts';
 import { rest } from './kube.ts';
+import { gaugeExporter, startTestMonitoring } from './monitoring.ts';
 
 export type ProbeType = (typeof PROBES)[number];
 /** The probe part of a ClusterHealthCheck spec: exactly one probe type set. */
@@ -573,29 +575,14 @@ export function nodesScenario(): ProbeScenario {
 
 // --- prometheus ----------------------------------------------------------------------------
 
-/** A sample in the Prometheus API's vector format. */
-export function promSample(labels: Record<string, string>, value: string) {
-  return { metric: labels, value: [Date.now() / 1000, value] };
-}
-
-/** An alert as /api/v1/alerts lists it. */
-export function promAlert(labels: Record<string, string>, state: 'firing' | 'pending') {
-  return {
-    labels,
-    annotations: { summary: `${labels.alertname ?? 'alert'} is ${state}` },
-    state,
-    activeAt: new Date().toISOString(),
-    value: '1e+00',
-  };
-}
-
 /**
- * A fake Prometheus answering the instant-query API; `ceph_health_status` is 0
- * (HEALTH_OK) and must lie in [0, 0]; broken, it is 1 (HEALTH_WARN).
+ * A real Prometheus scraping an exporter of `ceph_health_status` (0 is HEALTH_OK), which
+ * must lie in [0, 0]; broken, the exporter says 1 (HEALTH_WARN).
  */
 export function prometheusQueryScenario(): ProbeScenario {
-  let value = '0';
-  let server: Awaited<ReturnType<typeof localHttpServer>> | undefined;
+  let monitoring: Monitoring | undefined;
+  let exporter: Awaited<ReturnType<typeof gaugeExporter>> | undefined;
+  const labels = { cluster: 'rook-ceph' };
   return {
     name: 'prometheus (query with value range)',
     probe: 'prometheus',
@@ -605,46 +592,47 @@ export function prometheusQueryScenario(): ProbeScenario {
     unhealthyMessage:
       /^query `max by \(cluster\) \(ceph_health_status\)`: 1\/1 sample outside \[0, 0\]: \{cluster="rook-ceph"\} 1$/,
     async setup() {
-      server = await localHttpServer((req, res) => {
-        const url = new URL(req.url ?? '/', 'http://prometheus');
-        if (url.pathname !== '/api/v1/query')
-          return sendJson(res, 404, { status: 'error', errorType: 'not_found', error: 'no such endpoint' });
-        if (url.searchParams.get('query') !== 'max by (cluster) (ceph_health_status)')
-          return sendJson(res, 200, { status: 'success', data: { resultType: 'vector', result: [] } });
-        sendJson(res, 200, {
-          status: 'success',
-          data: { resultType: 'vector', result: [promSample({ cluster: 'rook-ceph' }, value)] },
-        });
-      });
+      monitoring = await startTestMonitoring({ alertmanager: false });
+      exporter = await gaugeExporter('ceph_health_status', 'Ceph health: 0 OK, 1 WARN, 2 ERR.', ['cluster']);
+      exporter.gauge.set(labels, 0);
+      await monitoring.setTargets('ceph', [exporter.target]);
       return {
         prometheus: {
-          url: `http://127.0.0.1:${server.port}`,
+          url: monitoring.prometheusUrl,
           query: 'max by (cluster) (ceph_health_status)',
           valueRange: { min: 0, max: 0 },
         },
       };
     },
     breakIt() {
-      value = '1';
+      exporter?.gauge.set(labels, 1);
       return Promise.resolve();
     },
     fixIt() {
-      value = '0';
+      exporter?.gauge.set(labels, 0);
       return Promise.resolve();
     },
     async cleanup() {
-      await server?.close();
+      await exporter?.close();
+      await monitoring?.stop();
     },
   };
 }
 
 /**
- * A fake Prometheus listing alerts: Watchdog always fires, a critical alert is only
- * pending, a warning about something else fires; broken, a critical Ceph alert fires.
+ * A real Prometheus evaluating alert rules: Watchdog always fires, a critical alert is
+ * only pending (its `for` is an hour), a warning about something else fires; broken,
+ * the exporter reports Ceph unhealthy and a critical Ceph alert fires.
  */
 export function prometheusAlertsScenario(): ProbeScenario {
-  let broken = false;
-  let server: Awaited<ReturnType<typeof localHttpServer>> | undefined;
+  let monitoring: Monitoring | undefined;
+  let exporter: Awaited<ReturnType<typeof gaugeExporter>> | undefined;
+  const always = (alert: string, labels: Record<string, string>, pendingFor?: string) => ({
+    alert,
+    expr: 'vector(1)',
+    labels,
+    ...(pendingFor ? { for: pendingFor } : {}),
+  });
   return {
     name: 'prometheus (alerts)',
     probe: 'prometheus',
@@ -654,41 +642,44 @@ export function prometheusAlertsScenario(): ProbeScenario {
     unhealthyMessage:
       /^1 firing alert matches severity="critical", alertname!="Watchdog": CephHealthError\{namespace="rook-ceph", severity="critical"\}$/,
     async setup() {
-      server = await localHttpServer((req, res) => {
-        if (req.url !== '/prom/api/v1/alerts')
-          return sendJson(res, 404, { status: 'error', errorType: 'not_found', error: 'no such endpoint' });
-        const alerts = [
-          promAlert({ alertname: 'Watchdog', severity: 'none' }, 'firing'),
-          promAlert({ alertname: 'KubeNodeNotReady', severity: 'critical', node: 'worker-9' }, 'pending'),
-          promAlert({ alertname: 'CPUThrottlingHigh', severity: 'info' }, 'firing'),
-        ];
-        if (broken)
-          alerts.push(
-            promAlert(
-              { alertname: 'CephHealthError', severity: 'critical', namespace: 'rook-ceph' },
-              'firing',
-            ),
-          );
-        sendJson(res, 200, { status: 'success', data: { alerts } });
-      });
+      // Served under a path prefix, as behind a proxy.
+      monitoring = await startTestMonitoring({ alertmanager: false, prometheusRoutePrefix: '/prom' });
+      exporter = await gaugeExporter('ceph_health_status', 'Ceph health: 0 OK, 1 WARN, 2 ERR.');
+      exporter.gauge.set(0);
+      await monitoring.setTargets('ceph', [exporter.target]);
+      await monitoring.setRules('alerts', [
+        {
+          name: 'scenario',
+          rules: [
+            always('Watchdog', { severity: 'none' }),
+            always('KubeNodeNotReady', { severity: 'critical', node: 'worker-9' }, '1h'),
+            always('CPUThrottlingHigh', { severity: 'info' }),
+            {
+              alert: 'CephHealthError',
+              expr: 'max(ceph_health_status) > 0',
+              labels: { severity: 'critical', namespace: 'rook-ceph' },
+            },
+          ],
+        },
+      ]);
       return {
         prometheus: {
-          // Served under a path prefix, as behind a proxy.
-          url: `http://127.0.0.1:${server.port}/prom/`,
+          url: `${monitoring.prometheusUrl}/`,
           alerts: { matchers: ['severity="critical"', 'alertname!="Watchdog"'] },
         },
       };
     },
     breakIt() {
-      broken = true;
+      exporter?.gauge.set(1);
       return Promise.resolve();
     },
     fixIt() {
-      broken = false;
+      exporter?.gauge.set(0);
       return Promise.resolve();
     },
     async cleanup() {
-      await server?.close();
+      await exporter?.close();
+      await monitoring?.stop();
     },
   };
 }

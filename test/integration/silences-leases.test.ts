@@ -1,11 +1,14 @@
 // The imperative half of silences (src/silences/leases.ts): calls in the background, one
-// at a time per silence, and their outcomes kept as the facts the core decides on.
+// at a time per silence, and their outcomes kept as the facts the core decides on;
+// against a real Alertmanager (sandbox/monitoring.ts).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { silentLogger } from '../../src/log.ts';
 import { SilenceLeases, type SilenceCall } from '../../src/silences/leases.ts';
 import { silenceKey } from '../../src/silences/plan.ts';
-import { FakeAlertmanager } from '../support/alertmanager.ts';
+import type { Monitoring } from '../../sandbox/monitoring.ts';
+import { freePorts } from '../../sandbox/processes.ts';
+import { silencesForAction, startTestMonitoring } from '../support/monitoring.ts';
 
 function changes(): { wait: () => Promise<void>; onChange: () => void; count: () => number } {
   let n = 0;
@@ -21,9 +24,13 @@ function changes(): { wait: () => Promise<void>; onChange: () => void; count: ()
 }
 
 describe('SilenceLeases', () => {
-  const am = new FakeAlertmanager();
-  before(() => am.start());
-  after(() => am.stop());
+  let monitoring: Monitoring | undefined;
+  const am = { url: '' };
+  before(async () => {
+    monitoring = await startTestMonitoring();
+    am.url = monitoring.alertmanagerUrl ?? '';
+  });
+  after(() => monitoring?.stop());
   const leases = new SilenceLeases({ log: silentLogger() });
   after(() => leases.stop());
 
@@ -48,25 +55,21 @@ describe('SilenceLeases', () => {
     await done;
     const facts = leases.facts('a1').get(key);
     assert.equal(facts?.state, 'succeeded');
-    assert.equal(am.forAction('a1').length, 1);
-    assert.equal(facts.id, am.forAction('a1')[0]?.id);
-    assert.equal(
-      am.requests.filter((r) => r.method === 'POST').length,
-      1,
-      'the second start waited for the first',
-    );
+    const held = await silencesForAction(am.url, 'a1');
+    // Two holds at once would both find no silence and create one each.
+    assert.equal(held.length, 1, 'the second start waited for the first');
+    assert.equal(facts.id, held[0]?.id);
 
     const released = c.wait();
     leases.start(call('release', 'a1'), c.onChange);
     await released;
     assert.equal(leases.facts('a1').get(key)?.state, 'succeeded');
-    assert.equal(am.forAction('a1')[0]?.status.state, 'expired');
+    assert.equal((await silencesForAction(am.url, 'a1'))[0]?.status.state, 'expired');
   });
 
   it('counts consecutive failures, and a retry carries the failure it retries', async () => {
-    const gone = new FakeAlertmanager();
-    await gone.start();
-    await gone.stop();
+    // A port nothing listens on: connections are refused.
+    const gone = { url: `http://127.0.0.1:${String((await freePorts(['gone'])).gone)}` };
     const key = silenceKey({ url: gone.url, nodeLabel: 'node' });
     const c = changes();
     let next = c.wait();
