@@ -25,6 +25,7 @@ import { Metrics } from './metrics.ts';
 import type { TalosClientOptions } from './talos/client.ts';
 import type { TalosContext } from './talos/config.ts';
 import { TalosConfigReloader } from './talos/config-reload.ts';
+import { EtcdCheck } from './talos/etcd-check.ts';
 import { TalosExecutor } from './talos/execution.ts';
 
 export interface ControllerOptions {
@@ -122,6 +123,8 @@ export class Controller {
    * talosconfig that does not exist yet) it exists and acts as if it did not.
    */
   readonly executor: TalosExecutor | undefined;
+  /** The etcd guard's reads (src/talos/etcd-check.ts), for the action gate and /v1/health. */
+  readonly etcd: EtcdCheck;
   /** Undefined when the controller was started with `actions: false`. */
   readonly actions: ActionReconciler | undefined;
   /** Undefined when the controller was started with `boots: false` (or `actions: false`). */
@@ -225,6 +228,12 @@ export class Controller {
             ...(talos.drainRetryMs !== undefined ? { drainRetryMs: talos.drainRetryMs } : {}),
           });
     this.talosConfig = this.executor ? followed : undefined;
+    // The etcd guard reads through the executor's client; without one it says so.
+    const executor = this.executor;
+    this.etcd = new EtcdCheck({
+      withClient: (fn) => (executor ? executor.withClient(fn) : Promise.resolve(undefined)),
+      nodes: () => this.nodeInformer.list(),
+    });
     this.actions =
       options.actions === false
         ? undefined
@@ -242,6 +251,7 @@ export class Controller {
             checkInformer: this.checkInformer,
             runner: this.hooks,
             ...(this.executor ? { executor: this.executor } : {}),
+            etcd: this.etcd,
             isLeader: () => this.isLeader(),
             ...(options.instance ? { instance: options.instance } : {}),
             retention: { ...DEFAULT_RETENTION, ...options.retention },
@@ -348,6 +358,7 @@ export class Controller {
         const node = controller.nodeInformer.get(name);
         return node ? (node.metadata.labels ?? {}) : undefined;
       },
+      etcd: (node) => controller.etcd.cached(node),
       ...(options.instance ? { instance: options.instance } : {}),
       ...options.api,
       ...(options.dashboard !== false

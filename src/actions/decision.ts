@@ -65,6 +65,8 @@ export interface ActionDecision {
   removeFinalizer: boolean;
   /** Evaluate these checks afresh and decide again with the results (`fresh`). */
   evaluateChecks?: string[];
+  /** Read etcd for the action's node and decide again with the result (`etcd`). */
+  readEtcd?: boolean;
   effects: ActionEffect[];
   requeueAfterMs?: number;
 }
@@ -85,6 +87,7 @@ export class DecisionBuilder {
   readonly effects: ActionEffect[] = [];
   private requeueAfterMs: number | undefined;
   private evaluateChecks: string[] | undefined;
+  private etcdAsked = false;
 
   constructor(input: ActionInput) {
     this.input = input;
@@ -108,8 +111,14 @@ export class DecisionBuilder {
     this.evaluateChecks = checks;
   };
 
+  /** Read etcd for the action's node now, then decide again with the result (etcd-guard.ts). */
+  readonly readEtcd = (): void => {
+    this.etcdAsked = true;
+  };
+
+  /** Whether the decision waits on a fresh evaluation or read: the pass stops there. */
   get evaluating(): boolean {
-    return this.evaluateChecks !== undefined;
+    return this.evaluateChecks !== undefined || this.etcdAsked;
   }
 
   readonly effect = (...effects: ActionEffect[]): void => {
@@ -250,6 +259,7 @@ export class DecisionBuilder {
       effects: this.effects,
       ...(this.requeueAfterMs !== undefined ? { requeueAfterMs: this.requeueAfterMs } : {}),
       ...(this.evaluateChecks ? { evaluateChecks: this.evaluateChecks } : {}),
+      ...(this.etcdAsked ? { readEtcd: true } : {}),
       ...extra,
     };
   }

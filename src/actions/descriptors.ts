@@ -5,6 +5,7 @@ import type { Action } from '../api/common.ts';
 import type { HookKindName } from '../api/hooks.ts';
 import type { ExecutionRecord, NodeActionSpec } from '../api/node-action.ts';
 import {
+  autoNeverReboots,
   planConfigChange,
   planReboot,
   planReset,
@@ -19,8 +20,6 @@ export type Completion =
   | 'reboot'
   /** The node goes down: NotReady, gone, or (powered on again) a new boot ID. */
   | 'down'
-  /** The Node object is deleted. */
-  | 'removed'
   /** The requester's executed mark alone, once the node is Ready. */
   | 'mark';
 
@@ -31,9 +30,13 @@ export interface ActionDescriptor {
    * How the action finishes. `execution` is the record of a Managed action's Talos call:
    * once Talos answered, what it does is known rather than guessed.
    */
-  completion: (spec: NodeActionSpec, execution?: ExecutionRecord) => Completion;
-  /** Whether a Managed action cordons and drains the node before its Talos call (spec.drain.enabled aside). */
-  drains: (spec: NodeActionSpec) => boolean;
+  completion: (spec: NodeActionSpec, execution?: ExecutionRecord, osImage?: string) => Completion;
+  /**
+   * Whether the action takes its node (running `osImage`) down or out, or may: a Managed
+   * action then cordons and drains it before its Talos call (spec.drain.enabled aside),
+   * and on a control-plane node the etcd guard holds it (src/actions/etcd-guard.ts).
+   */
+  disrupts: (spec: NodeActionSpec, osImage?: string) => boolean;
   /**
    * The Talos steps of a Managed action on a node running `osImage` (src/talos/executor.ts).
    * Absent: the action has no Talos call, and is always followed like an External one.
@@ -42,12 +45,13 @@ export interface ActionDescriptor {
 }
 
 /**
- * Whether a ConfigChange reboots the node, or may (Auto): Staged applies on a boot the
- * change does not cause, Try and NoReboot apply live.
+ * Whether a ConfigChange reboots the node, or may (Auto, except on Talos ≥ 1.14 where
+ * AUTO never reboots): Staged applies on a boot the change does not cause, Try and
+ * NoReboot apply live.
  */
-function configReboots(spec: NodeActionSpec): boolean {
+function configReboots(spec: NodeActionSpec, osImage?: string): boolean {
   const mode = spec.configChange?.mode ?? 'Auto';
-  return mode === 'Reboot' || mode === 'Auto';
+  return mode === 'Reboot' || (mode === 'Auto' && !autoNeverReboots(spec, osImage));
 }
 
 export const ACTION_DESCRIPTORS: Record<Action, ActionDescriptor> = {
@@ -55,25 +59,28 @@ export const ACTION_DESCRIPTORS: Record<Action, ActionDescriptor> = {
   Upgrade: {
     preHookKind: 'PreUpgradeJob',
     completion: () => 'reboot',
-    drains: () => true,
+    disrupts: () => true,
     talos: planUpgrade,
   },
   Reboot: {
     preHookKind: 'PreRebootJob',
     completion: () => 'reboot',
-    drains: () => true,
+    disrupts: () => true,
     talos: planReboot,
   },
   Shutdown: {
     preHookKind: 'PreShutdownJob',
     completion: () => 'down',
-    drains: () => true,
+    disrupts: () => true,
     talos: planShutdown,
   },
   Reset: {
     preHookKind: 'PreResetJob',
-    completion: () => 'removed',
-    drains: () => true,
+    // A Talos reset never deletes the Node object: it is done once the node goes down
+    // (gatehouse resets without Talos's `reboot`), or comes back with a new boot ID when
+    // whoever performed it (External) asked for the reboot.
+    completion: () => 'down',
+    disrupts: () => true,
     talos: planReset,
   },
   ConfigChange: {
@@ -83,12 +90,12 @@ export const ACTION_DESCRIPTORS: Record<Action, ActionDescriptor> = {
     preHookKind: 'PreRebootJob',
     // Auto (Managed only) may reboot: until the Talos executor reports what Talos
     // decided, it is followed as a change that reboots.
-    completion: (spec, execution) => {
+    completion: (spec, execution, osImage) => {
       if (execution?.reboots !== undefined) return execution.reboots ? 'reboot' : 'mark';
-      return configReboots(spec) ? 'reboot' : 'mark';
+      return configReboots(spec, osImage) ? 'reboot' : 'mark';
     },
-    // Drained when it reboots or may (Auto), not when applied live or staged.
-    drains: configReboots,
+    // Drained when it reboots or may (Auto before Talos 1.14), not when applied live or staged.
+    disrupts: configReboots,
     talos: planConfigChange,
   },
 };
@@ -103,19 +110,23 @@ export const PRE_HOOK_KIND: Record<Action, HookKindName> = {
 };
 
 /** How the action finishes (see ActionDescriptor.completion). */
-export function completionOf(spec: NodeActionSpec, execution?: ExecutionRecord): Completion {
-  return ACTION_DESCRIPTORS[spec.action].completion(spec, execution);
+export function completionOf(
+  spec: NodeActionSpec,
+  execution?: ExecutionRecord,
+  osImage?: string,
+): Completion {
+  return ACTION_DESCRIPTORS[spec.action].completion(spec, execution, osImage);
 }
 
 /**
- * Whether a Managed action cordons and drains the node before its Talos call: unless
- * spec.drain.enabled is false, for everything that takes the node's workloads down — a
- * ConfigChange too when it reboots or may (Auto), but not one applied live (NoReboot,
- * Try) or staged for a boot it does not cause.
+ * Whether a Managed action cordons and drains the node (running `osImage`) before its
+ * Talos call: unless spec.drain.enabled is false, for everything that takes the node's
+ * workloads down — a ConfigChange too when it reboots or may (Auto before Talos 1.14),
+ * but not one applied live (NoReboot, Try) or staged for a boot it does not cause.
  */
-export function drainsBeforeCall(spec: NodeActionSpec): boolean {
+export function drainsBeforeCall(spec: NodeActionSpec, osImage?: string): boolean {
   if (spec.drain?.enabled === false) return false;
-  return ACTION_DESCRIPTORS[spec.action].drains(spec);
+  return ACTION_DESCRIPTORS[spec.action].disrupts(spec, osImage);
 }
 
 /** What an action whose work is under way waits for, in words for its status. */
@@ -125,8 +136,6 @@ export function waitingMessage(completion: Completion): string {
       return 'waiting for the node to come back with a new boot ID';
     case 'down':
       return 'waiting for the node to go down';
-    case 'removed':
-      return 'waiting for its Node object to be deleted (a reset machine leaves it behind: kubectl delete node once the reset is done)';
     case 'mark':
       return 'waiting for the node to be Ready';
   }

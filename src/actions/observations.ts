@@ -7,6 +7,7 @@ import type { CheckState } from '../checks/state.ts';
 import type { JobFacts } from '../hooks/job.ts';
 import type { WebhookFacts } from '../hooks/plan.ts';
 import type { HookObject } from '../hooks/select.ts';
+import type { EtcdCheckState } from '../talos/etcd-health.ts';
 import type { ExecutionFacts } from '../talos/facts.ts';
 
 /** What the action needs to know about its node. */
@@ -47,6 +48,11 @@ export interface ActionInput {
   node: NodeFacts | undefined;
   checks: readonly CheckFacts[];
   fresh?: FreshChecks;
+  /**
+   * The etcd guard's read, made for this decision when it asked (ActionDecision.readEtcd):
+   * whether etcd can spare the action's control-plane node now (src/actions/etcd-guard.ts).
+   */
+  etcd?: EtcdCheckState;
   hooks: readonly HookObject[];
   jobs: ReadonlyMap<string, JobFacts>;
   webhooks: ReadonlyMap<string, WebhookFacts>;

@@ -37,6 +37,9 @@ import type { Metrics } from '../metrics.ts';
 import { reportPolicy, type ActionRef, type NodeLabels, type PolicyFacts } from '../policies/evaluate.ts';
 import { SilenceLeases } from '../silences/leases.ts';
 import { uncordonFor } from '../talos/drain.ts';
+import type { EtcdCheck } from '../talos/etcd-check.ts';
+import { NO_TALOSCONFIG } from '../talos/etcd-check.ts';
+import type { EtcdCheckState } from '../talos/etcd-health.ts';
 import type { TalosExecutor } from '../talos/execution.ts';
 import { errorMessage } from '../wait.ts';
 import { actionRef, isCandidate, planAdmissions } from './admission.ts';
@@ -50,6 +53,7 @@ import {
   type FreshChecks,
   type NodeFacts,
 } from './decide.ts';
+import { etcdAway } from './etcd-guard.ts';
 import { FreshEvaluations } from './fresh-evaluations.ts';
 import { DEFAULT_RETENTION, planRetention, type RetentionPolicy } from './retention.ts';
 import { holdSilences } from './silences.ts';
@@ -104,6 +108,8 @@ export interface ActionReconcilerOptions {
   concurrency?: number;
   /** Makes the Alertmanager silence calls; one of its own by default. */
   silences?: SilenceLeases;
+  /** Reads etcd for the etcd guard (src/talos/etcd-check.ts); without it, etcd is never checked. */
+  etcd?: EtcdCheck;
 }
 
 interface NodeObject extends KubeObject {
@@ -157,6 +163,11 @@ export class ActionReconciler {
   private fieldSelectors = true;
   private readonly silences: SilenceLeases;
   private readonly fresh: FreshEvaluations;
+  /**
+   * Held from the etcd guard's read to the status write of the decision made on it: two
+   * control-plane actions judged at once would each see the other not yet approved.
+   */
+  private etcdTurn: Promise<void> = Promise.resolve();
   private started = false;
   private leading = false;
 
@@ -345,15 +356,42 @@ export class ActionReconciler {
     }
     this.superseded.delete(name);
     const log = this.log.child({ action: name, node: action.spec.nodeName });
-    const decision = await this.decideFor(action);
-    if (!this.o.isLeader()) return undefined;
-    if (isNew(action) && decision.status.phase === 'Pending') {
-      // Recorded as requested by the admission pass, in the same write as its admission
-      // when its policies allow it at once: one write instead of two.
-      this.queue.add(ADMISSION_KEY);
-      return undefined;
+    let release: (() => void) | undefined;
+    try {
+      const decision = await this.decideFor(action, false, (r) => (release = r));
+      if (!this.o.isLeader()) return undefined;
+      if (isNew(action) && decision.status.phase === 'Pending') {
+        // Recorded as requested by the admission pass, in the same write as its admission
+        // when its policies allow it at once: one write instead of two.
+        this.queue.add(ADMISSION_KEY);
+        return undefined;
+      }
+      return await this.commit(action, decision, log);
+    } finally {
+      release?.();
     }
-    return this.commit(action, decision, log);
+  }
+
+  /** Waits for the etcd guard's turn (see etcdTurn); the caller releases it. */
+  private async etcdLock(): Promise<() => void> {
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    const before = this.etcdTurn;
+    this.etcdTurn = before.then(() => mine);
+    await before;
+    return release;
+  }
+
+  /**
+   * The etcd guard's read for the action (etcd-guard.ts), counting as down the members
+   * of nodes whose disruptive action is approved — from a quorum read of every
+   * instance's actions, not the cache, which may not show an approval just written.
+   */
+  private async readEtcd(action: ActionObject): Promise<EtcdCheckState> {
+    if (!this.o.etcd)
+      return { at: new Date(), checked: false, healthy: false, spareable: true, message: NO_TALOSCONFIG };
+    const list = await this.o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
+    return this.o.etcd.check(action.spec.nodeName, etcdAway(list.items, action));
   }
 
   /** The checks that gate the action on its node, as the cache has them; undefined without a node. */
@@ -386,7 +424,12 @@ export class ActionReconciler {
    * (with `begunOnly`, only one already begun: otherwise the decision is left asking), then
    * its silences.
    */
-  private async decideFor(action: ActionObject, begunOnly = false): Promise<ActionDecision> {
+  private async decideFor(
+    action: ActionObject,
+    begunOnly = false,
+    /** Takes the etcd guard's lock, when it was taken, to release it after the write (else released here). */
+    holdEtcd?: (release: () => void) => void,
+  ): Promise<ActionDecision> {
     const records = action.status?.hooks ?? [];
     const input: ActionInput = {
       now: new Date(),
@@ -400,12 +443,35 @@ export class ActionReconciler {
     };
     let now = input.now;
     let decision = decide(input);
-    if (decision.evaluateChecks) {
-      const begun = begunOnly ? this.fresh.take(action.metadata.uid, decision.evaluateChecks) : undefined;
-      if (begunOnly && !begun) return decision;
-      const fresh = await (begun ?? this.evaluate(action.metadata.uid, decision.evaluateChecks));
-      now = new Date();
-      decision = decide({ ...input, now, fresh });
+    let begun: Promise<FreshChecks> | undefined;
+    if (begunOnly) {
+      if (decision.readEtcd) return decision;
+      if (decision.evaluateChecks) {
+        begun = this.fresh.take(action.metadata.uid, decision.evaluateChecks);
+        if (!begun) return decision;
+      }
+    }
+    // A fresh evaluation, an etcd read, or both (in parallel), then decide again; the
+    // approval may ask for a read of its own after the health gate's, hence the rounds.
+    let fresh: FreshChecks | undefined;
+    let etcd: EtcdCheckState | undefined;
+    let release: (() => void) | undefined;
+    try {
+      for (let round = 0; round < 3 && (decision.evaluateChecks || decision.readEtcd); round++) {
+        const checks = decision.evaluateChecks;
+        if (decision.readEtcd && !release) release = await this.etcdLock();
+        [fresh, etcd] = await Promise.all([
+          checks ? (begun ?? this.evaluate(action.metadata.uid, checks)) : Promise.resolve(fresh),
+          decision.readEtcd ? this.readEtcd(action) : Promise.resolve(etcd),
+        ]);
+        begun = undefined;
+        now = new Date();
+        decision = decide({ ...input, now, ...(fresh ? { fresh } : {}), ...(etcd ? { etcd } : {}) });
+      }
+    } finally {
+      // Held on to the status write when the caller takes it; else released now.
+      if (release && holdEtcd) holdEtcd(release);
+      else release?.();
     }
     const nodeObject = this.o.nodes.get(action.spec.nodeName);
     return holdSilences(decision, action, {

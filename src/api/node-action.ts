@@ -333,12 +333,24 @@ export type NodeActionPhase = (typeof NODE_ACTION_PHASES)[number];
 
 export const CheckResult = Type.Object(
   {
-    name: DnsSubdomain('Name of the ClusterHealthCheck.'),
+    name: Type.String({
+      description:
+        'Name of the ClusterHealthCheck, or builtin:etcd for the etcd guard of a control-plane node (a name no ClusterHealthCheck can have).',
+      minLength: 1,
+      maxLength: 253,
+      pattern: '^(builtin:etcd|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$',
+    }),
     healthy: Type.Boolean({
       description: 'Whether it held at the fresh evaluation the action was judged on.',
     }),
     bypassed: Type.Optional(
       Type.Boolean({ description: 'True when the check was not waited for because of spec.bypass.' }),
+    ),
+    notChecked: Type.Optional(
+      Type.Boolean({
+        description:
+          'True when the check could not be made at all (builtin:etcd without a talosconfig); healthy then says whether the action was let through without it, and message why.',
+      }),
     ),
     probeTime: Type.Optional(Timestamp('When that evaluation was made.')),
     message: Type.Optional(Text('What the probe found.', 4096)),

@@ -104,7 +104,12 @@ export function progressLines(name: string, progress: Progress, now: Date, style
     `${paint(isTerminal(phase) ? '■' : '▶')} ${style.bold(action.spec.nodeName)} ${action.spec.action} ${paint(phase ?? 'New')}${inPhase ? ` ${inPhase}` : ''} ${style.dim(`(${name})`)}`,
   ];
   const checks = status.checks ?? [];
-  if (phase === 'WaitingForHealth' || (phase === 'Failed' && checks.some((c) => !c.healthy && !c.bypassed))) {
+  // The etcd guard (builtin:etcd) may hold an action after its pre-hooks too, at approval.
+  const held = checks.some((c) => !c.healthy && !c.bypassed);
+  if (
+    phase === 'WaitingForHealth' ||
+    ((phase === 'Failed' || phase === 'Denied' || phase === 'RunningPreHooks') && held)
+  ) {
     const failing = checks.filter((c) => !c.healthy && !c.bypassed);
     if (checks.length === 0) lines.push(`  waiting for the health checks to be evaluated`);
     else if (failing.length > 0) {
@@ -112,6 +117,8 @@ export function progressLines(name: string, progress: Progress, now: Date, style
     }
     for (const c of checks) {
       if (c.bypassed) lines.push(`    ${style.warn('–')} check ${c.name} bypassed`);
+      else if (c.notChecked && c.healthy)
+        lines.push(`    ${style.warn('–')} check ${c.name} not checked: ${oneLine(c.message ?? '', 160)}`);
       else if (c.healthy) lines.push(`    ${style.good('✓')} check ${c.name} healthy`);
       else {
         const probed = c.probeTime ? ` (probed ${since(c.probeTime, now)} ago)` : '';
@@ -123,9 +130,12 @@ export function progressLines(name: string, progress: Progress, now: Date, style
     }
   } else if (checks.length > 0) {
     const bypassed = checks.filter((c) => c.bypassed).length;
+    const unchecked = checks.filter((c) => c.notChecked && !c.bypassed);
     lines.push(
-      `  ${style.good('✓')} ${String(checks.length - bypassed)} checks held${bypassed ? `, ${String(bypassed)} bypassed` : ''}`,
+      `  ${style.good('✓')} ${String(checks.length - bypassed - unchecked.length)} checks held${bypassed ? `, ${String(bypassed)} bypassed` : ''}`,
     );
+    for (const c of unchecked)
+      lines.push(`    ${style.warn('–')} check ${c.name} not checked: ${oneLine(c.message ?? '', 160)}`);
   }
   for (const h of status.hooks ?? []) lines.push(`  ${hookLine(h, now, style)}`);
   const nodeText = nodeLine(node, action, style);

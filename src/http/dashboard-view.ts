@@ -137,7 +137,15 @@ export interface ActionRow {
   phaseTime: string | null;
   completionTime: string | null;
   timeline: TimelineStep[];
-  checks: { name: string; healthy: boolean; bypassed: boolean; probeTime: string | null; message: string }[];
+  /** notChecked: the etcd guard (builtin:etcd) could not read etcd (no talosconfig). */
+  checks: {
+    name: string;
+    healthy: boolean;
+    bypassed: boolean;
+    notChecked: boolean;
+    probeTime: string | null;
+    message: string;
+  }[];
   conditions: { type: string; status: string; reason: string; message: string; time: string }[];
   bootIDBefore: string | null;
   bootIDAfter: string | null;
@@ -403,6 +411,7 @@ export function actionRow(action: ActionObject): ActionRow {
       name: c.name,
       healthy: c.healthy,
       bypassed: c.bypassed === true,
+      notChecked: c.notChecked === true,
       probeTime: c.probeTime ?? null,
       message: c.message ?? '',
     })),

@@ -3,13 +3,18 @@
 // so the endpoint itself works as a probe (unlike a status page that always says 200).
 //
 // Answers come from each check's current state (at most one interval old). They never
-// trigger probes: an unauthenticated endpoint must not be a way to load the cluster.
+// trigger probes: an unauthenticated endpoint must not be a way to load the cluster. The
+// one exception is bounded: a prospective action that takes a control-plane node down
+// also shows the etcd guard (builtin:etcd), read at most once per ETCD_HEALTH_CACHE_MS per
+// control-plane node whoever asks (src/talos/etcd-check.ts).
 // Each is serialised once per change of the checks and carries an ETag (health-cache.ts).
 import { ACTIONS, type Action } from '../api/common.ts';
 import { probeTypeOf } from '../checks/probe.ts';
 import type { CheckRunner, CheckView } from '../checks/runner.ts';
 import { checkGates } from '../checks/selection.ts';
 import { rfc3339 } from '../kube/events.ts';
+import { etcdGuardApplies } from '../actions/etcd-guard.ts';
+import { ETCD_CHECK_NAME, type EtcdCheckState } from '../talos/etcd-health.ts';
 import { HealthCache, type HealthAnswer } from './health-cache.ts';
 import { HttpError, type Request, type Router } from './router.ts';
 
@@ -17,6 +22,27 @@ export interface HealthSources {
   checks: CheckRunner;
   /** Labels of a node, or undefined if there is no such node. */
   nodeLabels: (name: string) => Record<string, string> | undefined;
+  /**
+   * The etcd guard's state for a control-plane node (src/talos/etcd-check.ts EtcdCheck.cached:
+   * at most a few seconds old, one read shared by every asker). Absent: not shown.
+   */
+  etcd?: (node: string) => Promise<EtcdCheckState>;
+}
+
+/** The etcd guard as one of /v1/health's checks, shaped like a ClusterHealthCheck's summary. */
+export function etcdSummary(state: EtcdCheckState) {
+  return {
+    name: ETCD_CHECK_NAME,
+    healthy: state.healthy,
+    state: !state.checked ? 'NotChecked' : state.healthy ? 'Healthy' : 'Unhealthy',
+    reason: !state.checked ? 'NotChecked' : state.healthy ? 'EtcdCanSpare' : 'EtcdCannotSpare',
+    message: state.message,
+    probe: 'builtin',
+    consecutiveSuccesses: null,
+    consecutiveFailures: null,
+    lastProbeTime: rfc3339(state.at),
+    lastTransitionTime: null,
+  };
 }
 
 export function checkSummary(view: CheckView) {
@@ -71,19 +97,22 @@ function summaryJson(view: CheckView): string {
   return json;
 }
 
-function answer(views: CheckView[], scope: Record<string, unknown>): HealthAnswer {
+function answer(views: CheckView[], scope: Record<string, unknown>, etcd?: EtcdCheckState): HealthAnswer {
   const unhealthy = views.filter((v) => v.state.healthy !== true).map((v) => v.name);
+  if (etcd && !etcd.healthy) unhealthy.push(ETCD_CHECK_NAME);
+  const count = views.length + (etcd ? 1 : 0);
   const healthy = unhealthy.length === 0;
   const message =
-    views.length === 0
+    count === 0
       ? 'no checks apply'
       : healthy
-        ? `all ${String(views.length)} checks healthy`
-        : `${String(unhealthy.length)} of ${String(views.length)} checks not healthy: ${unhealthy.join(', ')}`;
+        ? `all ${String(count)} checks healthy`
+        : `${String(unhealthy.length)} of ${String(count)} checks not healthy: ${unhealthy.join(', ')}`;
   const head = JSON.stringify({ healthy, message, ...scope });
+  const summaries = [...views.map(summaryJson), ...(etcd ? [JSON.stringify(etcdSummary(etcd))] : [])];
   return {
     status: healthy ? 200 : 503,
-    body: `${head.slice(0, -1)},"checks":[${views.map(summaryJson).join(',')}]}\n`,
+    body: `${head.slice(0, -1)},"checks":[${summaries.join(',')}]}\n`,
   };
 }
 
@@ -94,13 +123,22 @@ function cacheKey(check: string | undefined, target: ReturnType<typeof prospecti
 
 export function healthRoutes(router: Router, sources: HealthSources): HealthCache {
   const cache = new HealthCache(sources.checks);
-  router.on('GET', '/v1/health', (req) => {
+  router.on('GET', '/v1/health', async (req) => {
     const target = prospective(req, sources);
-    return cache.reply(req, cacheKey(undefined, target), () => {
+    // A prospective action that takes a control-plane node down: the etcd guard too. Its
+    // state (at most ETCD_HEALTH_CACHE_MS old) is part of the answer's key.
+    const etcd =
+      target &&
+      sources.etcd &&
+      etcdGuardApplies({ nodeName: target.node, action: target.action, requestedBy: '' }, target.labels)
+        ? await sources.etcd(target.node)
+        : undefined;
+    const key = `${cacheKey(undefined, target)}${etcd ? JSON.stringify(etcdSummary(etcd)) : ''}`;
+    return cache.reply(req, key, () => {
       const views = sources.checks
         .views()
         .filter((v) => !target || checkGates(v.spec, target.action, target.labels));
-      return answer(views, target ? { action: target.action, node: target.node } : {});
+      return answer(views, target ? { action: target.action, node: target.node } : {}, etcd);
     });
   });
   router.on('GET', '/v1/health/{check}', (req) => {

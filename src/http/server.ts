@@ -26,6 +26,7 @@ import { HttpError, type Reply, type Request, type Router } from './router.ts';
 export interface ApiOptions extends ActionsApiOptions {
   checks: CheckRunner;
   nodeLabels: HealthSources['nodeLabels'];
+  etcd?: HealthSources['etcd'];
   metrics?: Metrics;
   limits?: Partial<ApiLimits>;
   auth?: AuthCacheOptions;
@@ -44,7 +45,11 @@ export function apiRoutes(router: Router, options: ApiOptions): { dashboard: Das
     ...(options.limits ? { limits: options.limits } : {}),
     ...(options.auth ? { auth: options.auth } : {}),
   });
-  healthRoutes(router, { checks: options.checks, nodeLabels: options.nodeLabels });
+  healthRoutes(router, {
+    checks: options.checks,
+    nodeLabels: options.nodeLabels,
+    ...(options.etcd ? { etcd: options.etcd } : {}),
+  });
   actionRoutes(router, access, options);
   policyRoutes(router, access, options.rest);
   checkRoutes(router, access, options.checks);

@@ -26,6 +26,30 @@ export interface EtcdVerdict {
   leader: EtcdMemberInfo | undefined;
   /** Whether the member to take down leads: forfeit leadership first. */
   targetIsLeader: boolean;
+  /**
+   * Whether the voting members other than this one are a quorum at all, healthy or not:
+   * false in a cluster of one or two voting members, where taking it out (a Reset, whose
+   * graceful form leaves etcd) never leaves a cluster that can go on; waiting cannot help.
+   */
+  spareable: boolean;
+}
+
+/** The name the etcd guard goes by in an action's status.checks and in /v1/health: never a ClusterHealthCheck's (a colon is no DNS name). */
+export const ETCD_CHECK_NAME = 'builtin:etcd';
+
+/**
+ * The etcd guard's result for one node, as the reconciler gathered it (src/talos/etcd-check.ts)
+ * and the decision core reads it: plain data.
+ */
+export interface EtcdCheckState {
+  /** When etcd was read (or found unreadable). */
+  at: Date;
+  /** False: etcd could not be asked at all (no talosconfig); `message` says why. */
+  checked: boolean;
+  healthy: boolean;
+  /** See EtcdVerdict.spareable; true when unknown. */
+  spareable: boolean;
+  message: string;
 }
 
 const nameOf = (m: EtcdMemberInfo) => m.hostname || `member ${m.id.toString(16)}`;
@@ -34,15 +58,28 @@ const nameOf = (m: EtcdMemberInfo) => m.hostname || `member ${m.id.toString(16)}
  * Judges whether the member on node `target` (its hostname, as etcd lists it) can go
  * down: every voting member healthy (status readable, no errors, caught up), no alarm,
  * no learner catching up, a leader, and a quorum of voting members without it.
+ *
+ * `away` names the nodes (by hostname) that are about to go down or are down for an
+ * action already approved, with why: their members count as down even while etcd still
+ * sees them up, so that two control-plane members are never taken down at once, whatever
+ * the ActionPolicies allow.
  */
-export function evaluateEtcdHealth(observation: EtcdObservation, target: string): EtcdVerdict {
+export function evaluateEtcdHealth(
+  observation: EtcdObservation,
+  target: string,
+  away: ReadonlyMap<string, string> = new Map(),
+): EtcdVerdict {
   const { members, statuses, alarms } = observation;
   const member = members.find((m) => m.hostname === target);
+  const votingCount = members.filter((m) => !m.isLearner).length;
+  const spareable =
+    member === undefined || member.isLearner || votingCount - 1 >= Math.floor(votingCount / 2) + 1;
   const verdict = (healthy: boolean, message: string, leader?: EtcdMemberInfo): EtcdVerdict => ({
     healthy,
     message,
     leader,
     targetIsLeader: leader !== undefined && member !== undefined && leader.id === member.id,
+    spareable,
   });
   if (members.length === 0) return verdict(false, 'etcd lists no members');
   const byId = new Map(members.map((m) => [m.id, m]));
@@ -71,6 +108,8 @@ export function evaluateEtcdHealth(observation: EtcdObservation, target: string)
 
   const voting = members.filter((m) => !m.isLearner);
   for (const m of voting) {
+    const why = m.hostname !== target ? away.get(m.hostname) : undefined;
+    if (why !== undefined) return verdict(false, `etcd member ${nameOf(m)} is going down: ${why}`, leader);
     const s = statuses.get(m.id);
     if (!s) return verdict(false, `etcd member ${nameOf(m)}: its status was not read`, leader);
     if ('error' in s) return verdict(false, `etcd member ${nameOf(m)} is unreachable: ${s.error}`, leader);

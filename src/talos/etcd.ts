@@ -15,14 +15,17 @@ export interface ControlPlaneNode {
 
 /**
  * Gathers the etcd observation through the control-plane nodes other than `target`
- * first (the member going down is the last one to ask about the cluster), then judges.
- * Throws when no control-plane node answers the member list.
+ * first (the member going down is the last one to ask about the cluster), then judges
+ * (`away`: see evaluateEtcdHealth). The member list taken is the first that lists
+ * `target`, else the first answered: a node whose list lacks the target's member is
+ * of another etcd cluster, or the target has left. Throws when no control-plane node
+ * answers the member list.
  */
 export async function readEtcd(
   client: TalosClient,
   controlPlanes: ControlPlaneNode[],
   target: string,
-  options: { signal?: AbortSignal; timeoutMs?: number } = {},
+  options: { signal?: AbortSignal; timeoutMs?: number; away?: ReadonlyMap<string, string> } = {},
 ): Promise<EtcdVerdict & { observation: EtcdObservation }> {
   const call = (node: string) => ({
     node,
@@ -35,9 +38,12 @@ export async function readEtcd(
   const failures: string[] = [];
   for (const node of order) {
     try {
-      members = await client.etcdMemberList(call(node.address));
-      via = node;
-      break;
+      const listed = await client.etcdMemberList(call(node.address));
+      if (!members) [members, via] = [listed, node];
+      if (listed.some((m) => m.hostname === target)) {
+        [members, via] = [listed, node];
+        break;
+      }
     } catch (error) {
       failures.push(`${node.name}: ${errorMessage(error)}`);
     }
@@ -62,5 +68,5 @@ export async function readEtcd(
   );
   const alarms = await client.etcdAlarmList(call(via.address));
   const observation = { members, statuses, alarms };
-  return { ...evaluateEtcdHealth(observation, target), observation };
+  return { ...evaluateEtcdHealth(observation, target, options.away), observation };
 }

@@ -214,6 +214,20 @@ export class TalosExecutor {
     this.credentials?.client.close();
   }
 
+  /**
+   * Runs `fn` with the client in use, held to its end (a read, such as the etcd guard's:
+   * src/talos/etcd-check.ts). Undefined, without calling `fn`, while there are no credentials.
+   */
+  async withClient<T>(fn: (client: TalosClient) => Promise<T>): Promise<{ value: T } | undefined> {
+    if (!this.credentials) return undefined;
+    const { client, release } = this.hold();
+    try {
+      return { value: await fn(client) };
+    } finally {
+      release();
+    }
+  }
+
   /** The client in use, held until `release` (see useCredentials). */
   private hold(): { client: TalosClient; release: () => void } {
     const held = this.credentials;

@@ -43,6 +43,16 @@ export function applyThenReboot(spec: NodeActionSpec, osImage: string | undefine
   return version !== undefined && appliesWithoutReboot(version);
 }
 
+/**
+ * Whether a ConfigChange in mode Auto cannot reboot the node: Talos ≥ 1.14.0-alpha.2,
+ * where AUTO never reboots. An unknown version may (Talos ≤ 1.13 decides per change).
+ */
+export function autoNeverReboots(spec: NodeActionSpec, osImage: string | undefined): boolean {
+  if (spec.action !== 'ConfigChange' || (spec.configChange?.mode ?? 'Auto') !== 'Auto') return false;
+  const version = talosVersionFromOsImage(osImage);
+  return version !== undefined && appliesWithoutReboot(version);
+}
+
 /** A single call, nothing to prepare or install. */
 function callOnly(call: string): TalosPlanner {
   return () => ({ prepare: undefined, install: undefined, call });

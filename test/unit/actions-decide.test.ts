@@ -605,15 +605,19 @@ describe('decide: following the node (External)', () => {
     assert.match(d.status.message ?? '', /node w1 is down/);
   });
 
-  it('finishes a Reset when the Node is deleted, and not before', () => {
+  it('finishes a Reset when the node goes down or comes back, never waiting for the Node to be deleted', () => {
+    // A Talos reset never deletes the Node object: the node going down is the reset.
     const reset = approved({ action: 'Reset' });
-    assert.equal(
-      run(input({ action: { ...reset, metadata: { ...reset.metadata, ...marked } } })).status.phase,
-      'WaitingForNode',
-    );
-    const d = run(input({ action: reset, node: undefined }));
-    assert.equal(d.status.phase, 'Succeeded');
-    assert.match(d.status.message ?? '', /removed from the cluster/);
+    const markedReset = { ...reset, metadata: { ...reset.metadata, ...marked } };
+    assert.equal(run(input({ action: markedReset })).status.phase, 'WaitingForNode');
+    const down = run(input({ action: markedReset, node: node('w1', { ready: false }) }));
+    assert.equal(down.status.phase, 'Succeeded');
+    assert.match(down.status.message ?? '', /node w1 is down/);
+    // Reset with `reboot` (External: talosctl reset --reboot): back with a new boot ID.
+    const back = run(input({ action: reset, node: node('w1', { bootID: 'boot-2' }) }));
+    assert.equal(back.status.phase, 'Succeeded');
+    assert.equal(back.status.bootIDAfter, 'boot-2');
+    assert.equal(run(input({ action: reset, node: undefined })).status.phase, 'Succeeded');
   });
 
   it('finishes a ConfigChange that does not reboot on the mark alone, without boot hooks', () => {

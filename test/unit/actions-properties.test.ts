@@ -4,6 +4,8 @@
 //      (unless bypassed);
 //   3. never more slot holders (approved-and-unfinished included) than the policies allow;
 //   5. a hook Job is created at most once per (action, hook, attempt), whatever crashes;
+//   7. no control-plane node is approved to go down but on an etcd read made for that
+//      decision that found etcd able to spare it (unless bypassed);
 //   and the approval half of 4: an action that makes a node some NodePrereadyJob selects
 //   boot is approved only once the node carries the preready taint and the announcement
 //   of that boot (src/boots keeps the taint from there).
@@ -20,8 +22,10 @@ import fc from 'fast-check';
 import { planAdmissions } from '../../src/actions/admission.ts';
 import { decide, type ActionInput, type CheckFacts } from '../../src/actions/decide.ts';
 import { PRE_HOOK_KIND, completionOf } from '../../src/actions/descriptors.ts';
+import { etcdGuardApplies } from '../../src/actions/etcd-guard.ts';
+import type { EtcdCheckState } from '../../src/talos/etcd-health.ts';
 import type { Action } from '../../src/api/common.ts';
-import { NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
+import { CONTROL_PLANE_LABEL, NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
 import type { NodeActionPhase, ObservedNodeAction } from '../../src/api/node-action.ts';
 import { APPROVED_PHASES, holdsSlot, isTerminal } from '../../src/api/phases.ts';
 import { checkGates } from '../../src/checks/selection.ts';
@@ -51,6 +55,8 @@ type Op =
       jobLag: number;
       crashAfter: number;
       fresh: (boolean | undefined)[];
+      /** What the etcd guard's read finds, when the decision asks for one. */
+      etcd?: 'healthy' | 'unhealthy' | 'notChecked';
     }
   | { type: 'jobProgress'; index: number; outcome: 'Running' | 'Succeeded' | 'Failed' }
   | { type: 'jobVanish'; index: number }
@@ -66,6 +72,8 @@ type Op =
 
 interface Scenario {
   action: Action;
+  /** Managed execution (without a Talos executor), else External. */
+  managed?: boolean;
   bypassChecks: boolean;
   bypassHooks: boolean;
   nodeLabels: Record<string, string>;
@@ -83,9 +91,14 @@ const actionArb = fc.constantFrom<Action>('Reboot', 'Upgrade', 'Shutdown', 'Rese
 
 const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
   action: actionArb,
+  managed: fc.boolean(),
   bypassChecks: fc.constantFrom(false, false, false, true),
   bypassHooks: fc.constantFrom(false, false, false, true),
-  nodeLabels: fc.record({ pool: fc.constantFrom('storage', 'compute') }),
+  nodeLabels: fc
+    .tuple(fc.constantFrom('storage', 'compute'), fc.constantFrom(false, false, false, true))
+    .map(([pool, controlPlane]): Record<string, string> =>
+      controlPlane ? { pool, [CONTROL_PLANE_LABEL]: '' } : { pool },
+    ),
   checks: fc.array(
     fc.record(
       {
@@ -119,6 +132,12 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
             minLength: 4,
             maxLength: 4,
           }),
+          etcd: fc.constantFrom(
+            'healthy' as const,
+            'healthy' as const,
+            'unhealthy' as const,
+            'notChecked' as const,
+          ),
         }),
       },
       {
@@ -226,7 +245,20 @@ const coverage = {
   staleWrites: 0,
   guarded: 0,
   announced: 0,
+  /** Approvals of a control-plane node: the etcd guard (invariant 7) is exercised. */
+  controlPlaneApproved: 0,
 };
+
+/** What the etcd guard's read found, as the reconciler gives it to decide(). */
+function etcdState(found: 'healthy' | 'unhealthy' | 'notChecked', at: Date): EtcdCheckState {
+  return {
+    at,
+    checked: found !== 'notChecked',
+    healthy: found === 'healthy',
+    spareable: true,
+    message: found === 'unhealthy' ? 'etcd member cp-2 is unhealthy' : found,
+  };
+}
 
 /** Runs a scenario against the real core; returns every invariant violation seen. */
 function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): Violation[] {
@@ -236,6 +268,7 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
   const checks = checkFacts(s);
   const spec = {
     action: s.action,
+    ...(s.managed ? { execution: 'Managed' as const } : {}),
     ...(s.action === 'Upgrade' ? { upgrade: { image: 'factory.talos.dev/installer/x:v1.13.1' } } : {}),
     ...(s.action === 'ConfigChange' ? { configChange: { mode: 'Reboot' as const } } : {}),
     ...(s.bypassChecks || s.bypassHooks
@@ -384,11 +417,19 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
         };
         let decision = decide(input);
         let fresh: Map<string, CheckState | undefined> | undefined;
-        if (decision.evaluateChecks) {
-          fresh = new Map(
-            decision.evaluateChecks.map((name, i) => [name, state(op.fresh[i % op.fresh.length])]),
-          );
-          decision = decide({ ...input, fresh: { at: now, states: fresh } });
+        let etcd: EtcdCheckState | undefined;
+        // As the reconciler: evaluate and read what is asked, and decide again (in rounds).
+        for (let round = 0; round < 3 && (decision.evaluateChecks || decision.readEtcd); round++) {
+          if (decision.evaluateChecks)
+            fresh = new Map(
+              decision.evaluateChecks.map((name, i) => [name, state(op.fresh[i % op.fresh.length])]),
+            );
+          if (decision.readEtcd) etcd = etcdState(op.etcd ?? 'healthy', now);
+          decision = decide({
+            ...input,
+            ...(fresh ? { fresh: { at: now, states: fresh } } : {}),
+            ...(etcd ? { etcd } : {}),
+          });
         }
         if (decision.addFinalizer) break;
         const before = view.status?.phase;
@@ -414,6 +455,19 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
                   });
               }
             }
+            // Invariant 7: a control-plane node goes down only on a read made for this decision
+            // — or, External without a talosconfig, with the status saying etcd was not checked.
+            const spared =
+              etcd?.healthy === true ||
+              (etcd?.checked === false &&
+                view.spec.execution === 'External' &&
+                decision.status.checks?.some((c) => c.notChecked === true) === true);
+            if (etcdGuardApplies(view.spec, labels)) coverage.controlPlaneApproved++;
+            if (!s.bypassChecks && etcdGuardApplies(view.spec, labels) && !spared)
+              violations.push({
+                invariant: '7',
+                detail: `approved on control-plane node ${nodeFacts.name} with etcd ${etcd ? etcd.message : 'not read in this pass'}`,
+              });
             const reboots = completionOf(view.spec) === 'reboot' || completionOf(view.spec) === 'down';
             if (reboots && selectHooks(hooks, 'NodePrereadyJob', labels).length > 0) {
               const a = nodeFacts.announcement;
@@ -536,6 +590,7 @@ describe('safety invariants (property-based)', () => {
     assert.ok(share(coverage.failed) > 0.05 && share(coverage.cancelled) > 0.05, JSON.stringify(coverage));
     assert.ok(coverage.jobs > coverage.runs / 2 && coverage.staleWrites > 0, JSON.stringify(coverage));
     assert.ok(share(coverage.announced) > 0.1, `boots announced in ${JSON.stringify(coverage)}`);
+    assert.ok(share(coverage.controlPlaneApproved) > 0.03, `etcd guard in ${JSON.stringify(coverage)}`);
     console.log(`# coverage: ${JSON.stringify(coverage)}`);
   });
 

@@ -89,4 +89,23 @@ describe('etcd health', () => {
     assert.equal(v.healthy, true);
     assert.equal(v.targetIsLeader, false);
   });
+
+  it('counts a member whose node is going down for another action as down, naming it', () => {
+    const away = new Map([['cp-3', 'its Reboot (NodeAction r3) is Approved']]);
+    const v = evaluateEtcdHealth(cluster(), 'cp-2', away);
+    assert.equal(v.healthy, false);
+    assert.match(v.message, /etcd member cp-3 is going down: its Reboot \(NodeAction r3\) is Approved/);
+    // The target's own entry does not hold it back.
+    assert.equal(evaluateEtcdHealth(cluster(), 'cp-3', away).healthy, true);
+  });
+
+  it('tells a member etcd can never spare (one or two voting members) from one it cannot spare now', () => {
+    assert.equal(evaluateEtcdHealth(cluster(), 'cp-1').spareable, true);
+    const two = cluster((o) => {
+      o.members = [member('cp-1', A), member('cp-2', B)];
+    });
+    assert.equal(evaluateEtcdHealth(two, 'cp-1').spareable, false);
+    const unhealthy = cluster((o) => o.statuses.set(C, status(C, A, { errors: ['NOSPACE'] })));
+    assert.equal(evaluateEtcdHealth(unhealthy, 'cp-1').spareable, true, 'waiting helps');
+  });
 });

@@ -1,10 +1,13 @@
-// Approval, the end of RunningPreHooks: after the coming boot is announced on the node
-// (src/boots), the action is Approved — to be executed here (Managed, with a Talos
+// Approval, the end of RunningPreHooks: once the etcd guard (etcd-guard.ts) spares a
+// control-plane node on a read of its own, and after the coming boot is announced on the
+// node (src/boots), the action is Approved — to be executed here (Managed, with a Talos
 // executor) or by its requester, who is told how.
 import { EXECUTED_ANNOTATION } from '../../api/names.ts';
+import { isTerminal } from '../../api/phases.ts';
 import { selectHooks } from '../../hooks/select.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { ACTION_DESCRIPTORS, completionOf } from '../descriptors.ts';
+import { ETCD_CHECK_NAME, ETCD_RETRY_MS, guardEtcd, withEtcdResult } from '../etcd-guard.ts';
 import type { NodeFacts } from '../observations.ts';
 import { actionParameters } from '../subject.ts';
 
@@ -17,7 +20,7 @@ import { actionParameters } from '../subject.ts';
  */
 function bootAnnounced(b: DecisionBuilder, n: NodeFacts): boolean {
   const { action, spec, nodeName, now } = b;
-  const completion = completionOf(spec);
+  const completion = completionOf(spec, undefined, n.osImage);
   if (completion !== 'reboot' && completion !== 'down') return true;
   const prepare = selectHooks(b.input.hooks, 'NodePrereadyJob', n.labels).length;
   const ready = selectHooks(b.input.hooks, 'NodeReadyJob', n.labels).length;
@@ -54,8 +57,27 @@ function bootAnnounced(b: DecisionBuilder, n: NodeFacts): boolean {
   return false;
 }
 
+/**
+ * The etcd guard once more, on a read made for the approval itself (the health gate's
+ * may be minutes old once pre-hooks are done): the action holds here until it passes.
+ */
+function etcdSpares(b: DecisionBuilder): boolean {
+  const { status } = b;
+  if (b.spec.bypass?.healthChecks) return true; // recorded as bypassed by the health gate
+  const etcd = guardEtcd(b);
+  if (etcd.result) status.checks = withEtcdResult(status, etcd.result);
+  if (etcd.go || isTerminal(status.phase)) return etcd.go;
+  const held = status.checks?.find((c) => c.name === ETCD_CHECK_NAME);
+  if (held && !held.healthy) {
+    b.say(`pre-action hooks done; waiting for etcd before approval: ${held.message ?? ''}`);
+    b.wake(ETCD_RETRY_MS);
+  }
+  return false;
+}
+
 export function approve(b: DecisionBuilder, n: NodeFacts): void {
   const { spec, nodeName, status, condition, transition } = b;
+  if (!etcdSpares(b)) return;
   if (!bootAnnounced(b, n)) return;
   status.approvalTime = b.now.toISOString();
   status.bootIDBefore = n.bootID;

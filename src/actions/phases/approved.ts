@@ -54,7 +54,7 @@ function beginExecution(b: DecisionBuilder): void {
 function follow(b: DecisionBuilder): void {
   const { action, spec, node, nodeName, status, condition, transition } = b;
   const marked = isExecutedMarked(action);
-  const completion = completionOf(spec);
+  const completion = completionOf(spec, undefined, node?.osImage);
   const rebooted =
     node !== undefined && status.bootIDBefore !== undefined && node.bootID !== status.bootIDBefore;
   // What shows that the action happened even without the mark. NotReady alone does
@@ -66,10 +66,7 @@ function follow(b: DecisionBuilder): void {
       : completion === 'down' && !node.ready
         ? `node ${nodeName} is NotReady`
         : undefined;
-  const started =
-    marked ||
-    ((completion === 'reboot' || completion === 'down') && seen !== undefined) ||
-    (completion === 'removed' && !node);
+  const started = marked || ((completion === 'reboot' || completion === 'down') && seen !== undefined);
   if (!started) return;
   status.executionTime = b.now.toISOString();
   const how = marked ? `marked executed (${EXECUTED_ANNOTATION})` : `${seen ?? ''} before the executed mark`;

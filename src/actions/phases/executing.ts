@@ -49,11 +49,13 @@ export function execute(b: DecisionBuilder): void {
   }
   if (plan.prepare !== undefined && !repeatable('prepare', plan.prepare, 'Preparing')) return;
   if (recorded.drainTime === undefined) {
-    if (!drainsBeforeCall(spec)) {
+    if (!drainsBeforeCall(spec, node.osImage)) {
       const why =
         spec.drain?.enabled === false
           ? 'not drained: spec.drain.enabled is false'
-          : `not drained: a ConfigChange in mode ${spec.configChange?.mode ?? 'Auto'} does not reboot the node`;
+          : (spec.configChange?.mode ?? 'Auto') === 'Auto'
+            ? `not drained: a ConfigChange in mode Auto does not reboot a node on ${node.osImage ?? 'this Talos'} (from Talos 1.14, AUTO never reboots)`
+            : `not drained: a ConfigChange in mode ${spec.configChange?.mode ?? 'Auto'} does not reboot the node`;
       status.execution = { ...recorded, drainTime: now.toISOString() };
       condition('Drained', 'True', spec.drain?.enabled === false ? 'Disabled' : 'NotNeeded', why);
     } else {
@@ -134,7 +136,7 @@ function afterCall(b: DecisionBuilder, recorded: ExecutionRecord, op: ExecutionS
     event('Normal', 'TalosCallAcknowledged', `Talos acknowledged ${call}: ${op.message}`);
     transition(
       'WaitingForNode',
-      `Talos acknowledged ${call} (${op.message}); ${waitingMessage(completionOf(spec, status.execution))}`,
+      `Talos acknowledged ${call} (${op.message}); ${waitingMessage(completionOf(spec, status.execution, b.node?.osImage))}`,
     );
     return;
   }
@@ -149,7 +151,7 @@ function afterCall(b: DecisionBuilder, recorded: ExecutionRecord, op: ExecutionS
     ? `no answer from Talos: ${op.message}`
     : 'the controller restarted (or another replica took over) while it was being made';
   status.execution = { ...recorded, callResult: 'Unknown' };
-  const completion = completionOf(spec, status.execution);
+  const completion = completionOf(spec, status.execution, b.node?.osImage);
   const message = `whether Talos ${call} reached node ${nodeName} is unknown (${why}); it is not made twice`;
   condition('Executed', 'Unknown', 'OutcomeUnknown', message);
   event('Warning', 'TalosCallOutcomeUnknown', message);

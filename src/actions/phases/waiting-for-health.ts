@@ -1,9 +1,13 @@
 // WaitingForHealth: the health gate. The action passes on a fresh evaluation of every
-// check that gates it on its node, all healthy; anything unknown holds it (fail closed).
+// check that gates it on its node, all healthy, and — on a control-plane node it takes
+// down — the etcd guard's fresh read (builtin:etcd, etcd-guard.ts); anything unknown
+// holds it (fail closed).
 import type { NodeActionStatus } from '../../api/node-action.ts';
 import { checkGates } from '../../checks/selection.ts';
 import type { CheckState } from '../../checks/state.ts';
+import { isTerminal } from '../../api/phases.ts';
 import type { DecisionBuilder } from '../decision.ts';
+import { ETCD_CHECK_NAME, etcdGuardApplies, guardEtcd } from '../etcd-guard.ts';
 
 /** How often a held health gate asks for a fresh evaluation again (check status changes also wake it). */
 export const HEALTH_RETRY_MS = 5000;
@@ -42,8 +46,11 @@ export function waitingForHealth(b: DecisionBuilder): void {
   const gating = input.checks
     .filter((c) => checkGates(c.spec, spec.action, node.labels))
     .sort((a, b) => a.name.localeCompare(b.name));
+  // The built-in etcd guard of a control-plane node (etcd-guard.ts), beside the checks.
+  const etcdApplies = etcdGuardApplies(spec, node.labels, node.osImage);
   if (spec.bypass?.healthChecks) {
-    status.checks = gating.map((c) => checkResult(c.name, c.state, now, true));
+    const etcd = guardEtcd(b).result;
+    status.checks = [...gating.map((c) => checkResult(c.name, c.state, now, true)), ...(etcd ? [etcd] : [])];
     condition(
       'HealthChecksPassed',
       'True',
@@ -53,7 +60,7 @@ export function waitingForHealth(b: DecisionBuilder): void {
     transition('RunningPreHooks', 'health checks bypassed; running pre-action hooks');
     return;
   }
-  if (gating.length === 0) {
+  if (gating.length === 0 && !etcdApplies) {
     status.checks = [];
     condition(
       'HealthChecksPassed',
@@ -68,26 +75,33 @@ export function waitingForHealth(b: DecisionBuilder): void {
     return;
   }
   const fresh = input.fresh;
-  if (!fresh) {
+  if ((gating.length > 0 && !fresh) || (etcdApplies && !input.etcd)) {
     // Held on a recent evaluation: probe again after HEALTH_RETRY_MS, or at once when
     // a check's latest state differs from what the action was judged on. (Without
     // this, each write of the held status would bring a new evaluation at once.)
     const recorded = new Map((status.checks ?? []).map((c) => [c.name, c]));
     const judgedAt = Math.max(...[...recorded.values()].map((c) => Date.parse(c.probeTime ?? '') || 0));
     const unchanged =
-      recorded.size === gating.length &&
+      recorded.size === gating.length + (etcdApplies ? 1 : 0) &&
+      (!etcdApplies || recorded.has(ETCD_CHECK_NAME)) &&
       gating.every((c) => recorded.get(c.name)?.healthy === (c.state.healthy === true));
     const age = now.getTime() - judgedAt;
     if (recorded.size > 0 && unchanged && age < HEALTH_RETRY_MS) {
       b.wake(HEALTH_RETRY_MS - age);
       return;
     }
-    b.evaluate(gating.map((c) => c.name));
+    if (gating.length > 0) b.evaluate(gating.map((c) => c.name));
+    if (etcdApplies) b.readEtcd();
     return;
   }
   // Fail closed: a check the fresh evaluation did not cover counts as unknown.
-  const results = gating.map((c) => checkResult(c.name, fresh.states.get(c.name), fresh.at, false));
+  const results = fresh
+    ? gating.map((c) => checkResult(c.name, fresh.states.get(c.name), fresh.at, false))
+    : [];
+  const etcd = etcdApplies ? guardEtcd(b) : undefined;
+  if (etcd?.result) results.push(etcd.result);
   status.checks = results;
+  if (isTerminal(status.phase)) return; // refused by the guard (a Reset etcd cannot spare)
   if (results.every((r) => r.healthy)) {
     const message = `${results.length} health check${results.length === 1 ? '' : 's'} healthy`;
     condition('HealthChecksPassed', 'True', 'Healthy', message);

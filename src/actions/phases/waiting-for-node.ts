@@ -22,7 +22,7 @@ function upgradeMissed(b: DecisionBuilder, n: NodeFacts): string | undefined {
 
 export function waitingForNode(b: DecisionBuilder): void {
   const { spec, node, nodeName, status, condition, transition } = b;
-  const completion = completionOf(spec, status.execution);
+  const completion = completionOf(spec, status.execution, node?.osImage);
   const rebooted = node !== undefined && node.bootID !== status.bootIDBefore;
   switch (completion) {
     case 'reboot':
@@ -60,10 +60,6 @@ export function waitingForNode(b: DecisionBuilder): void {
       } else {
         b.say(`waiting for node ${nodeName} to go down`);
       }
-      return;
-    case 'removed':
-      if (!node) transition('Succeeded', `node ${nodeName} was removed from the cluster`);
-      else b.say(`waiting for node ${nodeName} to be removed from the cluster`);
       return;
     case 'mark':
       if (node?.ready) {

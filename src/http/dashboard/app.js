@@ -258,11 +258,18 @@ function actionDetails(action) {
         'ul',
         { class: 'judged' },
         action.checks.map((c) => {
-          const state = c.bypassed ? 'Bypassed' : c.healthy ? 'Healthy' : 'Unhealthy';
+          const state = c.bypassed
+            ? 'Bypassed'
+            : c.notChecked
+              ? 'NotChecked'
+              : c.healthy
+                ? 'Healthy'
+                : 'Unhealthy';
+          const symbol = c.bypassed || c.notChecked ? '–' : c.healthy ? '✓' : '✗';
           return h(
             'li',
             {},
-            badge('check-state', state, c.bypassed ? '–' : c.healthy ? '✓' : '✗'),
+            badge('check-state', state, symbol),
             ` ${c.name}`,
             c.probeTime ? [' at ', time(c.probeTime)] : '',
             c.message ? h('div', { class: 'message', text: c.message }) : '',

@@ -1,0 +1,318 @@
+// The etcd guard (builtin:etcd) end to end: a controller with the sandbox's talosconfig
+// reads the simulated etcd of control-plane nodes of this file's own (one simulated etcd
+// cluster per test, ETCD_CLUSTER_LABEL) through the Talos API, and holds, refuses or
+// lets through what would take a member down; faults come from the Node annotation
+// sandbox.gatehouse.dev/etcd-fault, as an operator's etcd would fail.
+import assert from 'node:assert/strict';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import type { Controller } from '../../src/controller.ts';
+import { talosNode } from '../../sandbox/nodes.ts';
+import { BOOT_DELAY_ANNOTATION } from '../../sandbox/talos-faults.ts';
+import { ETCD_CLUSTER_LABEL, ETCD_FAULT_ANNOTATION } from '../../sandbox/talos-etcd.ts';
+import { TalosClient } from '../../src/talos/client.ts';
+import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
+import { installGatehouseAPI } from '../support/install.ts';
+import {
+  API,
+  createAction,
+  createPolicy,
+  deleteActionsAfter,
+  events,
+  getAction,
+  startGateController,
+  waitForPhase,
+  whoami,
+  type ActionObject,
+} from '../support/gate.ts';
+import { NODE, MAIN, cliEnv } from '../support/cli.ts';
+import { rest, testKubeConfig, testSandboxState, uniqueName, waitFor } from '../support/kube.ts';
+import { spawn } from 'node:child_process';
+
+const kc = testKubeConfig();
+const client = rest(kc);
+const sandbox = await testSandboxState();
+if (!sandbox.talosconfig)
+  throw new Error(
+    `the sandbox in ${sandbox.dir} runs no Talos simulator (started with --no-talos?): restart it`,
+  );
+const talos: TalosContext = await loadTalosConfig({ path: sandbox.talosconfig });
+const GROUP_LABEL = 'gatehouse.test/group';
+const TAINT = 'gatehouse.test/etcd-guard';
+const instance = uniqueName('etcd-guard');
+const ETCD = 'builtin:etcd';
+let controller: Controller;
+let me = '';
+
+interface NodeView {
+  metadata: { name: string; annotations?: Record<string, string> };
+  status?: {
+    conditions?: { type: string; status: string }[];
+    addresses?: { type: string; address: string }[];
+  };
+}
+const readNode = (name: string) => client.request<NodeView>(`/api/v1/nodes/${name}`);
+const isReady = (n: NodeView) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+const etcdCheck = (a: ActionObject) => a.status?.checks?.find((c) => c.name === ETCD);
+
+/** An address for one node alone: 10.5.150.0–10.5.199.255, away from every other suite's. */
+async function freeAddress(): Promise<string> {
+  const list = await client.request<{ items: NodeView[] }>('/api/v1/nodes');
+  const taken = new Set(list.items.flatMap((n) => n.status?.addresses?.map((a) => a.address) ?? []));
+  for (;;) {
+    const ip = `10.5.${String(150 + Math.floor(Math.random() * 50))}.${String(2 + Math.floor(Math.random() * 250))}`;
+    if (!taken.has(ip)) return ip;
+  }
+}
+
+/** `count` control-plane nodes of a simulated etcd cluster of the test's own, Ready; deleted when it ends. */
+async function controlPlanes(
+  t: TestContext,
+  count: number,
+  annotations: Record<string, string> = {},
+): Promise<string[]> {
+  const group = uniqueName('cp');
+  const names = Array.from({ length: count }, (_, i) => `${group}-${String(i + 1)}`);
+  t.after(() =>
+    Promise.all(
+      names.map((n) => client.request(`/api/v1/nodes/${n}`, { method: 'DELETE' }).catch(() => undefined)),
+    ),
+  );
+  for (const name of names) {
+    const node = talosNode(
+      { name, role: 'control-plane', internalIP: await freeAddress(), talosVersion: 'v1.13.0' },
+      sandbox.kubernetesVersion,
+    );
+    const metadata = node.metadata ?? {};
+    const { type: _sandboxLabel, ...labels } = metadata.labels ?? {};
+    metadata.labels = { ...labels, [GROUP_LABEL]: group, [ETCD_CLUSTER_LABEL]: group };
+    metadata.annotations = { ...metadata.annotations, ...annotations };
+    node.metadata = metadata;
+    node.spec = { taints: [{ key: TAINT, effect: 'NoSchedule' }] };
+    await client.request('/api/v1/nodes', { method: 'POST', body: node });
+  }
+  await Promise.all(
+    names.map((name) =>
+      waitFor(
+        `node ${name} to become Ready`,
+        async () => (isReady(await readNode(name)) ? true : undefined),
+        {
+          timeoutMs: 60_000,
+          intervalMs: 250,
+        },
+      ),
+    ),
+  );
+  return names;
+}
+
+const setFault = (node: string, fault: string | null) =>
+  client.request(`/api/v1/nodes/${node}`, {
+    method: 'PATCH',
+    contentType: 'application/merge-patch+json',
+    body: { metadata: { annotations: { [ETCD_FAULT_ANNOTATION]: fault } } },
+  });
+
+async function action(t: TestContext, spec: Parameters<typeof createAction>[3], inst = instance) {
+  const created = await createAction(client, inst, me, { execution: 'Managed', ...spec });
+  deleteActionsAfter(t, client, created.metadata.name);
+  return created.metadata.name;
+}
+
+/** The action once the etcd guard holds it with a message matching `pattern`. */
+function heldByEtcd(name: string, pattern: RegExp, timeoutMs = 60_000): Promise<ActionObject> {
+  return waitFor(
+    `action ${name} to be held by ${ETCD} (${String(pattern)})`,
+    async () => {
+      const a = await getAction(client, name);
+      const c = etcdCheck(a);
+      return c && !c.healthy && pattern.test(c.message ?? '') ? a : undefined;
+    },
+    { timeoutMs, intervalMs: 250 },
+  );
+}
+
+async function health(path: string): Promise<{
+  status: number;
+  body: { message: string; checks: { name: string; state: string; message: string }[] };
+}> {
+  const response = await fetch(`${controller.url}${path}`);
+  return { status: response.status, body: (await response.json()) as never };
+}
+
+before(async () => {
+  await installGatehouseAPI(kc);
+  me = await whoami(client);
+  controller = await startGateController(instance, { talos: { config: talos, drainRetryMs: 500 } });
+});
+after(async () => {
+  await controller.stop();
+});
+
+describe('etcd guard', () => {
+  it('holds a control-plane upgrade while another member is unhealthy, naming it, and approves it once it recovers', async (t) => {
+    const [first = '', second = ''] = await controlPlanes(t, 3);
+    await setFault(second, 'unhealthy');
+    const name = await action(t, {
+      nodeName: first,
+      action: 'Upgrade',
+      upgrade: { image: 'ghcr.io/siderolabs/installer:v1.13.1' },
+    });
+    const held = await heldByEtcd(name, new RegExp(`etcd member ${second} is unhealthy`));
+    assert.equal(held.status?.phase, 'WaitingForHealth');
+    assert.match(
+      held.status.message ?? '',
+      new RegExp(`waiting for health checks: ${ETCD} \\(etcd member ${second}`),
+    );
+    // /v1/health asks the same question of a prospective upgrade of that node.
+    const answer = await health(`/v1/health?action=Upgrade&node=${first}`);
+    assert.equal(answer.status, 503);
+    const shown = answer.body.checks.find((c) => c.name === ETCD);
+    assert.equal(shown?.state, 'Unhealthy');
+    assert.match(shown.message, new RegExp(`etcd member ${second} is unhealthy`));
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal((await getAction(client, name)).status?.phase, 'WaitingForHealth', 'still held');
+    await setFault(second, null);
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed', 'Denied'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.equal(etcdCheck(done)?.healthy, true);
+    assert.match(etcdCheck(done)?.message ?? '', /etcd can spare/);
+  });
+
+  it('never takes a second control-plane member down, even when a policy allows more', async (t) => {
+    const nodes = await controlPlanes(t, 3, { [BOOT_DELAY_ANNOTATION]: '20s' });
+    const [down = '', next = ''] = nodes;
+    const group = nodes[0]?.replace(/-1$/, '') ?? '';
+    await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+      maxConcurrent: 3,
+    });
+    // The first member goes down outside gatehouse (talosctl reboot): nothing in the
+    // cluster's actions says so, only etcd does.
+    const talosClient = new TalosClient(talos);
+    t.after(() => talosClient.close());
+    const address =
+      (await readNode(down)).status?.addresses?.find((a) => a.type === 'InternalIP')?.address ?? '';
+    await talosClient.reboot({ node: address, mode: 'default' });
+    const name = await action(t, { nodeName: next, action: 'Reboot' });
+    const held = await heldByEtcd(name, new RegExp(`etcd member ${down} (is unreachable|lags)`));
+    assert.equal(held.status?.phase, 'WaitingForHealth');
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed', 'Denied'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.ok(isReady(await readNode(down)), `${down} was back before ${next} went`);
+  });
+
+  it('refuses a Reset of a control-plane node when its member cannot leave without losing quorum', async (t) => {
+    const [first = ''] = await controlPlanes(t, 2);
+    const name = await action(t, { nodeName: first, action: 'Reset' });
+    const denied = await waitForPhase(client, name, ['Denied', 'Succeeded', 'Failed'], 60_000);
+    assert.equal(denied.status?.phase, 'Denied', denied.status?.message);
+    assert.match(denied.status.message ?? '', /a graceful reset leaves etcd/);
+    assert.match(denied.status.message ?? '', new RegExp(`would lose quorum without ${first}: 1 of 2`));
+  });
+
+  it('lets bypass.healthChecks through an unhealthy etcd, on the record', async (t) => {
+    const [first = '', second = ''] = await controlPlanes(t, 3);
+    await setFault(second, 'nospace');
+    const name = await action(t, {
+      nodeName: first,
+      action: 'Reboot',
+      bypass: { healthChecks: true, reason: 'replacing the member with the NOSPACE alarm' },
+    });
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed', 'Denied'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    const recorded = etcdCheck(done);
+    assert.equal(recorded?.bypassed, true);
+    assert.match(recorded.message ?? '', /bypassed by .*: replacing the member with the NOSPACE alarm/);
+    const bypassEvents = (await events(client, name)).filter((e) => /bypass/i.test(e.message));
+    assert.ok(bypassEvents.length > 0, 'the bypass is an Event too');
+  });
+
+  it('says that etcd was not checked without a talosconfig: Managed holds, External goes on', async (t) => {
+    const bare = uniqueName('etcd-bare');
+    const without = await startGateController(bare);
+    t.after(() => without.stop());
+    const [first = ''] = await controlPlanes(t, 3);
+    const managed = await action(t, { nodeName: first, action: 'Reboot' }, bare);
+    const held = await heldByEtcd(managed, /etcd was not checked: this controller has no talosconfig/);
+    assert.equal(etcdCheck(held)?.notChecked, true);
+    assert.match(
+      etcdCheck(held)?.message ?? '',
+      /a Managed Reboot of control-plane node .* waits until it can/,
+    );
+    await client.request(`${API}/nodeactions/${managed}`, { method: 'DELETE' });
+    const external = await action(t, { nodeName: first, action: 'Reboot', execution: 'External' }, bare);
+    const approved = await waitForPhase(client, external, ['Approved', 'Failed', 'Denied'], 60_000);
+    assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
+    assert.equal(etcdCheck(approved)?.notChecked, true);
+    assert.match(
+      etcdCheck(approved)?.message ?? '',
+      /not checked.*must check etcd first \(talosctl etcd status\)/,
+    );
+  });
+
+  it('stops a rolling upgrade of three control-plane nodes before the next one while a member is unhealthy, and resumes', async (t) => {
+    const nodes = await controlPlanes(t, 3);
+    const [first = '', second = '', third = ''] = nodes;
+    const cli = spawn(
+      NODE,
+      [
+        MAIN,
+        'upgrade',
+        '--kubeconfig',
+        sandbox.kubeconfig,
+        '--controller-instance',
+        instance,
+        '--image',
+        'ghcr.io/siderolabs/installer:v1.13.1',
+        ...nodes,
+      ],
+      { env: cliEnv() },
+    );
+    let output = '';
+    cli.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    cli.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<number>((resolve) => cli.on('exit', (code) => resolve(code ?? -1)));
+    t.after(() => cli.kill());
+    // The CLI's actions, whichever it got to create, go with the test.
+    t.after(async () => {
+      const list = await client.request<{ items: ActionObject[] }>(`${API}/nodeactions`);
+      const mine = list.items.filter((a) => nodes.includes(a.spec.nodeName));
+      await Promise.all(
+        mine.map((a) =>
+          client
+            .request(`${API}/nodeactions/${a.metadata.name}`, { method: 'DELETE' })
+            .catch(() => undefined),
+        ),
+      );
+    });
+    const actionOf = async (node: string) => {
+      const list = await client.request<{ items: ActionObject[] }>(`${API}/nodeactions`);
+      return list.items.find((a) => a.spec.nodeName === node);
+    };
+    await waitFor(
+      `the upgrade of ${first} to succeed`,
+      async () => ((await actionOf(first))?.status?.phase === 'Succeeded' ? true : undefined),
+      { timeoutMs: 120_000 },
+    );
+    await setFault(third, 'unhealthy');
+    const held = await waitFor(
+      `the upgrade of ${second} to be held by ${ETCD}`,
+      async () => {
+        const a = await actionOf(second);
+        if (a?.status?.phase === 'Succeeded') return a; // it went before the fault; judged below
+        const c = a ? etcdCheck(a) : undefined;
+        return c && !c.healthy ? a : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
+    assert.notEqual(held.status?.phase, 'Succeeded', `${second} was upgraded before the fault was seen`);
+    assert.match(etcdCheck(held)?.message ?? '', new RegExp(`etcd member ${third} is unhealthy`));
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.notEqual((await getAction(client, held.metadata.name)).status?.phase, 'Succeeded');
+    assert.equal(await actionOf(third), undefined, `the roll did not go on to ${third}`);
+    await setFault(third, null);
+    assert.equal(await exited, 0, output);
+    for (const node of nodes) assert.equal((await actionOf(node))?.status?.phase, 'Succeeded', node);
+    assert.match(output, new RegExp(ETCD));
+  });
+});
