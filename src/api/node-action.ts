@@ -400,7 +400,7 @@ export const UndoRecord = Type.Object(
   },
   {
     description:
-      "The undo of the pre-action hooks, decided once when the action ended unsuccessfully (docs/decisions.md, \"Undo\"): deleting the action waits until its runs finished, at most their timeout.",
+      'The undo of the pre-action hooks, decided once when the action ended unsuccessfully (docs/decisions.md, "Undo"): deleting the action waits until its runs finished, at most their timeout.',
   },
 );
 

@@ -15,7 +15,15 @@ import type { HookKindName } from '../../api/hooks.ts';
 import type { UndoRecord } from '../../api/node-action.ts';
 import { isBootHookKind } from '../../boots/record.ts';
 import type { HookSubject } from '../../hooks/job.ts';
-import { clip, isFinished, planHookStage, type HookEffect, type HookRunRecord } from '../../hooks/plan.ts';
+import {
+  clip,
+  isFinished,
+  jobKey,
+  planHookStage,
+  webhookKey,
+  type HookEffect,
+  type HookRunRecord,
+} from '../../hooks/plan.ts';
 import { hookRef, type HookObject } from '../../hooks/select.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { PRE_HOOK_KIND } from '../descriptors.ts';
@@ -122,14 +130,25 @@ function begin(b: DecisionBuilder, disruption: string | undefined): boolean {
   return false;
 }
 
+/** Whether anything shows that a run began: its Job observed, or its webhook called. */
+function started(b: DecisionBuilder, subject: HookSubject, run: HookRunRecord): boolean {
+  if (run.jobName !== undefined) return b.input.jobs.has(jobKey(run.namespace, run.jobName));
+  return b.input.webhooks.has(webhookKey(subject, run.uid ?? '', run.attempt));
+}
+
 function follow(b: DecisionBuilder, undo: UndoRecord): boolean {
   const { status, spec, nodeName, now, input, event, condition } = b;
-  const runs = undo.runs ?? [];
-  if (runs.every(isFinished)) return true;
+  if ((undo.runs ?? []).every(isFinished)) return true;
+  const subject = undoSubject(b);
+  // A run's timeout counts from when it could start: a controller that was down longer
+  // than the timeout still runs the undo it recorded, rather than failing it unrun.
+  const runs = (undo.runs ?? []).map((r) =>
+    r.phase === 'Pending' && !started(b, subject, r) ? { ...r, startTime: now.toISOString() } : r,
+  );
   const hooks = input.hooks.filter((h) => runs.some((r) => sameHook(r, h))).flatMap((h) => undoHook(h) ?? []);
   const plan = planHookStage({
     now,
-    subject: undoSubject(b),
+    subject,
     hooks,
     records: runs,
     kinds: PRE_ACTION_KINDS,
@@ -141,8 +160,9 @@ function follow(b: DecisionBuilder, undo: UndoRecord): boolean {
   b.effect(...withoutHookStatus(plan.effects));
   b.wake(plan.requeueAfterMs);
   const about = `${spec.action} of node ${nodeName}`;
+  const before = undo.runs ?? [];
   plan.records.forEach((run, index) => {
-    if (!isFinished(run) || isFinished(runs[index] ?? run)) return;
+    if (!isFinished(run) || isFinished(before[index] ?? run)) return;
     const what = `${run.kind} ${run.namespace}/${run.name}`;
     if (run.phase === 'Succeeded') event('Normal', 'Undone', `${about}: undid ${what}: ${run.message ?? ''}`);
     else
