@@ -527,12 +527,16 @@ describe('Managed execution', () => {
       'the drain to report the budget that holds it',
       async () => {
         const a = await getAction(client, name);
-        return /refused, will retry: .*disruption budget osd/.test(a.status?.message ?? '') ? a : undefined;
+        const blocked = new RegExp(
+          `waiting .*: ${namespace}/osd-\\S+ blocked by PodDisruptionBudget ${namespace}/osd \\(0 disruptions allowed\\)`,
+        );
+        return blocked.test(a.status?.message ?? '') ? a : undefined;
       },
       { timeoutMs: 60_000, intervalMs: 250 },
     );
     assert.equal(held.status?.phase, 'Executing');
     assert.equal(conditionOf(held, 'Drained')?.status, 'Unknown');
+    assert.match(conditionOf(held, 'Drained')?.message ?? '', /blocked by PodDisruptionBudget/);
     await new Promise((r) => setTimeout(r, 3000));
     assert.deepEqual(await callsOn(target), {}, 'no Talos call while the drain is held');
     // The budget allows one disruption now: the drain goes on, pod by pod.

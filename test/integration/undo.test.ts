@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { INSTANCE_LABEL } from '../../src/api/names.ts';
+import { INSTANCE_LABEL, NODE_ACTION_FINALIZER } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
@@ -18,6 +18,7 @@ import {
   hookTemplate,
   startGateController,
   waitForPhase,
+  watchActions,
   whoami,
   type ActionObject,
 } from '../support/gate.ts';
@@ -78,6 +79,23 @@ async function actionOrGone(name: string): Promise<ActionObject | undefined> {
   }
 }
 
+/**
+ * Follows every version of the action: the last one that still holds the finalizer is
+ * what the controller had decided when it let the action go.
+ */
+function lastHeld(t: TestContext, inst: string, approved: ActionObject): () => ActionObject | undefined {
+  let held: ActionObject | undefined;
+  const log = watchActions(client, `${INSTANCE_LABEL}=${inst}`, approved.metadata.resourceVersion, (a) => {
+    if (
+      a.metadata.name === approved.metadata.name &&
+      (a.metadata.finalizers ?? []).includes(NODE_ACTION_FINALIZER)
+    )
+      held = a;
+  });
+  t.after(() => log.stop());
+  return () => held;
+}
+
 /** Approved (External: it waits for the requester), after its PreRebootJob succeeded. */
 async function approvedAfterHook(t: TestContext, p: Place, inst: string): Promise<ActionObject> {
   const created = await createAction(client, inst, me, { nodeName: p.node });
@@ -107,18 +125,18 @@ describe('undo of pre-action hooks', () => {
     const approved = await approvedAfterHook(t, p, instance);
     const name = approved.metadata.name;
     const jobs = watchUndoJobs(p.namespace, approved.metadata.uid);
+    const held = lastHeld(t, instance, approved);
     await cancel(name);
-    let last: ActionObject | undefined;
     await waitFor(
       'the cancelled action to be let go',
       async () => {
         await jobs.look();
-        const a = await actionOrGone(name);
-        if (a) last = a;
-        return a ? undefined : true;
+        return (await actionOrGone(name)) ? undefined : true;
       },
       { timeoutMs: 90_000, intervalMs: 100 },
     );
+    await new Promise((r) => setTimeout(r, 500)); // the watch's last events
+    const last = held();
     assert.ok(last, 'the action was seen after the cancel');
     assert.equal(last.status?.phase, 'Cancelled');
     assert.equal(last.status.undo?.nodeDisrupted, false);
@@ -172,6 +190,7 @@ describe('undo across SIGKILLs', () => {
     const approved = await approvedAfterHook(t, p, own);
     const name = approved.metadata.name;
     const jobs = watchUndoJobs(p.namespace, approved.metadata.uid);
+    const held = lastHeld(t, own, approved);
     // Killed before it sees the cancel; the next one is killed as soon as the end is
     // recorded (the undo run recorded, its Job perhaps not yet created), and again once
     // the Job exists.
@@ -191,17 +210,16 @@ describe('undo across SIGKILLs', () => {
     });
     proc.kill();
     proc.start();
-    let last: ActionObject | undefined;
     await waitFor(
       'the cancelled action to be let go',
       async () => {
         await jobs.look();
-        const a = await actionOrGone(name);
-        if (a) last = a;
-        return a ? undefined : true;
+        return (await actionOrGone(name)) ? undefined : true;
       },
       { timeoutMs: 120_000, intervalMs: 100 },
     );
+    await new Promise((r) => setTimeout(r, 500)); // the watch's last events
+    const last = held();
     assert.equal(last?.status?.phase, 'Cancelled');
     assert.equal(last.status.undo?.runs?.[0]?.phase, 'Succeeded', JSON.stringify(last.status.undo));
     assert.equal(jobs.seen.size, 1, `undo Jobs: ${JSON.stringify([...jobs.seen])}`);
