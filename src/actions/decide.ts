@@ -11,7 +11,8 @@
 //   (Managed, with the Talos executor: Approved → Executing ─(prepare, drain, install,
 //   then the Talos call, recorded before it is made)→ WaitingForNode; phases/executing.ts)
 //   and Failed (a deadline, a failed hook, a vanished node), Denied (no such node),
-//   Cancelled (deleted before it finished).
+//   Cancelled (deleted before it finished). An action that ended so without having
+//   touched its node undoes what its pre-action hooks prepared (phases/undo.ts).
 //
 // Leaving Pending is the one transition this function never makes: it takes a slot of
 // the policies' budgets, and budgets are judged across actions, one admission at a
@@ -26,6 +27,7 @@ import type { ActionInput } from './observations.ts';
 import { PHASE_DEADLINES, phaseDeadlineMs } from './phases/deadlines.ts';
 import { requested } from './phases/pending.ts';
 import { PHASE_HANDLERS } from './phases/table.ts';
+import { settle } from './phases/undo.ts';
 
 export type { ActionDecision, ActionEffect } from './decision.ts';
 export type { ActionInput, CheckFacts, FreshChecks, NodeFacts } from './observations.ts';
@@ -43,11 +45,14 @@ export function decide(input: ActionInput): ActionDecision {
     if (!isTerminal(status.phase))
       b.end('Cancelled', `deleted before it finished (it was ${status.phase ?? 'new'})`);
     const clean = b.cleanUp();
-    return b.build({ removeFinalizer: hasFinalizer && clean });
+    // The finalizer also waits for the undo of the pre-action hooks (phases/undo.ts).
+    const undone = settle(b);
+    return b.build({ removeFinalizer: hasFinalizer && clean && undone });
   }
   if (isTerminal(status.phase)) {
     const clean = b.cleanUp();
-    return b.build({ removeFinalizer: hasFinalizer && clean });
+    const undone = settle(b);
+    return b.build({ removeFinalizer: hasFinalizer && clean && undone });
   }
   if (!hasFinalizer) return b.build({ addFinalizer: true });
 
@@ -75,6 +80,10 @@ export function decide(input: ActionInput): ActionDecision {
   // The CRD bounds messages; a long one (a Job the API server refused, with every field
   // error) must not make the status unwritable.
   if (status.message !== undefined) status.message = clip(status.message, 32768);
-  if (isTerminal(status.phase)) return b.build({ removeFinalizer: b.cleanUp() });
+  if (isTerminal(status.phase)) {
+    const clean = b.cleanUp();
+    const undone = settle(b);
+    return b.build({ removeFinalizer: clean && undone });
+  }
   return b.build();
 }

@@ -23,6 +23,7 @@ import type { HookSubject } from '../hooks/job.ts';
 import { isFinished, jobKey, stopRuns, type HookEffect, type HookRunRecord } from '../hooks/plan.ts';
 import { setCondition } from '../kube/conditions.ts';
 import type { SilenceEffect } from '../silences/plan.ts';
+import { disruptionOf } from './disruption.ts';
 import type { ActionInput, NodeFacts } from './observations.ts';
 import { hookSubject } from './subject.ts';
 
@@ -88,6 +89,11 @@ export class DecisionBuilder {
   private requeueAfterMs: number | undefined;
   private evaluateChecks: string[] | undefined;
   private etcdAsked = false;
+  /**
+   * Set when this pass ended the action (end()): whether the node may have been
+   * disrupted, decided once, then (phases/undo.ts) recorded with what is undone.
+   */
+  ended: { disruption: string | undefined } | undefined;
 
   constructor(input: ActionInput) {
     this.input = input;
@@ -174,12 +180,17 @@ export class DecisionBuilder {
   /** Ends the action unsuccessfully, stopping every unfinished hook run. */
   readonly end = (phase: Ending, why: string): void => {
     const { node, nodeName, status } = this;
-    // Like kubectl drain, a failed or cancelled action leaves its cordon: the node's state
-    // needs a look before workloads come back.
-    const message =
-      node?.cordonedBy === this.action.metadata.name
-        ? `${why}; node ${nodeName} stays cordoned (kubectl uncordon ${nodeName} once it is fine)`
-        : why;
+    const disruption = disruptionOf(this.action, status, node);
+    this.ended = { disruption };
+    // A cordon protects a node about to be disrupted. One that never was is as it was and
+    // gets its cordon lifted (phases/undo.ts); after a disruption, like kubectl drain, the
+    // cordon stays: the node's state needs a look before workloads come back.
+    const cordoned = node?.cordonedBy === this.action.metadata.name;
+    const message = !cordoned
+      ? why
+      : disruption === undefined
+        ? `${why}; uncordoning node ${nodeName}, cordoned for this action, which ended before anything was done to it`
+        : `${why}; node ${nodeName} stays cordoned (kubectl uncordon ${nodeName} once it is fine)`;
     // Boot hook runs shown here are the boot's (src/boots), which goes on without the action.
     const stopped = stopRuns(
       this.ownRecords(),

@@ -430,7 +430,7 @@ export class ActionReconciler {
     /** Takes the etcd guard's lock, when it was taken, to release it after the write (else released here). */
     holdEtcd?: (release: () => void) => void,
   ): Promise<ActionDecision> {
-    const records = action.status?.hooks ?? [];
+    const records = [...(action.status?.hooks ?? []), ...(action.status?.undo?.runs ?? [])];
     const input: ActionInput = {
       now: new Date(),
       action,
@@ -681,8 +681,12 @@ export class ActionReconciler {
   private async confirmPending(name: string, uid: string, record: HookRunRecord): Promise<boolean> {
     try {
       const live = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
-      if (live.metadata.uid !== uid || live.metadata.deletionTimestamp || isTerminal(live.status?.phase))
-        return false;
+      if (live.metadata.uid !== uid) return false;
+      // An undo run (src/actions/phases/undo.ts) belongs to an ended action, deleted or
+      // not; its Job name is its own, so only its record can match it.
+      const undo = live.status?.undo?.runs ?? [];
+      if (undo.some((r) => r.jobName === record.jobName) && isRecordPending(undo, record)) return true;
+      if (live.metadata.deletionTimestamp || isTerminal(live.status?.phase)) return false;
       return isRecordPending(live.status?.hooks ?? [], record);
     } catch (error) {
       if (error instanceof KubeApiError && error.code === 404) return false;

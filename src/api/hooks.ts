@@ -154,6 +154,9 @@ export const Webhook = Type.Object(
   },
 );
 
+const HOOK_SPEC_DESCRIPTION =
+  'When and where the hook runs, and what it runs: exactly one of template (a Job) or webhook (a callback).';
+
 export const HookSpec = Type.Object(
   {
     nodeSelector: Type.Optional(
@@ -190,8 +193,47 @@ export const HookSpec = Type.Object(
     webhook: Type.Optional(Webhook),
   },
   {
+    description: HOOK_SPEC_DESCRIPTION,
+    ...rules({
+      rule: 'has(self.template) != has(self.webhook)',
+      message: 'spec must set exactly one of template (a Job) or webhook (a callback)',
+    }),
+  },
+);
+
+/**
+ * What a pre-action hook's undo runs: the same shapes as the hook itself, placed as the
+ * hook is. It runs at most once per action, when the action ends (Failed, Cancelled,
+ * past a deadline) without the node having been disrupted after the hook ran: the case
+ * in which no boot hook will ever clean up (docs/decisions.md, "Undo").
+ */
+export const Undo = Type.Object(
+  {
+    template: Type.Optional(JobTemplate),
+    webhook: Type.Optional(Webhook),
+    timeout: Type.Optional(
+      Duration(
+        'undo.timeout',
+        "How long the undo may take; deleting the action waits for it at most this long. Defaults to the hook's timeout.",
+        { min: '1s', max: '24h' },
+      ),
+    ),
+  },
+  {
     description:
-      'When and where the hook runs, and what it runs: exactly one of template (a Job) or webhook (a callback).',
+      "What puts back what the hook prepared, when the action ends without having touched the node (e.g. ceph osd unset-group noout after a cancelled reboot): exactly one of template (a Job) or webhook (a callback, sent with purpose Undo). It uses the hook's placement, and is not retried: a failed undo is a Warning Event and the action's condition Undone.",
+    ...rules({
+      rule: 'has(self.template) != has(self.webhook)',
+      message: 'undo must set exactly one of template (a Job) or webhook (a callback)',
+    }),
+  },
+);
+
+/** The spec of the pre-action hook kinds: a hook, and what undoes it. */
+export const PreActionHookSpec = Type.Object(
+  { ...HookSpec.properties, undo: Type.Optional(Undo) },
+  {
+    description: `${HOOK_SPEC_DESCRIPTION} A pre-action hook may also say how it is undone (undo).`,
     ...rules({
       rule: 'has(self.template) != has(self.webhook)',
       message: 'spec must set exactly one of template (a Job) or webhook (a callback)',
@@ -278,11 +320,15 @@ export const HOOK_KIND_NAMES = HOOK_KINDS.map((h) => h.kind) as unknown as reado
   ...HookKindName[],
 ];
 
-function hookResource<const Kind extends HookKindName>(kind: Kind, when: string) {
+function hookResource<const Kind extends HookKindName, S extends typeof HookSpec | typeof PreActionHookSpec>(
+  kind: Kind,
+  when: string,
+  spec: S,
+) {
   return Resource(
     kind,
     `${kind} is a hook that runs ${when}. It runs a Job from its template, or calls its webhook, and must succeed unless its failurePolicy is Ignore. Hooks must be idempotent. Creating one is as powerful as creating a Job in its namespace.`,
-    HookSpec,
+    spec,
     HookStatus,
   );
 }
@@ -292,14 +338,16 @@ const byKind = Object.fromEntries(HOOK_KINDS.map((h) => [h.kind, h])) as Record<
   (typeof HOOK_KINDS)[number]
 >;
 
-export const PreUpgradeJob = hookResource('PreUpgradeJob', byKind.PreUpgradeJob.when);
-export const PreRebootJob = hookResource('PreRebootJob', byKind.PreRebootJob.when);
-export const PreShutdownJob = hookResource('PreShutdownJob', byKind.PreShutdownJob.when);
-export const PreResetJob = hookResource('PreResetJob', byKind.PreResetJob.when);
-export const NodePrereadyJob = hookResource('NodePrereadyJob', byKind.NodePrereadyJob.when);
-export const NodeReadyJob = hookResource('NodeReadyJob', byKind.NodeReadyJob.when);
+export const PreUpgradeJob = hookResource('PreUpgradeJob', byKind.PreUpgradeJob.when, PreActionHookSpec);
+export const PreRebootJob = hookResource('PreRebootJob', byKind.PreRebootJob.when, PreActionHookSpec);
+export const PreShutdownJob = hookResource('PreShutdownJob', byKind.PreShutdownJob.when, PreActionHookSpec);
+export const PreResetJob = hookResource('PreResetJob', byKind.PreResetJob.when, PreActionHookSpec);
+export const NodePrereadyJob = hookResource('NodePrereadyJob', byKind.NodePrereadyJob.when, HookSpec);
+export const NodeReadyJob = hookResource('NodeReadyJob', byKind.NodeReadyJob.when, HookSpec);
 
-export type HookSpec = Static<typeof HookSpec>;
+/** Any hook's spec: pre-action kinds may carry an undo, boot hook kinds never do. */
+export type HookSpec = Static<typeof PreActionHookSpec>;
+export type Undo = Static<typeof Undo>;
 export type HookStatus = Static<typeof HookStatus>;
 export type HookRun = Static<typeof HookRun>;
 export type PreUpgradeJob = Static<typeof PreUpgradeJob>;

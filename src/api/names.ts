@@ -63,6 +63,8 @@ export const HOOK_JOB_LABELS = {
   actionUID: 'talos.dev/action-uid',
   bootID: 'talos.dev/boot-id',
   attempt: 'talos.dev/attempt',
+  /** Set to undo on the Job that undoes a pre-action hook (src/actions/undo.ts); absent on a hook's own run. */
+  purpose: 'talos.dev/hook-purpose',
 } as const;
 
 /** The annotations of the hook Jobs gatehouse creates: the full names a label value may be too short for. */
@@ -88,6 +90,7 @@ export const NODE_ACTION_CONDITIONS = [
   'NodeReturned',
   'PostHooksSucceeded',
   'Silenced',
+  'Undone',
 ] as const;
 export type NodeActionConditionType = (typeof NODE_ACTION_CONDITIONS)[number];
 

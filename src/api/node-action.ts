@@ -394,6 +394,28 @@ export const HookRunRecord = Type.Object(
   { description: 'One attempt of one hook for this action.' },
 );
 
+export const UndoRecord = Type.Object(
+  {
+    decisionTime: Timestamp('When the action ended and the undo rule was applied (once).'),
+    nodeDisrupted: Type.Boolean({
+      description:
+        'Whether the node may have been disrupted when the action ended (a Talos call made and not refused, the executed mark, a new boot): then nothing is undone, the boot hooks clean up.',
+    }),
+    reason: Text('Why the undo runs, or does not, in words.', 1024),
+    runs: Type.Optional(
+      Type.Array(HookRunRecord, {
+        description:
+          'One run per pre-action hook that had started and carries an undo, each at most once (never retried; its Job name is derived from the action, the hook and the word undo).',
+        maxItems: 64,
+      }),
+    ),
+  },
+  {
+    description:
+      'The undo of the pre-action hooks, decided once when the action ended unsuccessfully (docs/decisions.md, "Undo"): deleting the action waits until its runs finished, at most their timeout.',
+  },
+);
+
 export const ExecutionRecord = Type.Object(
   {
     drainTime: Type.Optional(
@@ -474,7 +496,7 @@ export const NodeActionStatus = Type.Object(
     ),
     conditions: Type.Optional(
       Conditions(
-        "Standard conditions: Admitted (whether its ActionPolicies let it in now), HealthChecksPassed, PreHooksSucceeded, Approved, Drained (Managed), Executed, NodeReturned, PostHooksSucceeded, Bypassed (naming who bypassed what, and why), and Silenced (whether the node's alerts are silenced in Alertmanager, when a policy asks for it).",
+        "Standard conditions: Admitted (whether its ActionPolicies let it in now), HealthChecksPassed, PreHooksSucceeded, Approved, Drained (Managed), Executed, NodeReturned, PostHooksSucceeded, Bypassed (naming who bypassed what, and why), Silenced (whether the node's alerts are silenced in Alertmanager, when a policy asks for it), and Undone (whether the undo of the pre-action hooks succeeded, for an action that ended without touching the node).",
       ),
     ),
     checks: Type.Optional(
@@ -509,6 +531,7 @@ export const NodeActionStatus = Type.Object(
       Timestamp('When execution started (Managed) or was marked done (External).'),
     ),
     execution: Type.Optional(ExecutionRecord),
+    undo: Type.Optional(UndoRecord),
     completionTime: Type.Optional(Timestamp('When the action finished, whatever the outcome.')),
     silences: Type.Optional(
       Type.Array(SilenceRecord, {
@@ -535,6 +558,7 @@ export type NodeAction = Static<typeof NodeAction>;
 export type NodeActionSpec = Static<typeof NodeActionSpec>;
 export type NodeActionStatus = Static<typeof NodeActionStatus>;
 export type ExecutionRecord = Static<typeof ExecutionRecord>;
+export type UndoRecord = Static<typeof UndoRecord>;
 export type SilenceRecord = Static<typeof SilenceRecord>;
 
 /** A NodeAction as the controller reads it: the fields it relies on, typed. */

@@ -28,6 +28,8 @@ export interface HookSubject {
   };
   /** The owner of the runs' Jobs (the NodeAction), so they go when it goes. */
   owner?: V1OwnerReference;
+  /** Undo: the runs put back what the action's pre-action hooks prepared (src/actions/undo.ts). */
+  purpose?: 'Undo';
 }
 
 /**
@@ -35,7 +37,9 @@ export interface HookSubject {
  * part of every Job name, which is how a Job is never created twice.
  */
 export function runIdentity(subject: HookSubject): string {
-  return subject.action ? `action/${subject.action.uid}` : `boot/${subject.node}/${subject.bootID ?? ''}`;
+  if (!subject.action) return `boot/${subject.node}/${subject.bootID ?? ''}`;
+  // An undo's runs have names of their own: never the hook's Job, never created twice.
+  return `action/${subject.action.uid}${subject.purpose === 'Undo' ? '/undo' : ''}`;
 }
 
 // Their names are well known (src/api/names.ts): the boot reconciler and the CLI read them too.
@@ -78,6 +82,7 @@ export function hookEnvironment(subject: HookSubject): { name: string; value: st
     ...(subject.action?.targetImage
       ? [{ name: 'GATEHOUSE_TARGET_IMAGE', value: subject.action.targetImage }]
       : []),
+    ...(subject.purpose ? [{ name: 'GATEHOUSE_HOOK_PURPOSE', value: subject.purpose }] : []),
   ];
 }
 
@@ -132,6 +137,7 @@ export function buildHookJob(hook: HookObject, subject: HookSubject, attempt: nu
     [LABELS.action, labelValue(subject.action?.name)],
     [LABELS.actionUID, subject.action?.uid],
     [LABELS.bootID, labelValue(subject.bootID)],
+    [LABELS.purpose, subject.purpose === 'Undo' ? 'undo' : undefined],
   ];
   for (const [key, value] of optional) if (value) labels[key] = value;
   const annotations: Record<string, string> = {
@@ -241,6 +247,7 @@ export function jobImpostor(
     [LABELS.attempt, String(record.attempt)],
     [LABELS.actionUID, subject.action?.uid],
     [LABELS.bootID, subject.action ? undefined : labelValue(subject.bootID)],
+    [LABELS.purpose, subject.purpose === 'Undo' ? 'undo' : undefined],
   ];
   for (const [key, value] of expected) {
     if (value !== undefined && labels[key] !== value)

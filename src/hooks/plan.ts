@@ -50,6 +50,11 @@ export interface StageInput {
   jobs: ReadonlyMap<string, JobFacts>;
   /** Webhook calls by webhookKey(). */
   webhooks: ReadonlyMap<string, WebhookFacts>;
+  /**
+   * Whether a run whose Job was deleted before it finished gets a new attempt (default
+   * true). An undo runs at most once: its deleted Job fails the run instead.
+   */
+  retryDeleted?: boolean;
 }
 
 export type HookEffect =
@@ -297,6 +302,7 @@ function followJob(
     // Seen before and gone now, or being deleted unfinished: someone deleted it. The
     // attempt failed; a new one (a new Job name) runs while the timeout allows.
     fail(`Job ${hook.metadata.namespace}/${jobName} was deleted before it finished`);
+    if (b.input.retryDeleted === false) return;
     b.newAttempt(hook, record.attempt + 1);
     b.wake(deadline - now.getTime());
   }

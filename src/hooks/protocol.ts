@@ -19,6 +19,8 @@ export interface HookRequest {
     parameters?: Record<string, unknown>;
   };
   hook: { kind: HookKindName; namespace: string; name: string };
+  /** Undo: put back what this hook prepared for the action, which ended without touching the node. */
+  purpose?: 'Undo';
 }
 
 /** How one call ended. */
@@ -41,6 +43,7 @@ export function hookRequest(hook: HookObject, subject: HookSubject): HookRequest
       ...(a ? { parameters: a.parameters } : {}),
     },
     hook: { kind: hook.kind, namespace: hook.metadata.namespace, name: hook.metadata.name },
+    ...(subject.purpose ? { purpose: subject.purpose } : {}),
   };
 }
 

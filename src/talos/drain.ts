@@ -80,6 +80,42 @@ function refusalText(error: KubeApiError): string {
 
 const podName = (p: Pod) => `${p.metadata.namespace}/${p.metadata.name}`;
 
+interface Budget {
+  metadata: { name: string; namespace: string };
+  spec?: { selector?: LabelSelector };
+  status?: { disruptionsAllowed?: number };
+}
+
+/**
+ * The PodDisruptionBudgets that select the pod, in words ("PodDisruptionBudget ns/name
+ * (0 disruptions allowed)"): what a refused eviction waits for. The API server's 429
+ * names the budget only in prose; reading them says which one, and how far it is from
+ * allowing the eviction. Best effort: without read access to budgets, nothing is added.
+ */
+async function blockingBudgets(
+  rest: RestClient,
+  pod: Pod,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
+  try {
+    const list = await rest.request<{ items: Budget[] }>(
+      `/apis/policy/v1/namespaces/${pod.metadata.namespace}/poddisruptionbudgets`,
+      signal ? { signal } : {},
+    );
+    const labels = pod.metadata.labels ?? {};
+    const matching = list.items.filter((b) => b.spec?.selector && matchesSelector(b.spec.selector, labels));
+    if (matching.length === 0) return undefined;
+    return matching
+      .map((b) => {
+        const allowed = b.status?.disruptionsAllowed ?? 0;
+        return `PodDisruptionBudget ${b.metadata.namespace}/${b.metadata.name} (${String(allowed)} disruption${allowed === 1 ? '' : 's'} allowed)`;
+      })
+      .join(', ');
+  } catch {
+    return undefined;
+  }
+}
+
 export async function cordon(rest: RestClient, node: string, unschedulable: boolean): Promise<void> {
   await rest.request(`/api/v1/nodes/${node}`, {
     method: 'PATCH',
@@ -175,7 +211,8 @@ export async function drainNode(options: DrainOptions): Promise<DrainResult> {
     progress(`${node} was already cordoned (not by gatehouse): it stays cordoned after the action`);
   }
 
-  const deadline = Date.now() + options.timeoutMs;
+  const started = Date.now();
+  const deadline = started + options.timeoutMs;
   const evicted = new Set<string>();
   const refusals = new Map<string, string>();
   let leftInPlace: string[];
@@ -220,10 +257,20 @@ export async function drainNode(options: DrainOptions): Promise<DrainResult> {
         if (error instanceof KubeApiError && error.code === 404) continue; // already gone
         // 429: a PodDisruptionBudget allows no disruption now; the causes the API server
         // lists name it. Anything else is retried too, and reported if it persists.
-        const why = error instanceof KubeApiError ? refusalText(error) : errorMessage(error);
+        let why = error instanceof KubeApiError ? refusalText(error) : errorMessage(error);
+        if (error instanceof KubeApiError && error.code === 429) {
+          const budgets = await blockingBudgets(rest, pod, signal);
+          if (budgets) why = `blocked by ${budgets}: ${why}`;
+        }
         if (refusals.get(name) !== why) progress(`eviction of ${name} refused, will retry: ${why}`);
         refusals.set(name, why);
       }
+    }
+    if (refusals.size > 0) {
+      // What the drain waits for, refreshed each round (at most 5 pods named).
+      const blocked = [...refusals.entries()].slice(0, 5).map(([pod, why]) => `${pod} ${why}`);
+      const more = refusals.size > 5 ? `; and ${String(refusals.size - 5)} more` : '';
+      progress(`waiting ${formatDuration(Date.now() - started)}: ${blocked.join('; ')}${more}`);
     }
     await sleep(Math.min(refusals.size > 0 ? retryMs : 250, Math.max(0, deadline - Date.now())), signal);
   }

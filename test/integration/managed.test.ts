@@ -161,6 +161,24 @@ async function createHook(namespace: string, group: string, kind: string, name: 
   await createGroupHook(client, { namespace, group }, kind, name, { template });
 }
 
+/** A PreRebootJob that succeeds, with an undo Job that succeeds (like noout and its unset). */
+async function createNooutHook(namespace: string, group: string): Promise<void> {
+  await createGroupHook(client, { namespace, group }, 'PreRebootJob', 'noout', {
+    template: hookTemplate('Succeeded', '1s'),
+    undo: { template: hookTemplate('Succeeded', '1s') },
+    placement: 'Anywhere',
+  });
+}
+
+/** The undo Jobs gatehouse created for an action (label talos.dev/hook-purpose=undo). */
+async function undoJobsOf(namespace: string, actionUID: string): Promise<{ metadata: { uid: string } }[]> {
+  const list = await client.request<{ items: { metadata: { uid: string } }[] }>(
+    `/apis/batch/v1/namespaces/${namespace}/jobs`,
+    { query: { labelSelector: `talos.dev/action-uid=${actionUID},talos.dev/hook-purpose=undo` } },
+  );
+  return list.items;
+}
+
 /** A Deployment of `replicas` pods on the group's nodes, and a PDB keeping `minAvailable` of them. */
 async function deployWithBudget(
   namespace: string,
@@ -430,10 +448,11 @@ describe('Managed execution', () => {
     assert.ok(ms(done.status.execution?.drainTime, 'drain') <= ms(done.status.execution?.callTime, 'call'));
   });
 
-  it('holds the drain on a PodDisruptionBudget that allows no disruption, then fails naming it, without calling Talos', async (t) => {
+  it('holds the drain on a PodDisruptionBudget that allows no disruption, then fails naming it, without calling Talos, undoes its hook and uncordons', async (t) => {
     const group = uniqueName('stuck');
     const [target, spare] = (await managedNodes(t, group, 2)) as [string, string];
     const namespace = await freshNamespace(t, kc);
+    await createNooutHook(namespace, group);
     // Both pods on the target, and a budget that needs both: no eviction is ever allowed.
     await cordon(client, spare, true);
     await deployWithBudget(namespace, group, 'osd', 2, 2);
@@ -452,12 +471,84 @@ describe('Managed execution', () => {
       ),
     );
     assert.match(message, /disruption budget osd needs 2 healthy pods/);
-    assert.match(message, new RegExp(`node ${target} stays cordoned`));
+    // Issue 16: nothing was done to the node, so it is put back as it was.
+    assert.match(message, new RegExp(`uncordoning node ${target}, cordoned for this action`));
     assert.equal(conditionOf(failed, 'Drained')?.reason, 'DrainFailed');
     assert.deepEqual(await callsOn(target), {}, 'Talos was never called');
+    const undone = await waitFor(
+      'the undo of the noout hook to succeed',
+      async () => {
+        const a = await getAction(client, name);
+        return conditionOf(a, 'Undone')?.status === 'True' ? a : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    assert.equal(undone.status?.undo?.nodeDisrupted, false);
+    assert.equal(undone.status.undo.runs?.length, 1);
+    assert.equal((await undoJobsOf(namespace, undone.metadata.uid)).length, 1);
+    const node = await waitFor(
+      'the node to be uncordoned',
+      async () => {
+        const n = await readNode(target);
+        return n.spec?.unschedulable ? undefined : n;
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    assert.equal(node.metadata.annotations?.[CORDONED_BY_ANNOTATION], undefined);
+    assert.ok((await events(client, name)).some((e) => e.reason === 'Uncordoned'));
+  });
+
+  it('leaves a node someone else cordoned cordoned when its drain fails', async (t) => {
+    const group = uniqueName('theirs');
+    const [target, spare] = (await managedNodes(t, group, 2)) as [string, string];
+    const namespace = await freshNamespace(t, kc);
+    await cordon(client, spare, true);
+    await deployWithBudget(namespace, group, 'osd', 2, 2);
+    await cordon(client, target, true); // an administrator's cordon: no talos.dev/cordoned-by
+    const name = await managedAction(t, { nodeName: target, action: 'Reboot', drain: { timeout: '3s' } });
+    const failed = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(failed.status?.phase, 'Failed', failed.status?.message);
+    assert.doesNotMatch(failed.status.message ?? '', /uncordoning/);
+    await new Promise((r) => setTimeout(r, 2000));
     const node = await readNode(target);
-    assert.equal(node.spec?.unschedulable, true);
-    assert.equal(node.metadata.annotations?.[CORDONED_BY_ANNOTATION], name);
+    assert.equal(node.spec?.unschedulable, true, 'their cordon stays');
+    assert.equal(node.metadata.annotations?.[CORDONED_BY_ANNOTATION], undefined);
+  });
+
+  it('waits on a PodDisruptionBudget that allows no disruption, and goes on once it does', async (t) => {
+    const group = uniqueName('held');
+    const [target, spare] = (await managedNodes(t, group, 2)) as [string, string];
+    const namespace = await freshNamespace(t, kc);
+    await cordon(client, spare, true);
+    await deployWithBudget(namespace, group, 'osd', 2, 2);
+    await cordon(client, spare, false);
+    const name = await managedAction(t, { nodeName: target, action: 'Reboot', drain: { timeout: '2m' } });
+    const held = await waitFor(
+      'the drain to report the budget that holds it',
+      async () => {
+        const a = await getAction(client, name);
+        const blocked = new RegExp(
+          `waiting .*: ${namespace}/osd-\\S+ blocked by PodDisruptionBudget ${namespace}/osd \\(0 disruptions allowed\\)`,
+        );
+        return blocked.test(a.status?.message ?? '') ? a : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    assert.equal(held.status?.phase, 'Executing');
+    assert.equal(conditionOf(held, 'Drained')?.status, 'Unknown');
+    assert.match(conditionOf(held, 'Drained')?.message ?? '', /blocked by PodDisruptionBudget/);
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.deepEqual(await callsOn(target), {}, 'no Talos call while the drain is held');
+    // The budget allows one disruption now: the drain goes on, pod by pod.
+    await client.request(`/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets/osd`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { spec: { minAvailable: 1 } },
+    });
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 180_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.match(conditionOf(done, 'Drained')?.message ?? '', /2 pod\(s\) evicted/);
+    assert.deepEqual(await callsOn(target), { Reboot: 1 });
   });
 
   it('applies a machine configuration from its Secret: live without a drain, or with a drain and a reboot', async (t) => {
@@ -722,11 +813,14 @@ describe('Managed execution', () => {
     assert.ok(!isReady(await readNode(node ?? '')), 'the node is down');
   });
 
-  it('does not make the Talos call again when it gets no answer, and waits for the node instead', async (t) => {
-    const [node] = await managedNodes(t, uniqueName('silent'), 1, {
+  it('does not make the Talos call again when it gets no answer, and waits for the node instead (and undoes nothing)', async (t) => {
+    const silentGroup = uniqueName('silent');
+    const [node] = await managedNodes(t, silentGroup, 1, {
       annotations: { [TALOS_FAULT_ANNOTATION]: 'hang:Reboot' },
     });
     const nodeName = node ?? '';
+    const namespace = await freshNamespace(t, kc);
+    await createNooutHook(namespace, silentGroup);
     // A controller of its own, whose Talos calls give up after 3s.
     const own = uniqueName('managed-silent');
     const impatient = await startGateController(own, {
@@ -749,6 +843,11 @@ describe('Managed execution', () => {
       /deadlines\.waitingForNode \(8\.0s\): waiting for node .* to reboot/,
     );
     assert.deepEqual(await callsOn(nodeName), { Reboot: 1 }, 'asked once, never again');
+    // The outcome is unknown: the node may be rebooting, so noout is not undone.
+    assert.equal(failed.status.undo?.nodeDisrupted, true);
+    assert.match(failed.status.undo.reason, /whether it reached the node is unknown/);
+    assert.deepEqual(await undoJobsOf(namespace, failed.metadata.uid), []);
+    assert.ok((await events(client, name)).some((e) => e.reason === 'NotUndone'));
   });
 
   it('does not make the Talos call again when the controller restarts while making it', async (t) => {

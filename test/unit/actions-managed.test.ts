@@ -199,7 +199,7 @@ describe('Managed execution: the steps', () => {
 });
 
 describe('Managed execution: failures', () => {
-  it('fails when the drain fails, naming what held it, and says that the node stays cordoned', () => {
+  it('fails when the drain fails, naming what held it, and lifts its own cordon of the undisrupted node', () => {
     let i = approved({ action: 'Reboot' });
     let d = decide(i);
     const why =
@@ -211,7 +211,10 @@ describe('Managed execution: failures', () => {
     d = decide(i);
     assert.equal(d.status.phase, 'Failed');
     assert.match(d.status.message ?? '', /the drain failed: drain of w1 timed out .*disruption budget osd/);
-    assert.match(d.status.message ?? '', /node w1 stays cordoned \(kubectl uncordon w1/);
+    // Issue 16: nothing was done to the node, so the cordon made for the action is lifted.
+    assert.match(d.status.message ?? '', /uncordoning node w1, cordoned for this action/);
+    assert.ok(d.effects.some((e) => e.type === 'uncordon'));
+    assert.equal(d.status.undo?.nodeDisrupted, false);
     assert.equal(condition(d.status, 'Drained')?.reason, 'DrainFailed');
     assert.ok(!work(d).some((e) => e.type === 'talos'), 'no Talos call after a failed drain');
   });

@@ -63,6 +63,8 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // Free text: why a hook Job is deleted, what a CEL error is about.
   'src/hooks/plan.ts: reason': [],
   'src/hooks/runner.ts: reason': [],
+  // Free text: why the undo of an ended action runs or not (status.undo.reason).
+  'src/actions/phases/undo.ts: reason': [],
   'src/checks/cel.ts: message': [],
 };
 
