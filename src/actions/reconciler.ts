@@ -22,6 +22,7 @@ import { NODE_ACTIONS_PATH, ACTION_POLICIES_PATH } from '../api/paths.ts';
 import { APPROVED_PHASES, UNFINISHED_FIELD_SELECTOR, holdsSlot, isTerminal } from '../api/phases.ts';
 import { writeNode } from '../boots/node.ts';
 import { readBootAnnotations } from '../boots/record.ts';
+import { unknownState } from '../checks/state.ts';
 import type { CheckRunner } from '../checks/runner.ts';
 import type { HookEffect, HookRunRecord } from '../hooks/plan.ts';
 import { isRecordPending } from '../hooks/plan.ts';
@@ -311,8 +312,13 @@ export class ActionReconciler {
   // ---------------------------------------------------------------------------------
   // One action.
 
-  private checkFacts(): CheckFacts[] {
-    return this.o.checks.views().map((v) => ({ name: v.name, spec: v.spec, state: v.state }));
+  /** The checks as the runner has them; a Node-scoped one's state is its state for `node`. */
+  private checkFacts(node?: string): CheckFacts[] {
+    return this.o.checks.views().map((v) => ({
+      name: v.name,
+      spec: v.spec,
+      state: (node !== undefined && v.nodeState?.(node)) || (v.nodeState ? unknownState() : v.state),
+    }));
   }
 
   private hookObjects(): HookObject[] {
@@ -370,14 +376,14 @@ export class ActionReconciler {
   private beginEvaluation(action: ActionObject): void {
     if (action.metadata.deletionTimestamp) return;
     const names = this.gatingChecks(action);
-    if (names && names.length > 0) this.fresh.begin(action.metadata.uid, names);
+    if (names && names.length > 0) this.fresh.begin(action.metadata.uid, names, action.spec.nodeName);
   }
 
   /** A fresh evaluation of these checks for the action: the one begun ahead of the gate, or one now. */
-  private async evaluate(uid: string, names: string[]): Promise<FreshChecks> {
+  private async evaluate(uid: string, names: string[], node: string): Promise<FreshChecks> {
     const begun = this.fresh.take(uid, names);
     if (begun) return begun;
-    const states = await this.o.checks.evaluateNow(names);
+    const states = await this.o.checks.evaluateNow(names, node);
     return { at: new Date(), states };
   }
 
@@ -392,7 +398,7 @@ export class ActionReconciler {
       now: new Date(),
       action,
       node: nodeFacts(this.o.nodes.get(action.spec.nodeName)),
-      checks: this.checkFacts(),
+      checks: this.checkFacts(action.spec.nodeName),
       hooks: this.hookObjects(),
       jobs: await this.o.runner.jobFacts(records),
       webhooks: this.o.runner.webhookFacts(),
@@ -403,7 +409,8 @@ export class ActionReconciler {
     if (decision.evaluateChecks) {
       const begun = begunOnly ? this.fresh.take(action.metadata.uid, decision.evaluateChecks) : undefined;
       if (begunOnly && !begun) return decision;
-      const fresh = await (begun ?? this.evaluate(action.metadata.uid, decision.evaluateChecks));
+      const fresh = await (begun ??
+        this.evaluate(action.metadata.uid, decision.evaluateChecks, action.spec.nodeName));
       now = new Date();
       decision = decide({ ...input, now, fresh });
     }

@@ -9,6 +9,7 @@ import { ACTIONS, type Action } from '../api/common.ts';
 import { probeTypeOf } from '../checks/probe.ts';
 import type { CheckRunner, CheckView } from '../checks/runner.ts';
 import { checkGates } from '../checks/selection.ts';
+import { unknownState } from '../checks/state.ts';
 import { rfc3339 } from '../kube/events.ts';
 import { HealthCache, type HealthAnswer } from './health-cache.ts';
 import { HttpError, type Request, type Router } from './router.ts';
@@ -19,35 +20,68 @@ export interface HealthSources {
   nodeLabels: (name: string) => Record<string, string> | undefined;
 }
 
-export function checkSummary(view: CheckView) {
-  const { state } = view;
+/**
+ * A check as readers see it. A Node-scoped check is shown for `node` when one is asked
+ * about (its state for that node), else as its per-node summary (`nodes`), which has no
+ * verdict of its own: `state` PerNode.
+ */
+export function checkSummary(view: CheckView, node?: string) {
+  const perNode = view.scope === 'Node' && node === undefined;
+  const state =
+    view.scope === 'Node' && node !== undefined ? (view.nodeState?.(node) ?? unknownState()) : view.state;
   return {
     name: view.name,
     healthy: state.healthy === true,
-    state: state.healthy === undefined ? 'Unknown' : state.healthy ? 'Healthy' : 'Unhealthy',
+    state: perNode
+      ? 'PerNode'
+      : state.healthy === undefined
+        ? 'Unknown'
+        : state.healthy
+          ? 'Healthy'
+          : 'Unhealthy',
     reason: state.reason,
     message: state.message,
     probe: probeTypeOf(view.spec),
+    ...(view.scope === 'Node' ? { scope: 'Node', ...(node === undefined ? {} : { node }) } : {}),
     consecutiveSuccesses: state.consecutiveSuccesses,
     consecutiveFailures: state.consecutiveFailures,
     lastProbeTime: state.lastProbeTime ? rfc3339(state.lastProbeTime) : null,
     lastTransitionTime: state.lastTransitionTime ? rfc3339(state.lastTransitionTime) : null,
+    ...(perNode && view.nodes
+      ? {
+          nodes: {
+            ...view.nodes,
+            unsafeNodes: view.nodes.unsafeNodes.map((n) => ({
+              name: n.name,
+              message: n.message,
+              lastProbeTime: n.lastProbeTime ? rfc3339(n.lastProbeTime) : null,
+            })),
+          },
+        }
+      : {}),
   };
+}
+
+/** Whether a view counts toward an answer's verdict: a Node-scoped check only for a node. */
+function judged(view: CheckView, node: string | undefined): boolean {
+  return view.scope !== 'Node' || node !== undefined;
 }
 
 function prospective(
   req: Request,
   sources: HealthSources,
-): { action: Action; node: string; labels: Record<string, string> } | undefined {
+): { action: Action | undefined; node: string; labels: Record<string, string> } | undefined {
   const action = req.url.searchParams.get('action');
   const node = req.url.searchParams.get('node');
   if (action === null && node === null) return undefined;
-  if (action === null || node === null) {
+  if (node === null) {
     throw new HttpError(
       400,
-      'ask about a prospective action with both ?action= and ?node=, e.g. ?action=Reboot&node=worker-1',
+      'ask about a prospective action with ?node= (and ?action=), e.g. ?action=Reboot&node=worker-1',
     );
   }
+  // ?node= alone: every check that gates some action on the node.
+  if (action === null) return { action: undefined, node, labels: sources.nodeLabels(node) ?? {} };
   if (!(ACTIONS as readonly string[]).includes(action)) {
     throw new HttpError(400, `action "${action}" is not one of ${ACTIONS.join(', ')}`);
   }
@@ -62,7 +96,9 @@ function prospective(
 // replaced, never mutated), so each is serialised once per probe.
 const serialised = new WeakMap<CheckView['state'], string>();
 
-function summaryJson(view: CheckView): string {
+function summaryJson(view: CheckView, node: string | undefined): string {
+  // A node's answer is built per node; only the check's own state is worth remembering.
+  if (view.scope === 'Node' && node !== undefined) return JSON.stringify(checkSummary(view, node));
   let json = serialised.get(view.state);
   if (json === undefined) {
     json = JSON.stringify(checkSummary(view));
@@ -71,19 +107,24 @@ function summaryJson(view: CheckView): string {
   return json;
 }
 
-function answer(views: CheckView[], scope: Record<string, unknown>): HealthAnswer {
-  const unhealthy = views.filter((v) => v.state.healthy !== true).map((v) => v.name);
+function stateFor(view: CheckView, node: string | undefined) {
+  return view.scope === 'Node' && node !== undefined ? view.nodeState?.(node) : view.state;
+}
+
+function answer(views: CheckView[], scope: Record<string, unknown>, node?: string): HealthAnswer {
+  const verdicts = views.filter((v) => judged(v, node));
+  const unhealthy = verdicts.filter((v) => stateFor(v, node)?.healthy !== true).map((v) => v.name);
   const healthy = unhealthy.length === 0;
   const message =
-    views.length === 0
+    verdicts.length === 0
       ? 'no checks apply'
       : healthy
-        ? `all ${String(views.length)} checks healthy`
-        : `${String(unhealthy.length)} of ${String(views.length)} checks not healthy: ${unhealthy.join(', ')}`;
+        ? `all ${String(verdicts.length)} checks healthy`
+        : `${String(unhealthy.length)} of ${String(verdicts.length)} checks not healthy: ${unhealthy.join(', ')}`;
   const head = JSON.stringify({ healthy, message, ...scope });
   return {
     status: healthy ? 200 : 503,
-    body: `${head.slice(0, -1)},"checks":[${views.map(summaryJson).join(',')}]}\n`,
+    body: `${head.slice(0, -1)},"checks":[${views.map((v) => summaryJson(v, node)).join(',')}]}\n`,
   };
 }
 
@@ -92,15 +133,24 @@ function cacheKey(check: string | undefined, target: ReturnType<typeof prospecti
   return JSON.stringify(target ? [check, target.action, target.node, target.labels] : [check]);
 }
 
+type Target = NonNullable<ReturnType<typeof prospective>>;
+
+function gates(view: CheckView, target: Target): boolean {
+  if (target.action !== undefined) return checkGates(view.spec, target.action, target.labels);
+  return ACTIONS.some((action) => checkGates(view.spec, action, target.labels));
+}
+
+function scopeOf(target: Target): Record<string, unknown> {
+  return target.action === undefined ? { node: target.node } : { action: target.action, node: target.node };
+}
+
 export function healthRoutes(router: Router, sources: HealthSources): HealthCache {
   const cache = new HealthCache(sources.checks);
   router.on('GET', '/v1/health', (req) => {
     const target = prospective(req, sources);
     return cache.reply(req, cacheKey(undefined, target), () => {
-      const views = sources.checks
-        .views()
-        .filter((v) => !target || checkGates(v.spec, target.action, target.labels));
-      return answer(views, target ? { action: target.action, node: target.node } : {});
+      const views = sources.checks.views().filter((v) => !target || gates(v, target));
+      return answer(views, target ? scopeOf(target) : {}, target?.node);
     });
   });
   router.on('GET', '/v1/health/{check}', (req) => {
@@ -109,16 +159,16 @@ export function healthRoutes(router: Router, sources: HealthSources): HealthCach
     if (!view) throw new HttpError(404, `ClusterHealthCheck "${name}" does not exist`);
     const target = prospective(req, sources);
     return cache.reply(req, cacheKey(name, target), () => {
-      if (target && !checkGates(view.spec, target.action, target.labels)) {
+      if (target && !gates(view, target)) {
         const body = {
           healthy: true,
-          message: `${name} does not gate ${target.action} on ${target.node}`,
+          message: `${name} does not gate ${target.action ?? 'any action'} on ${target.node}`,
           gates: false,
-          checks: [checkSummary(view)],
+          checks: [checkSummary(view, target.node)],
         };
         return { status: 200, body: `${JSON.stringify(body)}\n` };
       }
-      return answer([view], target ? { action: target.action, node: target.node, gates: true } : {});
+      return answer([view], target ? { ...scopeOf(target), gates: true } : {}, target?.node);
     });
   });
   return cache;
