@@ -264,7 +264,14 @@ export const ResourceProbe = Type.Object(
       'Probe any Kubernetes resource, including custom resources, with a CEL expression over each object. The controller needs read access to the kind: grant it with a ClusterRole labelled talos.dev/aggregate-to-gatehouse-probes: "true".',
     ...rules(
       oneOf(['name', 'labelSelector'], 'resource', false),
-      oneOf(['minMatching', 'maxMatching', 'all'], 'resource', false),
+      oneOf(['minMatching', 'all'], 'resource', false),
+      {
+        rule: '!has(self.maxMatching) || (!has(self.minMatching) && !has(self.all))',
+        message:
+          'resource.maxMatching may not be combined with minMatching or all: set one of minMatching, maxMatching or all',
+        fieldPath: '.maxMatching',
+        reason: 'FieldValueForbidden',
+      },
       {
         rule: '!has(self.name) || !has(self.fieldSelector)',
         message:
