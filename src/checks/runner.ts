@@ -250,7 +250,14 @@ export class CheckRunner {
    */
   private async freshFor(entry: Entry, node: string | undefined): Promise<CheckState> {
     if (entry.scope === 'Cluster') return this.fresh(entry, entry);
-    if (node !== undefined) return this.fresh(entry, this.slotFor(entry, node));
+    if (node !== undefined) {
+      // A node the check does not select (or the cache does not have) is probed in a slot
+      // of its own that is not kept: the summary covers the selected nodes only.
+      const cached = this.options.nodes?.get(node);
+      const selected = cached && matchesSelector(entry.check.spec.nodeSelector, cached.metadata.labels ?? {});
+      const slot = selected ? this.slotFor(entry, node) : { node, state: unknownState(new Date()) };
+      return this.fresh(entry, slot);
+    }
     await this.nodeRound(entry, 'gate', () => true);
     return entry.state;
   }
