@@ -12,6 +12,7 @@ import { unknownState, type CheckState } from '../../src/checks/state.ts';
 import type { KubeObject } from '../../src/kube/informer.ts';
 import { RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
+import { dashboardView } from '../../src/http/dashboard-view.ts';
 import { sleep, waitFor } from '../../src/wait.ts';
 
 const kc = new KubeConfig();
@@ -172,5 +173,40 @@ describe('CheckRunner with Node-scoped checks', () => {
     } finally {
       r.stop();
     }
+  });
+});
+
+describe('dashboard view of a Node-scoped check', () => {
+  it('carries the per-node results the page lists as "node: check: message"', () => {
+    const results = summarizeNodes(
+      new Map([
+        ['worker-1', { ...unknownState(), healthy: true, message: 'ok' }],
+        ['worker-2', { ...unknownState(), healthy: false, message: '2 PGs would become inactive' }],
+      ]),
+    );
+    const v = dashboardView({
+      now: new Date(0),
+      policies: [],
+      nodes: [],
+      actions: [],
+      checks: [
+        {
+          name: 'ok-to-stop',
+          generation: 1,
+          state: unknownState(),
+          spec: { scope: 'Node', httpGet: { url: 'http://agent/$(NODE_NAME)' } },
+          scope: 'Node',
+          nodes: results,
+        },
+        { name: 'cluster', generation: 1, state: unknownState(), spec: { nodes: {} } },
+      ],
+    });
+    assert.deepEqual(v.checks[0]?.nodeResults, {
+      evaluated: 2,
+      safe: 1,
+      unsafe: 1,
+      unsafeNodes: [{ name: 'worker-2', message: '2 PGs would become inactive' }],
+    });
+    assert.equal(v.checks[1]?.nodeResults, undefined);
   });
 });
