@@ -77,7 +77,7 @@ function prospective(
   if (node === null) {
     throw new HttpError(
       400,
-      'ask about a prospective action with ?node= (and ?action=), e.g. ?action=Reboot&node=worker-1',
+      'ask about a prospective action with both ?action= and ?node= (or ?node= alone: every check that gates some action on it), e.g. ?action=Reboot&node=worker-1',
     );
   }
   // ?node= alone: every check that gates some action on the node.
