@@ -13,6 +13,7 @@ import { median, ms, percentile, report } from './stats.ts';
 import { installGatehouseAPI } from '../test/support/install.ts';
 import { checksBench } from './checks.ts';
 import { gateBench } from './gate.ts';
+import { nodeChecksBench } from './node-checks.ts';
 import { restBench } from './rest.ts';
 import { scaleBench } from './scale.ts';
 import { printSummary } from './summary.ts';
@@ -27,6 +28,9 @@ const SCALE_CHECKS = Number(process.env.BENCH_SCALE_CHECKS ?? 1000);
 /** Controller starts against the same 5,000 nodes: the noisy machine's spread shows. */
 const SCALE_RUNS = Number(process.env.BENCH_SCALE_RUNS ?? 3);
 const CHECKS_WINDOW_MS = Number(process.env.BENCH_CHECKS_WINDOW_MS ?? 60_000);
+const NODE_CHECK_NODES = Number(process.env.BENCH_NODE_CHECK_NODES ?? 1000);
+/** One round of every node is measured: a shorter nodeInterval than the default 5m keeps the run short (and is harder). */
+const NODE_INTERVAL = process.env.BENCH_NODE_INTERVAL ?? '1m';
 
 /** Empties the page cache so the next start reads every binary from disk; false if not permitted. */
 async function dropPageCache(): Promise<boolean> {
@@ -131,6 +135,11 @@ const benches: Record<string, () => Promise<void>> = {
   checks: checksAtScale,
   gate: () => withSandbox(4, (s) => gateBench(s, GATE_SAMPLES)),
   scale: () => withSandbox(1, (s) => scaleBench(s, SCALE_NODES, SCALE_CHECKS, SCALE_RUNS)),
+  'node-checks': () =>
+    withSandbox(1, async (s) => {
+      await installGatehouseAPI(s.kubeConfig());
+      await nodeChecksBench(s, { nodes: NODE_CHECK_NODES, interval: '10s', nodeInterval: NODE_INTERVAL });
+    }),
 };
 for (const name of only) {
   if (!(name in benches))

@@ -2,6 +2,7 @@
 // checks, and serves the HTTP API.
 import type { Server } from 'node:http';
 import type { KubeCredentials } from './kube/kubeconfig.ts';
+import { isTerminal } from './api/phases.ts';
 import { ActionReconciler, instanceSelector, type ActionObject } from './actions/reconciler.ts';
 import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
 import { HOOK_JOB_SELECTOR } from './api/names.ts';
@@ -167,6 +168,12 @@ export class Controller {
       events: new EventRecorder(this.rest, options.log),
       serviceResolution,
       mayWrite: () => this.isLeader(),
+      // The informers below exist before any check is probed (probes start on their events).
+      nodes: {
+        get: (name) => this.nodeInformer.get(name),
+        list: () => this.nodeInformer.list(),
+        busy: () => nodesWithUnfinishedActions(this.actionInformer.list()),
+      },
     });
     const common = { rest: this.rest, log: options.log, ...options.informerOptions };
     this.checkInformer = new Informer<ObservedCheck>({
@@ -419,4 +426,11 @@ export class Controller {
     });
     this.log.info('controller stopped');
   }
+}
+
+/** The nodes an unfinished action is about: Node-scoped checks evaluate them every interval. */
+function nodesWithUnfinishedActions(actions: readonly ActionObject[]): Set<string> {
+  const nodes = new Set<string>();
+  for (const a of actions) if (!isTerminal(a.status?.phase)) nodes.add(a.spec.nodeName);
+  return nodes;
 }

@@ -27,15 +27,18 @@ export class FreshEvaluations {
     this.clock = clock;
   }
 
-  /** Begins evaluating these checks for the action (by uid), unless a young one of the same checks is under way. */
-  begin(uid: string, names: readonly string[]): void {
+  /**
+   * Begins evaluating these checks for the action (by uid) on its node (what Node-scoped
+   * checks are evaluated for), unless a young one of the same checks is under way.
+   */
+  begin(uid: string, names: readonly string[], node?: string): void {
     const current = this.begun.get(uid);
     if (current && this.young(current) && sameSet(current.names, names)) return;
     const entry: Begun = {
       names: new Set(names),
       startedAt: this.clock(),
       done: false,
-      result: this.checks.evaluateNow(names).then((states) => {
+      result: this.checks.evaluateNow(names, node).then((states) => {
         entry.done = true;
         return { at: new Date(this.clock()), states };
       }),

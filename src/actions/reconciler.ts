@@ -22,6 +22,7 @@ import { NODE_ACTIONS_PATH, ACTION_POLICIES_PATH } from '../api/paths.ts';
 import { APPROVED_PHASES, UNFINISHED_FIELD_SELECTOR, holdsSlot, isTerminal } from '../api/phases.ts';
 import { writeNode } from '../boots/node.ts';
 import { readBootAnnotations } from '../boots/record.ts';
+import { unknownState } from '../checks/state.ts';
 import type { CheckRunner } from '../checks/runner.ts';
 import type { HookEffect, HookRunRecord } from '../hooks/plan.ts';
 import { isRecordPending } from '../hooks/plan.ts';
@@ -322,8 +323,13 @@ export class ActionReconciler {
   // ---------------------------------------------------------------------------------
   // One action.
 
-  private checkFacts(): CheckFacts[] {
-    return this.o.checks.views().map((v) => ({ name: v.name, spec: v.spec, state: v.state }));
+  /** The checks as the runner has them; a Node-scoped one's state is its state for `node`. */
+  private checkFacts(node?: string): CheckFacts[] {
+    return this.o.checks.views().map((v) => ({
+      name: v.name,
+      spec: v.spec,
+      state: (node !== undefined && v.nodeState?.(node)) || (v.nodeState ? unknownState() : v.state),
+    }));
   }
 
   private hookObjects(): HookObject[] {
@@ -408,14 +414,14 @@ export class ActionReconciler {
   private beginEvaluation(action: ActionObject): void {
     if (action.metadata.deletionTimestamp) return;
     const names = this.gatingChecks(action);
-    if (names && names.length > 0) this.fresh.begin(action.metadata.uid, names);
+    if (names && names.length > 0) this.fresh.begin(action.metadata.uid, names, action.spec.nodeName);
   }
 
   /** A fresh evaluation of these checks for the action: the one begun ahead of the gate, or one now. */
-  private async evaluate(uid: string, names: string[]): Promise<FreshChecks> {
+  private async evaluate(uid: string, names: string[], node: string): Promise<FreshChecks> {
     const begun = this.fresh.take(uid, names);
     if (begun) return begun;
-    const states = await this.o.checks.evaluateNow(names);
+    const states = await this.o.checks.evaluateNow(names, node);
     return { at: new Date(), states };
   }
 
@@ -435,7 +441,7 @@ export class ActionReconciler {
       now: new Date(),
       action,
       node: nodeFacts(this.o.nodes.get(action.spec.nodeName)),
-      checks: this.checkFacts(),
+      checks: this.checkFacts(action.spec.nodeName),
       hooks: this.hookObjects(),
       jobs: await this.o.runner.jobFacts(records),
       webhooks: this.o.runner.webhookFacts(),
@@ -461,7 +467,9 @@ export class ActionReconciler {
         const checks = decision.evaluateChecks;
         if (decision.readEtcd && !release) release = await this.etcdLock();
         [fresh, etcd] = await Promise.all([
-          checks ? (begun ?? this.evaluate(action.metadata.uid, checks)) : Promise.resolve(fresh),
+          checks
+            ? (begun ?? this.evaluate(action.metadata.uid, checks, action.spec.nodeName))
+            : Promise.resolve(fresh),
           decision.readEtcd ? this.readEtcd(action) : Promise.resolve(etcd),
         ]);
         begun = undefined;

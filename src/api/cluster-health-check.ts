@@ -31,6 +31,26 @@ const Url = (field: string, description: string) =>
 
 const Port = (description: string) => Int32(description, { minimum: 1, maximum: 65535 });
 
+/** The variables a Node-scoped check's text may use, Kubernetes' `$(VAR)` syntax. */
+export const NODE_VARIABLES = ['NODE_NAME', 'NODE_IP'] as const;
+export type NodeVariable = (typeof NODE_VARIABLES)[number];
+
+/** `self` with every known variable removed: what must not contain `$(` any more. */
+const withoutVariables = (expression: string) =>
+  NODE_VARIABLES.reduce((text, v) => `${text}.replace('$(${v})', '')`, expression);
+
+/** Refuses an unknown `$(VAR)` in a field that may use the node variables. */
+const NODE_VARIABLES_RULE = (field: string) => ({
+  rule: `!${withoutVariables('self')}.contains('$(')`,
+  message: `${field} may use only the variables ${NODE_VARIABLES.map((v) => `$(${v})`).join(' and ')} (with spec.scope: Node); remove or correct any other $(...)`,
+});
+
+/** A URL field that may carry node variables: valid once they are replaced by sample values. */
+const NODE_URL_RULE = (field: string) => ({
+  rule: `isURL(self.replace('$(NODE_NAME)', 'node').replace('$(NODE_IP)', '192.0.2.1')) && url(self.replace('$(NODE_NAME)', 'node').replace('$(NODE_IP)', '192.0.2.1')).getScheme() in ['http', 'https']`,
+  message: `${field} must be an absolute http:// or https:// URL, e.g. http://prometheus.monitoring.svc:9090 or, Node-scoped, http://$(NODE_IP):9100/health`,
+});
+
 export const ServiceReference = Type.Object(
   {
     name: DnsLabel('Name of the Service.'),
@@ -45,10 +65,13 @@ export const ServiceReference = Type.Object(
 export const HttpGetProbe = Type.Object(
   {
     url: Type.Optional(
-      Url(
-        'httpGet.url',
-        'Absolute http:// or https:// URL to GET, e.g. http://rook-ceph-mgr.rook-ceph.svc:9283/. Set either url or service.',
-      ),
+      Type.String({
+        description:
+          'Absolute http:// or https:// URL to GET, e.g. http://rook-ceph-mgr.rook-ceph.svc:9283/. Set either url or service. A Node-scoped check may use $(NODE_NAME) and $(NODE_IP), replaced URL-escaped.',
+        minLength: 1,
+        maxLength: 2048,
+        ...rules(NODE_URL_RULE('httpGet.url'), NODE_VARIABLES_RULE('httpGet.url')),
+      }),
     ),
     service: Type.Optional(ServiceReference),
     port: Type.Optional(
@@ -57,9 +80,12 @@ export const HttpGetProbe = Type.Object(
     path: Type.Optional(
       Type.String({
         description:
-          'Path to GET on the Service, starting with /; only with service (a url carries its path). Defaults to /.',
+          'Path to GET on the Service, starting with /; only with service (a url carries its path). Defaults to /. A Node-scoped check may use $(NODE_NAME) and $(NODE_IP), replaced URL-escaped.',
         maxLength: 2048,
-        ...rules({ rule: "self.startsWith('/')", message: 'httpGet.path must start with /' }),
+        ...rules(
+          { rule: "self.startsWith('/')", message: 'httpGet.path must start with /' },
+          NODE_VARIABLES_RULE('httpGet.path'),
+        ),
       }),
     ),
     scheme: Type.Optional(
@@ -72,7 +98,12 @@ export const HttpGetProbe = Type.Object(
         Type.Object(
           {
             name: Type.String({ description: 'Header name, e.g. Accept.', minLength: 1, maxLength: 256 }),
-            value: Type.String({ description: 'Header value.', maxLength: 4096 }),
+            value: Type.String({
+              description:
+                'Header value. A Node-scoped check may use $(NODE_NAME) and $(NODE_IP), replaced as they are.',
+              maxLength: 4096,
+              ...rules(NODE_VARIABLES_RULE('httpGet.httpHeaders[].value')),
+            }),
           },
           { description: 'One request header.' },
         ),
@@ -90,7 +121,7 @@ export const HttpGetProbe = Type.Object(
     bodyExpression: Type.Optional(
       Type.String({
         description:
-          "CEL expression over the response body decoded as JSON (bound as `body`) that must be true for success, e.g. body.status == 'ok'. A body that is not JSON fails the probe.",
+          "CEL expression over the response body decoded as JSON (bound as `body`) that must be true for success, e.g. body.status == 'ok'. A body that is not JSON fails the probe. A Node-scoped check also sees the Node (bound as `node`).",
         minLength: 1,
         maxLength: 4096,
       }),
@@ -144,6 +175,17 @@ export const TcpSocketProbe = Type.Object(
   },
 );
 
+/** Core (v1) kinds with field selectors beyond metadata.name and metadata.namespace. */
+const FIELD_SELECTABLE_CORE_KINDS = [
+  'Pod',
+  'Node',
+  'Event',
+  'Secret',
+  'Namespace',
+  'ReplicationController',
+  'Service',
+] as const;
+
 export const ResourceProbe = Type.Object(
   {
     apiVersion: Type.String({
@@ -174,9 +216,25 @@ export const ResourceProbe = Type.Object(
     labelSelector: Type.Optional(
       LabelSelector('Select the objects by label. Absent (and no name): every object of the kind in scope.'),
     ),
+    fieldSelector: Type.Optional(
+      Type.String({
+        description:
+          'Select the objects by field as well, e.g. spec.nodeName=$(NODE_NAME) for the Pods on the node a Node-scoped check is evaluated for. Comma-separated field=value or field!=value terms; the kind must support the fields (core kinds: Pod, Node, Event, Secret, Namespace, ReplicationController, Service; every kind: metadata.name, metadata.namespace; custom resources: their selectableFields).',
+        minLength: 1,
+        maxLength: 512,
+        ...rules(
+          {
+            rule: "self.matches('^[A-Za-z0-9_.]+(=|==|!=)[^=!,]*(,[A-Za-z0-9_.]+(=|==|!=)[^=!,]*)*$')",
+            message:
+              'resource.fieldSelector must be comma-separated field=value (or field!=value) terms, e.g. spec.nodeName=$(NODE_NAME),status.phase=Running',
+          },
+          NODE_VARIABLES_RULE('resource.fieldSelector'),
+        ),
+      }),
+    ),
     expression: Type.String({
       description:
-        "CEL expression evaluated over each selected object (bound as `self`), true when that object is healthy, e.g. self.status.ceph.health == 'HEALTH_OK'. An evaluation error (a missing field, say) counts as unhealthy.",
+        "CEL expression evaluated over each selected object (bound as `self`), true when that object is healthy, e.g. self.status.ceph.health == 'HEALTH_OK'. An evaluation error (a missing field, say) counts as unhealthy. A Node-scoped check also sees the Node it is evaluated for (bound as `node`).",
       minLength: 1,
       maxLength: 4096,
     }),
@@ -188,10 +246,16 @@ export const ResourceProbe = Type.Object(
         },
       ),
     ),
+    maxMatching: Type.Optional(
+      Int32(
+        'Healthy when at most this many selected objects satisfy the expression, selecting none included; e.g. 0 with an expression that is true of a primary: no primary here. Set at most one of minMatching, maxMatching or all.',
+        { minimum: 0 },
+      ),
+    ),
     all: Type.Optional(
       Type.Boolean({
         description:
-          'Healthy when every selected object satisfies the expression; the default when minMatching is absent. Only true is meaningful: to require fewer, set minMatching. Either way, selecting no object at all is unhealthy.',
+          'Healthy when every selected object satisfies the expression; the default when minMatching and maxMatching are absent. Only true is meaningful: to require fewer, set minMatching. Either way, selecting no object at all is unhealthy.',
       }),
     ),
   },
@@ -201,6 +265,27 @@ export const ResourceProbe = Type.Object(
     ...rules(
       oneOf(['name', 'labelSelector'], 'resource', false),
       oneOf(['minMatching', 'all'], 'resource', false),
+      {
+        rule: '!has(self.maxMatching) || (!has(self.minMatching) && !has(self.all))',
+        message:
+          'resource.maxMatching may not be combined with minMatching or all: set one of minMatching, maxMatching or all',
+        fieldPath: '.maxMatching',
+        reason: 'FieldValueForbidden',
+      },
+      {
+        rule: '!has(self.name) || !has(self.fieldSelector)',
+        message:
+          'resource: set at most one of name or fieldSelector (name is a field selector on metadata.name already)',
+        fieldPath: '.fieldSelector',
+        reason: 'FieldValueForbidden',
+      },
+      {
+        // Core kinds answer field selectors only on the fields they register; other
+        // groups' kinds may declare selectableFields, so only the core ones are known here.
+        rule: `!has(self.fieldSelector) || self.apiVersion != 'v1' || self.kind in [${FIELD_SELECTABLE_CORE_KINDS.map((k) => `'${k}'`).join(', ')}] || self.fieldSelector.matches('^metadata[.][^,]*(,metadata[.][^,]*)*$')`,
+        message: `resource.fieldSelector may use only metadata.name and metadata.namespace with a core kind other than ${FIELD_SELECTABLE_CORE_KINDS.join(', ')} (the kind has no other selectable fields); use labelSelector or the expression instead`,
+        fieldPath: '.fieldSelector',
+      },
       {
         rule: '!has(self.all) || self.all',
         message:
@@ -397,6 +482,26 @@ export type ProbeSpecs = { [K in ProbeName]: Static<(typeof PROBE_SCHEMAS)[K]> }
 
 export const PROBES = Object.keys(PROBE_SCHEMAS) as readonly ProbeName[];
 
+/**
+ * The probe types that can ask about one node (their text takes the node variables, their
+ * CEL sees `node`), so a Node-scoped check may use them. The others judge the cluster.
+ */
+export const NODE_SCOPED_PROBES = ['httpGet', 'resource'] as const satisfies readonly ProbeName[];
+
+export const SCOPES = ['Cluster', 'Node'] as const;
+export type CheckScope = (typeof SCOPES)[number];
+
+const NODE_SCOPE = "self.scope == 'Node'";
+/** Whether any field of the spec uses a node variable (`$(`, as the field rules allow nothing else). */
+const USES_VARIABLES = [
+  "has(self.httpGet) && has(self.httpGet.url) && self.httpGet.url.contains('$(')",
+  "has(self.httpGet) && has(self.httpGet.path) && self.httpGet.path.contains('$(')",
+  "has(self.httpGet) && has(self.httpGet.httpHeaders) && self.httpGet.httpHeaders.exists(h, h.value.contains('$('))",
+  "has(self.resource) && has(self.resource.fieldSelector) && self.resource.fieldSelector.contains('$(')",
+]
+  .map((c) => `(${c})`)
+  .join(' || ');
+
 const probeFields = Object.fromEntries(
   Object.entries(PROBE_SCHEMAS).map(([name, schema]) => [name, Type.Optional(schema)]),
 ) as { [K in ProbeName]: Type.TOptional<(typeof PROBE_SCHEMAS)[K]> };
@@ -442,14 +547,77 @@ export const ClusterHealthCheckSpec = Type.Object(
         default: 3,
       }),
     ),
+    scope: Type.Optional(
+      StringEnum(SCOPES, {
+        description: `Cluster (the default): one verdict for the whole cluster. Node: the check is evaluated for a node — the node of the action it gates, and periodically each selected node — with $(NODE_NAME) and $(NODE_IP) replaced in its URL, path, headers and field selector, and the Node bound as \`node\` in its CEL. Node needs a probe that can use the node: ${NODE_SCOPED_PROBES.join(', ')}.`,
+        default: 'Cluster',
+      }),
+    ),
+    nodeInterval: Type.Optional(
+      Duration(
+        'nodeInterval',
+        'Node-scoped only: how often the controller evaluates the check for every selected node, on top of every interval for the nodes with an unfinished action. Defaults to 5m.',
+        { min: '10s', max: '24h' },
+      ),
+    ),
     ...probeFields,
   },
   {
     description: `What must hold, which actions it gates, and how often it is probed. Exactly one probe: ${PROBES.slice(0, -1).join(', ')} or ${PROBES.at(-1) ?? ''}.`,
-    ...rules({
-      rule: `[${PROBES.map((p) => `has(self.${p})`).join(', ')}].filter(x, x).size() == 1`,
-      message: `spec must set exactly one probe: ${PROBES.join(', ')}`,
+    ...rules(
+      {
+        rule: `[${PROBES.map((p) => `has(self.${p})`).join(', ')}].filter(x, x).size() == 1`,
+        message: `spec must set exactly one probe: ${PROBES.join(', ')}`,
+      },
+      {
+        rule: `!has(self.scope) || !(${NODE_SCOPE}) || ${NODE_SCOPED_PROBES.map((p) => `has(self.${p})`).join(' || ')}`,
+        message: `spec.scope: Node needs a probe that can use the node (${NODE_SCOPED_PROBES.join(' or ')}); ${PROBES.filter((p) => !(NODE_SCOPED_PROBES as readonly string[]).includes(p)).join(', ')} judge the whole cluster, so use scope: Cluster`,
+        fieldPath: '.scope',
+      },
+      {
+        rule: `!has(self.nodeInterval) || (has(self.scope) && ${NODE_SCOPE})`,
+        message:
+          'spec.nodeInterval is only allowed with spec.scope: Node (a Cluster-scoped check has interval only)',
+        fieldPath: '.nodeInterval',
+        reason: 'FieldValueForbidden',
+      },
+      {
+        rule: `(has(self.scope) && ${NODE_SCOPE}) || !(${USES_VARIABLES})`,
+        message:
+          'spec uses $(NODE_NAME) or $(NODE_IP), which are replaced only in a check with spec.scope: Node; set scope: Node or remove them',
+        fieldPath: '.scope',
+      },
+    ),
+  },
+);
+
+/** How many unsafe nodes a status names: the summary stays small with a thousand nodes. */
+export const MAX_UNSAFE_NODES = 20;
+
+export const NodeResults = Type.Object(
+  {
+    evaluated: Int32('Selected nodes with a result.', { minimum: 0 }),
+    safe: Int32('Of those, the nodes the check holds for.', { minimum: 0 }),
+    unsafe: Int32('Of those, the nodes it does not hold for (not healthy, or the probe failed).', {
+      minimum: 0,
     }),
+    unsafeNodes: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ description: 'Name of the unsafe node.', maxLength: 253 }),
+            message: Text('What the last probe for this node found.', 2048),
+            lastProbeTime: Type.Optional(Timestamp('When it was last probed for this node.')),
+          },
+          { description: 'One node the check does not hold for.' },
+        ),
+        { description: `The first ${MAX_UNSAFE_NODES} unsafe nodes, by name.`, maxItems: MAX_UNSAFE_NODES },
+      ),
+    ),
+  },
+  {
+    description:
+      "Node-scoped checks only: the per-node results. The check gates an action by its own node's result alone.",
   },
 );
 
@@ -470,6 +638,7 @@ export const ClusterHealthCheckStatus = Type.Object(
     lastTransitionTime: Type.Optional(Timestamp('When healthy last changed.')),
     message: Type.Optional(Text('What the last probe found, in words: the failure, or what was checked.')),
     conditions: Type.Optional(Conditions('Standard conditions; type Healthy mirrors healthy with a reason.')),
+    nodes: Type.Optional(NodeResults),
   },
   { description: 'The result of the latest probes, written by the controller.' },
 );

@@ -2,6 +2,7 @@
 // check holds; it never changes anything (checks are impact-free by contract).
 import { PROBES, type ClusterHealthCheckSpec, type ProbeName } from '../api/cluster-health-check.ts';
 import type { RestClient } from '../kube/rest.ts';
+import type { NodeTarget } from './node-target.ts';
 
 export interface ProbeResult {
   healthy: boolean;
@@ -22,6 +23,8 @@ export interface ProbeContext {
   serviceResolution: 'dns' | 'endpoints';
   /** The controller's own namespace: where Secrets a probe reads (credentials) live. */
   namespace: string;
+  /** The node a Node-scoped check is evaluated for; undefined for a Cluster-scoped one. */
+  node?: NodeTarget;
 }
 
 /** A probe of one type; S is that probe's part of ClusterHealthCheck.spec. */

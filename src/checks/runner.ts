@@ -4,7 +4,7 @@
 // Each check is independent: its own timer, its own timeout. A probe that hangs is cut
 // at the check's timeout (its eventual answer is discarded) and delays nothing else.
 import { performance } from 'node:perf_hooks';
-import type { ClusterHealthCheck, ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
+import type { CheckScope, ClusterHealthCheck, ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
 import { parseDuration } from '../duration.ts';
 import { rfc3339, type EventRecorder } from '../kube/events.ts';
 import type { KubeObject } from '../kube/informer.ts';
@@ -13,7 +13,10 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { redactURLs } from '../redact.ts';
 import { errorMessage, formatDuration } from '../wait.ts';
+import { nodeSummaryState, summarizeNodes, type NodeResults } from './node-results.ts';
+import { nodeTarget, type NodeTarget } from './node-target.ts';
 import { probeTypeOf, type ProbeContext, type ProbeResult } from './probe.ts';
+import { matchesSelector } from '../kube/labels.ts';
 import {
   applyOutcome,
   significantlyChanged,
@@ -43,19 +46,56 @@ export interface CheckRunnerOptions {
   statusRefreshMs?: number;
   /** Spread of each interval (0.1: up to 10% later), so checks do not march in step. */
   jitter?: number;
+  /** The Nodes Node-scoped checks are evaluated for; without it they have no node to ask about. */
+  nodes?: NodeSource;
 }
+
+/** What the runner needs to know of the cluster's Nodes (the controller's Node cache). */
+export interface NodeSource {
+  get(name: string): KubeObject | undefined;
+  list(): KubeObject[];
+  /** The nodes with an unfinished action: evaluated every interval, not only every nodeInterval. */
+  busy(): ReadonlySet<string>;
+}
+
+/** The default nodeInterval: how often every selected node is evaluated. */
+export const DEFAULT_NODE_INTERVAL = '5m';
+/** Per check, how many nodes are probed at the same time in a periodic round. */
+const NODE_ROUND_CONCURRENCY = 8;
 
 export interface CheckView {
   name: string;
   generation: number;
+  /** A Node-scoped check's summary has no verdict (healthy undefined): see `nodes`. */
   state: CheckState;
   spec: ClusterHealthCheckSpec;
+  /** Absent: Cluster. */
+  scope?: CheckScope;
+  /** Node-scoped: the per-node results, summarised. */
+  nodes?: NodeResults;
+  /** Node-scoped: the latest state for one node (undefined: not evaluated for it yet). */
+  nodeState?: (node: string) => CheckState | undefined;
 }
 
-interface Entry {
+/** Where one line of results is kept: the check's own (Cluster) or one node's (Node). */
+interface Slot {
+  state: CheckState;
+  node?: string;
+  inflight?: Promise<CheckState>;
+  inflightStartedAt?: number;
+  /** Gate requests waiting for a probe that starts after they asked. */
+  freshWaiters?: Promise<CheckState>;
+}
+
+interface Entry extends Slot {
   check: ObservedCheck;
   generation: number;
-  state: CheckState;
+  scope: CheckScope;
+  /** Node-scoped: every selected node is evaluated this often; undefined: only busy nodes. */
+  nodeIntervalMs: number | undefined;
+  /** Node-scoped: one slot per node evaluated. */
+  perNode: Map<string, Slot>;
+  nodeResults?: NodeResults;
   thresholds: Thresholds;
   intervalMs: number;
   timeoutMs: number;
@@ -63,11 +103,10 @@ interface Entry {
   timer?: NodeJS.Timeout;
   /** When the next periodic probe should start (performance.now() clock), for lag figures. */
   dueAt?: number;
-  inflight?: Promise<CheckState>;
-  inflightStartedAt?: number;
-  /** Gate requests waiting for a probe that starts after they asked. */
-  freshWaiters?: Promise<CheckState>;
+  /** Node-scoped: the periodic round under way. */
+  round?: Promise<void>;
   written?: CheckState;
+  writtenNodes?: NodeResults;
   writtenAt?: number;
   writing?: Promise<void>;
   removed?: boolean;
@@ -120,9 +159,14 @@ export class CheckRunner {
     }
     if (existing) clearTimeout(existing.timer);
     const spec = check.spec;
+    const scope = spec.scope ?? 'Cluster';
+    const nodeInterval = spec.nodeInterval ?? DEFAULT_NODE_INTERVAL;
     const entry: Entry = {
       check,
       generation,
+      scope,
+      nodeIntervalMs: parseDuration(nodeInterval),
+      perNode: new Map(),
       state: unknownState(new Date()),
       thresholds: {
         successThreshold: spec.successThreshold ?? 1,
@@ -136,6 +180,7 @@ export class CheckRunner {
     if (existing?.written) {
       entry.written = existing.written;
       entry.writtenAt = existing.writtenAt ?? 0;
+      if (existing.writtenNodes) entry.writtenNodes = existing.writtenNodes;
     }
     if (!existing) this.sortedNames = undefined;
     this.entries.set(name, entry);
@@ -163,7 +208,19 @@ export class CheckRunner {
 
   view(name: string): CheckView | undefined {
     const e = this.entries.get(name);
-    return e && { name, generation: e.generation, state: e.state, spec: e.check.spec };
+    if (!e) return undefined;
+    const view: CheckView = {
+      name,
+      generation: e.generation,
+      state: e.state,
+      spec: e.check.spec,
+      scope: e.scope,
+    };
+    if (e.scope === 'Node') {
+      view.nodes = e.nodeResults ?? summarizeNodes(new Map());
+      view.nodeState = (node) => e.perNode.get(node)?.state;
+    }
+    return view;
   }
 
   views(): CheckView[] {
@@ -176,23 +233,105 @@ export class CheckRunner {
    * this call. Concurrent callers share probes; the returned state has the new result
    * applied (thresholds included). Unknown names resolve to undefined.
    */
-  async evaluateNow(names: readonly string[]): Promise<Map<string, CheckState | undefined>> {
+  async evaluateNow(names: readonly string[], node?: string): Promise<Map<string, CheckState | undefined>> {
     const results = await Promise.all(
       names.map(async (name) => {
         const entry = this.entries.get(name);
-        return [name, entry ? await this.fresh(entry) : undefined] as const;
+        return [name, entry ? await this.freshFor(entry, node) : undefined] as const;
       }),
     );
     return new Map(results);
   }
 
-  private fresh(entry: Entry): Promise<CheckState> {
+  /**
+   * A Cluster-scoped check's fresh state; a Node-scoped one's for `node` — or, without a
+   * node (an operator's "evaluate now"), a fresh round over every selected node, whose
+   * summary is the result.
+   */
+  private async freshFor(entry: Entry, node: string | undefined): Promise<CheckState> {
+    if (entry.scope === 'Cluster') return this.fresh(entry, entry);
+    if (node !== undefined) {
+      // A node the check does not select (or the cache does not have) is probed in a slot
+      // of its own that is not kept: the summary covers the selected nodes only.
+      const cached = this.options.nodes?.get(node);
+      const selected = cached && matchesSelector(entry.check.spec.nodeSelector, cached.metadata.labels ?? {});
+      const slot = selected ? this.slotFor(entry, node) : { node, state: unknownState(new Date()) };
+      return this.fresh(entry, slot);
+    }
+    await this.nodeRound(entry, 'gate', () => true);
+    return entry.state;
+  }
+
+  private slotFor(entry: Entry, node: string): Slot {
+    let slot = entry.perNode.get(node);
+    if (!slot) {
+      slot = { node, state: unknownState(new Date()) };
+      entry.perNode.set(node, slot);
+    }
+    return slot;
+  }
+
+  private fresh(entry: Entry, slot: Slot): Promise<CheckState> {
     // Callers that arrive before the next probe starts all share it.
-    entry.freshWaiters ??= Promise.resolve().then(() => {
-      entry.freshWaiters = undefined;
-      return this.probe(entry, 'gate');
+    slot.freshWaiters ??= Promise.resolve().then(() => {
+      slot.freshWaiters = undefined;
+      return this.probe(entry, slot, 'gate');
     });
-    return entry.freshWaiters;
+    return slot.freshWaiters;
+  }
+
+  /** The cached Nodes a Node-scoped check selects (its nodeSelector). */
+  private selectedNodes(entry: Entry): KubeObject[] {
+    const nodes = this.options.nodes?.list() ?? [];
+    return nodes.filter((n) => matchesSelector(entry.check.spec.nodeSelector, n.metadata.labels ?? {}));
+  }
+
+  /**
+   * One periodic (or operator-asked) round of a Node-scoped check: the selected nodes
+   * `due` says, a few at a time; slots of nodes gone or no longer selected are dropped.
+   */
+  private async nodeRound(
+    entry: Entry,
+    cause: 'periodic' | 'gate',
+    due: (slot: Slot) => boolean,
+  ): Promise<void> {
+    const selected = this.selectedNodes(entry);
+    const names = new Set(selected.map((n) => n.metadata.name));
+    for (const name of entry.perNode.keys()) if (!names.has(name)) entry.perNode.delete(name);
+    const queue = selected.map((n) => this.slotFor(entry, n.metadata.name)).filter(due);
+    const worker = async () => {
+      for (let slot = queue.shift(); slot; slot = queue.shift()) {
+        if (this.entries.get(entry.check.metadata.name) !== entry) return;
+        // A probe still running for this node (a gate's) is not doubled.
+        await (slot.inflight ?? this.probe(entry, slot, cause));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(NODE_ROUND_CONCURRENCY, queue.length) }, worker));
+    this.summarize(entry);
+  }
+
+  /** Whether a node is due in a periodic round: it has an unfinished action, or its result is nodeInterval old. */
+  private periodicDue(entry: Entry): (slot: Slot) => boolean {
+    const busy = this.options.nodes?.busy() ?? new Set<string>();
+    const now = Date.now();
+    return (slot) => {
+      if (slot.node !== undefined && busy.has(slot.node)) return true;
+      if (entry.nodeIntervalMs === undefined) return false;
+      const last = slot.state.lastProbeTime?.getTime();
+      // Probed a little early rather than a whole interval late.
+      return last === undefined || now - last >= entry.nodeIntervalMs - entry.intervalMs / 2;
+    };
+  }
+
+  private summarize(entry: Entry): void {
+    if (this.entries.get(entry.check.metadata.name) !== entry) return;
+    const states = new Map([...entry.perNode].map(([node, slot]) => [node, slot.state]));
+    const results = summarizeNodes(states);
+    const previous = entry.state;
+    entry.nodeResults = results;
+    entry.state = nodeSummaryState(results, previous, new Date());
+    this.changed(entry.check.metadata.name);
+    this.maybeWrite(entry, previous);
   }
 
   private schedule(entry: Entry, delayMs: number): void {
@@ -201,8 +340,13 @@ export class CheckRunner {
     entry.dueAt = performance.now() + delayMs;
     entry.timer = setTimeout(() => {
       if (this.recordLag && entry.dueAt !== undefined) this.lagSamples.push(performance.now() - entry.dueAt);
-      // A probe still running (timeout longer than interval) is not stacked upon.
-      const running = entry.inflight ?? this.probe(entry, 'periodic');
+      // A probe (or round) still running (timeout longer than interval) is not stacked upon.
+      const running: Promise<unknown> =
+        entry.scope === 'Node'
+          ? (entry.round ??= this.nodeRound(entry, 'periodic', this.periodicDue(entry)).finally(() => {
+              entry.round = undefined;
+            }))
+          : (entry.inflight ?? this.probe(entry, entry, 'periodic'));
       void running.finally(() => {
         if (this.entries.get(entry.check.metadata.name) === entry) {
           this.schedule(entry, entry.intervalMs * (1 + Math.random() * this.options.jitter));
@@ -212,18 +356,25 @@ export class CheckRunner {
     entry.timer.unref();
   }
 
-  private probe(entry: Entry, cause: 'periodic' | 'gate'): Promise<CheckState> {
-    const run = this.runProbe(entry, cause);
-    entry.inflight = run;
-    entry.inflightStartedAt = performance.now();
+  private probe(entry: Entry, slot: Slot, cause: 'periodic' | 'gate'): Promise<CheckState> {
+    const run = this.runProbe(entry, slot, cause);
+    slot.inflight = run;
+    slot.inflightStartedAt = performance.now();
     void run.finally(() => {
-      if (entry.inflight === run) entry.inflight = undefined;
+      if (slot.inflight === run) slot.inflight = undefined;
     });
     return run;
   }
 
-  private async runProbe(entry: Entry, cause: 'periodic' | 'gate'): Promise<CheckState> {
+  /** The target of a node slot: undefined when the node is not in the cache (the probe then fails). */
+  private targetOf(slot: Slot): NodeTarget | undefined {
+    const node = slot.node === undefined ? undefined : this.options.nodes?.get(slot.node);
+    return node && nodeTarget(node);
+  }
+
+  private async runProbe(entry: Entry, slot: Slot, cause: 'periodic' | 'gate'): Promise<CheckState> {
     const name = entry.check.metadata.name;
+    const node = slot.node === undefined ? undefined : this.targetOf(slot);
     const started = performance.now();
     const controller = new AbortController();
     let timer: NodeJS.Timeout | undefined;
@@ -237,46 +388,53 @@ export class CheckRunner {
         });
       }, entry.timeoutMs);
     });
-    const probed = this.options
-      .probe(entry.check.spec, {
-        rest: this.options.rest,
-        signal: controller.signal,
-        serviceResolution: this.options.serviceResolution,
-        namespace: this.options.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
-      })
-      .then(
-        (r): Outcome => ({ ...r, reason: r.healthy ? 'ProbeSucceeded' : 'ProbeFailed' }),
-        (error: unknown): Outcome => ({
-          healthy: false,
-          reason: 'ProbeError',
-          message: `probe error: ${errorMessage(error)}`,
-        }),
-      );
+    const probed = (
+      slot.node !== undefined && !node
+        ? Promise.reject(new Error(`node ${slot.node} is not among the Nodes the controller watches`))
+        : this.options.probe(entry.check.spec, {
+            rest: this.options.rest,
+            signal: controller.signal,
+            serviceResolution: this.options.serviceResolution,
+            namespace: this.options.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
+            ...(node ? { node } : {}),
+          })
+    ).then(
+      (r): Outcome => ({ ...r, reason: r.healthy ? 'ProbeSucceeded' : 'ProbeFailed' }),
+      (error: unknown): Outcome => ({
+        healthy: false,
+        reason: 'ProbeError',
+        message: `probe error: ${errorMessage(error)}`,
+      }),
+    );
     const raced = await Promise.race([probed, timedOut]);
     // Whatever a probe or a library put in the message, no URL credential goes further.
     const outcome: Outcome = { ...raced, message: redactURLs(raced.message) };
     clearTimeout(timer);
     const seconds = (performance.now() - started) / 1000;
     // A spec change or removal while probing makes this result meaningless.
-    if (this.entries.get(name) !== entry) return entry.state;
-    const previous = entry.state;
-    entry.state = applyOutcome(previous, outcome, entry.thresholds, new Date());
-    this.options.metrics?.observeProbe(name, entry.probeType, outcome, entry.state, seconds);
+    if (this.entries.get(name) !== entry) return slot.state;
+    const previous = slot.state;
+    slot.state = applyOutcome(previous, outcome, entry.thresholds, new Date());
+    if (slot === entry)
+      this.options.metrics?.observeProbe(name, entry.probeType, outcome, slot.state, seconds);
     this.changed(name);
-    if (previous.healthy !== entry.state.healthy) {
+    if (previous.healthy !== slot.state.healthy) {
       this.options.log.info(
         {
           check: name,
-          healthy: entry.state.healthy,
-          reason: entry.state.reason,
+          ...(slot.node !== undefined ? { node: slot.node } : {}),
+          healthy: slot.state.healthy,
+          reason: slot.state.reason,
           cause,
-          message: entry.state.message,
+          message: slot.state.message,
         },
         'check changed',
       );
     }
-    this.maybeWrite(entry, previous);
-    return entry.state;
+    if (slot === entry) this.maybeWrite(entry, previous);
+    // A gate's result for one node shows in the summary at once (a round summarises at its end).
+    else if (cause === 'gate' && !entry.round) this.summarize(entry);
+    return slot.state;
   }
 
   private maybeWrite(entry: Entry, previous: CheckState): void {
@@ -284,24 +442,32 @@ export class CheckRunner {
     const due =
       !entry.written ||
       significantlyChanged(entry.written, entry.state, entry.thresholds) ||
+      nodesChanged(entry.writtenNodes, entry.nodeResults) ||
       performance.now() - (entry.writtenAt ?? 0) > this.options.statusRefreshMs;
     if (!due || entry.writing) return;
     const state = entry.state;
     const transition = previous.healthy !== state.healthy && state.healthy !== undefined;
-    entry.writing = this.writeStatus(entry, state, transition).finally(() => {
+    const nodes = entry.nodeResults;
+    entry.writing = this.writeStatus(entry, state, transition, nodes).finally(() => {
       entry.writing = undefined;
     });
   }
 
-  private async writeStatus(entry: Entry, state: CheckState, transition: boolean): Promise<void> {
+  private async writeStatus(
+    entry: Entry,
+    state: CheckState,
+    transition: boolean,
+    nodes: NodeResults | undefined,
+  ): Promise<void> {
     const name = entry.check.metadata.name;
     try {
       await this.options.rest.request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}/status`, {
         method: 'PATCH',
         contentType: 'application/merge-patch+json',
-        body: { status: statusOf(state, entry.generation) },
+        body: { status: statusOf(state, entry.generation, nodes) },
       });
       entry.written = state;
+      if (nodes) entry.writtenNodes = nodes;
       entry.writtenAt = performance.now();
       this.options.metrics?.statusWrites.inc();
       if (transition) {
@@ -318,11 +484,34 @@ export class CheckRunner {
   }
 }
 
-export function statusOf(state: CheckState, generation: number) {
+/** Whether the per-node results differ in what a reader acts on (not only probe times). */
+function nodesChanged(a: NodeResults | undefined, b: NodeResults | undefined): boolean {
+  if (!a || !b) return a !== b;
+  if (a.evaluated !== b.evaluated || a.safe !== b.safe || a.unsafe !== b.unsafe) return true;
+  return a.unsafeNodes.some((n, i) => {
+    const other = b.unsafeNodes[i];
+    return !other || n.name !== other.name || n.message !== other.message;
+  });
+}
+
+export function statusOf(state: CheckState, generation: number, nodes?: NodeResults) {
   const conditionStatus = state.healthy === undefined ? 'Unknown' : state.healthy ? 'True' : 'False';
   return {
     observedGeneration: generation,
-    ...(state.healthy !== undefined ? { healthy: state.healthy } : {}),
+    // A merge patch: null removes what a Cluster-scoped spec wrote before.
+    healthy: state.healthy ?? null,
+    nodes: nodes
+      ? {
+          evaluated: nodes.evaluated,
+          safe: nodes.safe,
+          unsafe: nodes.unsafe,
+          unsafeNodes: nodes.unsafeNodes.map((n) => ({
+            name: n.name,
+            message: n.message,
+            ...(n.lastProbeTime ? { lastProbeTime: rfc3339(n.lastProbeTime) } : {}),
+          })),
+        }
+      : null,
     consecutiveFailures: state.consecutiveFailures,
     consecutiveSuccesses: state.consecutiveSuccesses,
     ...(state.lastProbeTime ? { lastProbeTime: rfc3339(state.lastProbeTime) } : {}),

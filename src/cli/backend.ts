@@ -46,7 +46,10 @@ export interface Backend {
    * state the controller last recorded in its status. Undefined if there is no such check.
    */
   /** interval: the check's probe interval, when the summary is as recorded (not fresh). */
-  check(name: string): Promise<{ summary: CheckSummary; fresh: boolean; interval?: string } | undefined>;
+  check(
+    name: string,
+    node?: string,
+  ): Promise<{ summary: CheckSummary; fresh: boolean; interval?: string } | undefined>;
   policies(): Promise<PolicyObject[]>;
   actions(): Promise<ActionObject[]>;
   action(name: string): Promise<ActionObject | undefined>;

@@ -39,12 +39,31 @@ export function checkText(
     summary.consecutiveFailures > 0
       ? `${String(summary.consecutiveFailures)} failed probes in a row`
       : `${String(summary.consecutiveSuccesses)} successful probes in a row`;
+  if (summary.nodes) return nodeSummaryText(summary, summary.nodes, source, style);
+  const title =
+    summary.node === undefined
+      ? style.bold(summary.name)
+      : `${style.bold(summary.node)}: ${style.bold(summary.name)}`;
   return [
-    `${style.bold(summary.name)}: ${state} (${summary.probe} probe, ${summary.reason})`,
+    `${title}: ${state} (${summary.probe} probe, ${summary.reason})`,
     `  ${summary.message}`,
     `  ${style.dim(`${source}; ${streak}`)}`,
     '',
   ].join('\n');
+}
+
+/** A Node-scoped check without --node: one line per unsafe node, "worker-2: NAME: message". */
+function nodeSummaryText(
+  summary: CheckSummary,
+  nodes: NonNullable<CheckSummary['nodes']>,
+  source: string,
+  style: Style,
+): string {
+  const head = `${style.bold(summary.name)}: ${String(nodes.safe)} of ${String(nodes.evaluated)} evaluated nodes safe (Node-scoped ${summary.probe} probe)`;
+  const lines = nodes.unsafeNodes.map((n) => `  ${style.bad(n.name)}: ${summary.name}: ${n.message}`);
+  const more = nodes.unsafe - nodes.unsafeNodes.length;
+  if (more > 0) lines.push(`  and ${String(more)} more unsafe nodes`);
+  return [head, ...lines, `  ${style.dim(`${source}; --node NAME judges one node`)}`, ''].join('\n');
 }
 
 export function checkCommand(): Command {
@@ -53,6 +72,7 @@ export function checkCommand(): Command {
       'show whether a ClusterHealthCheck holds: a fresh probe through the HTTP API (--server), or its recorded status with a kubeconfig',
     )
     .argument('<name>', 'the ClusterHealthCheck')
+    .option('--node <node>', 'a Node-scoped check: judge it for this node')
     .addOption(outputOption())
     .addHelpText(
       'after',
@@ -60,13 +80,15 @@ export function checkCommand(): Command {
 Exits 0 when the check is healthy and 1 when it is unhealthy or unknown (never probed
 counts as unhealthy, as it does for the gate). -o json prints the check's summary:
 name, healthy, state, reason, message, probe, consecutiveSuccesses, consecutiveFailures,
-lastProbeTime, lastTransitionTime, and fresh (whether it was probed for this command).`,
+lastProbeTime, lastTransitionTime, and fresh (whether it was probed for this command).
+A Node-scoped check is judged for --node; without it the summary lists its unsafe nodes
+(state PerNode, exit 0 when none is unsafe).`,
     )
     .action(
       handled(async (name: string, _: unknown, command: Command) => {
-        const flags = command.optsWithGlobals<ConnectionOptions & { output: Format }>();
+        const flags = command.optsWithGlobals<ConnectionOptions & { output: Format; node?: string }>();
         const backend = await connect(flags);
-        const found = await backend.check(name);
+        const found = await backend.check(name, flags.node);
         if (!found) throw new CliError(`ClusterHealthCheck ${name} does not exist`, EXIT.failed);
         const { summary, fresh, interval } = found;
         if (flags.output === 'text') {
@@ -76,7 +98,10 @@ lastProbeTime, lastTransitionTime, and fresh (whether it was probed for this com
         } else {
           process.stdout.write(formatDocument(flags.output, { ...summary, fresh }));
         }
-        process.exitCode = summary.healthy ? EXIT.ok : EXIT.failed;
+        const ok = summary.nodes
+          ? summary.nodes.unsafe === 0 && summary.nodes.evaluated > 0
+          : summary.healthy;
+        process.exitCode = ok ? EXIT.ok : EXIT.failed;
       }),
     );
 }

@@ -162,8 +162,9 @@ export class HttpBackend implements Backend {
     return (body as { checks: CheckSummary[] }).checks;
   }
 
-  async check(name: string): Promise<{ summary: CheckSummary; fresh: boolean } | undefined> {
-    const answer = await this.send('POST', `/v1/checks/${encodeURIComponent(name)}/evaluate`, {
+  async check(name: string, node?: string): Promise<{ summary: CheckSummary; fresh: boolean } | undefined> {
+    const query = node === undefined ? '' : `?node=${encodeURIComponent(node)}`;
+    const answer = await this.send('POST', `/v1/checks/${encodeURIComponent(name)}/evaluate${query}`, {
       timeoutMs: 120_000,
     });
     if (answer.status === 404) return undefined;

@@ -54,9 +54,14 @@ export function kubeFailure(error: unknown, what: string): CliError {
 
 type CheckObject = KubeObject & { spec: ClusterHealthCheckSpec; status?: ClusterHealthCheckStatus };
 
-/** A check's summary from what the controller recorded in its status. */
-export function summaryFromStatus(check: CheckObject): CheckSummary {
+/**
+ * A check's summary from what the controller recorded in its status. A Node-scoped one's
+ * status names only its unsafe nodes (the first 20): for `node` it says Unhealthy when
+ * the node is among them, Unknown otherwise (safe, or not recorded: --server tells).
+ */
+export function summaryFromStatus(check: CheckObject, node?: string): CheckSummary {
   const status = check.status ?? {};
+  if (check.spec.scope === 'Node') return nodeSummaryFromStatus(check, node);
   const condition = status.conditions?.find((c) => c.type === 'Healthy');
   const reasons = ['NotProbed', 'ProbeSucceeded', 'ProbeFailed', 'ProbeError', 'ProbeTimeout'] as const;
   const reason = reasons.find((r) => r === condition?.reason) ?? 'NotProbed';
@@ -72,6 +77,54 @@ export function summaryFromStatus(check: CheckObject): CheckSummary {
     lastProbeTime: status.lastProbeTime ?? null,
     lastTransitionTime: status.lastTransitionTime ?? null,
   };
+}
+
+function nodeSummaryFromStatus(check: CheckObject, node: string | undefined): CheckSummary {
+  const status = check.status ?? {};
+  const nodes = status.nodes ?? { evaluated: 0, safe: 0, unsafe: 0 };
+  const common = {
+    name: check.metadata.name,
+    probe: probeTypeOf(check.spec),
+    scope: 'Node' as const,
+    consecutiveSuccesses: 0,
+    consecutiveFailures: 0,
+    lastTransitionTime: null,
+  };
+  if (node === undefined)
+    return {
+      ...common,
+      healthy: false,
+      state: 'PerNode',
+      reason: nodes.evaluated === 0 ? 'NotProbed' : nodes.unsafe === 0 ? 'ProbeSucceeded' : 'ProbeFailed',
+      message: status.message ?? 'not evaluated for any node yet',
+      lastProbeTime: status.lastProbeTime ?? null,
+      nodes: {
+        evaluated: nodes.evaluated,
+        safe: nodes.safe,
+        unsafe: nodes.unsafe,
+        unsafeNodes: (nodes.unsafeNodes ?? []).map((n) => ({ ...n, lastProbeTime: n.lastProbeTime ?? null })),
+      },
+    };
+  const unsafe = nodes.unsafeNodes?.find((n) => n.name === node);
+  return unsafe
+    ? {
+        ...common,
+        node,
+        healthy: false,
+        state: 'Unhealthy',
+        reason: 'ProbeFailed',
+        message: unsafe.message,
+        lastProbeTime: unsafe.lastProbeTime ?? null,
+      }
+    : {
+        ...common,
+        node,
+        healthy: false,
+        state: 'Unknown',
+        reason: 'NotProbed',
+        message: `${node} is not among the unsafe nodes the status records (${String(nodes.unsafe)} of ${String(nodes.evaluated)} evaluated), which names at most 20; --server evaluates it for ${node} now`,
+        lastProbeTime: null,
+      };
 }
 
 export interface KubeBackendOptions {
@@ -155,18 +208,19 @@ export class KubeBackend implements Backend {
 
   async checks(): Promise<CheckSummary[]> {
     const list = await this.call<{ items: CheckObject[] }>('list ClusterHealthChecks', CHECKS_PATH);
-    return list.items.map(summaryFromStatus).sort((a, b) => a.name.localeCompare(b.name));
+    return list.items.map((c) => summaryFromStatus(c)).sort((a, b) => a.name.localeCompare(b.name));
   }
 
   async check(
     name: string,
+    node?: string,
   ): Promise<{ summary: CheckSummary; fresh: boolean; interval?: string } | undefined> {
     const check = await this.maybe<CheckObject>(
       `read ClusterHealthCheck ${name}`,
       `${CHECKS_PATH}/${encodeURIComponent(name)}`,
     );
     return check
-      ? { summary: summaryFromStatus(check), fresh: false, interval: check.spec.interval ?? '30s' }
+      ? { summary: summaryFromStatus(check, node), fresh: false, interval: check.spec.interval ?? '30s' }
       : undefined;
   }
 

@@ -62,6 +62,13 @@ export interface CheckRow {
   };
   /** Unfinished actions this check gates. */
   gatedActions: string[];
+  /** Node-scoped: how many nodes are safe, and the unsafe ones (first 20) with what was found. */
+  nodeResults?: {
+    evaluated: number;
+    safe: number;
+    unsafe: number;
+    unsafeNodes: { name: string; message: string }[];
+  };
 }
 
 export interface PolicyRow {
@@ -230,6 +237,16 @@ function checkRow(
     gatedActions: unfinished
       .filter((a) => checkGates(spec, a.spec.action, labels.get(a.spec.nodeName) ?? {}))
       .map((a) => a.metadata.name),
+    ...(view.nodes
+      ? {
+          nodeResults: {
+            evaluated: view.nodes.evaluated,
+            safe: view.nodes.safe,
+            unsafe: view.nodes.unsafe,
+            unsafeNodes: view.nodes.unsafeNodes.map((n) => ({ name: n.name, message: n.message })),
+          },
+        }
+      : {}),
   };
 }
 

@@ -12,6 +12,7 @@ import { ACTIONS, type Action } from '../api/common.ts';
 import { probeTypeOf } from '../checks/probe.ts';
 import type { CheckRunner, CheckView } from '../checks/runner.ts';
 import { checkGates } from '../checks/selection.ts';
+import { unknownState } from '../checks/state.ts';
 import { rfc3339 } from '../kube/events.ts';
 import { etcdGuardApplies } from '../actions/etcd-guard.ts';
 import { ETCD_CHECK_NAME, type EtcdCheckState } from '../talos/etcd-health.ts';
@@ -45,35 +46,68 @@ export function etcdSummary(state: EtcdCheckState) {
   };
 }
 
-export function checkSummary(view: CheckView) {
-  const { state } = view;
+/**
+ * A check as readers see it. A Node-scoped check is shown for `node` when one is asked
+ * about (its state for that node), else as its per-node summary (`nodes`), which has no
+ * verdict of its own: `state` PerNode.
+ */
+export function checkSummary(view: CheckView, node?: string) {
+  const perNode = view.scope === 'Node' && node === undefined;
+  const state =
+    view.scope === 'Node' && node !== undefined ? (view.nodeState?.(node) ?? unknownState()) : view.state;
   return {
     name: view.name,
     healthy: state.healthy === true,
-    state: state.healthy === undefined ? 'Unknown' : state.healthy ? 'Healthy' : 'Unhealthy',
+    state: perNode
+      ? 'PerNode'
+      : state.healthy === undefined
+        ? 'Unknown'
+        : state.healthy
+          ? 'Healthy'
+          : 'Unhealthy',
     reason: state.reason,
     message: state.message,
     probe: probeTypeOf(view.spec),
+    ...(view.scope === 'Node' ? { scope: 'Node', ...(node === undefined ? {} : { node }) } : {}),
     consecutiveSuccesses: state.consecutiveSuccesses,
     consecutiveFailures: state.consecutiveFailures,
     lastProbeTime: state.lastProbeTime ? rfc3339(state.lastProbeTime) : null,
     lastTransitionTime: state.lastTransitionTime ? rfc3339(state.lastTransitionTime) : null,
+    ...(perNode && view.nodes
+      ? {
+          nodes: {
+            ...view.nodes,
+            unsafeNodes: view.nodes.unsafeNodes.map((n) => ({
+              name: n.name,
+              message: n.message,
+              lastProbeTime: n.lastProbeTime ? rfc3339(n.lastProbeTime) : null,
+            })),
+          },
+        }
+      : {}),
   };
+}
+
+/** Whether a view counts toward an answer's verdict: a Node-scoped check only for a node. */
+function judged(view: CheckView, node: string | undefined): boolean {
+  return view.scope !== 'Node' || node !== undefined;
 }
 
 function prospective(
   req: Request,
   sources: HealthSources,
-): { action: Action; node: string; labels: Record<string, string> } | undefined {
+): { action: Action | undefined; node: string; labels: Record<string, string> } | undefined {
   const action = req.url.searchParams.get('action');
   const node = req.url.searchParams.get('node');
   if (action === null && node === null) return undefined;
-  if (action === null || node === null) {
+  if (node === null) {
     throw new HttpError(
       400,
-      'ask about a prospective action with both ?action= and ?node=, e.g. ?action=Reboot&node=worker-1',
+      'ask about a prospective action with both ?action= and ?node= (or ?node= alone: every check that gates some action on it), e.g. ?action=Reboot&node=worker-1',
     );
   }
+  // ?node= alone: every check that gates some action on the node.
+  if (action === null) return { action: undefined, node, labels: sources.nodeLabels(node) ?? {} };
   if (!(ACTIONS as readonly string[]).includes(action)) {
     throw new HttpError(400, `action "${action}" is not one of ${ACTIONS.join(', ')}`);
   }
@@ -88,7 +122,9 @@ function prospective(
 // replaced, never mutated), so each is serialised once per probe.
 const serialised = new WeakMap<CheckView['state'], string>();
 
-function summaryJson(view: CheckView): string {
+function summaryJson(view: CheckView, node: string | undefined): string {
+  // A node's answer is built per node; only the check's own state is worth remembering.
+  if (view.scope === 'Node' && node !== undefined) return JSON.stringify(checkSummary(view, node));
   let json = serialised.get(view.state);
   if (json === undefined) {
     json = JSON.stringify(checkSummary(view));
@@ -97,10 +133,20 @@ function summaryJson(view: CheckView): string {
   return json;
 }
 
-function answer(views: CheckView[], scope: Record<string, unknown>, etcd?: EtcdCheckState): HealthAnswer {
-  const unhealthy = views.filter((v) => v.state.healthy !== true).map((v) => v.name);
+function stateFor(view: CheckView, node: string | undefined) {
+  return view.scope === 'Node' && node !== undefined ? view.nodeState?.(node) : view.state;
+}
+
+function answer(
+  views: CheckView[],
+  scope: Record<string, unknown>,
+  node?: string,
+  etcd?: EtcdCheckState,
+): HealthAnswer {
+  const verdicts = views.filter((v) => judged(v, node));
+  const unhealthy = verdicts.filter((v) => stateFor(v, node)?.healthy !== true).map((v) => v.name);
   if (etcd && !etcd.healthy) unhealthy.push(ETCD_CHECK_NAME);
-  const count = views.length + (etcd ? 1 : 0);
+  const count = verdicts.length + (etcd ? 1 : 0);
   const healthy = unhealthy.length === 0;
   const message =
     count === 0
@@ -109,7 +155,10 @@ function answer(views: CheckView[], scope: Record<string, unknown>, etcd?: EtcdC
         ? `all ${String(count)} checks healthy`
         : `${String(unhealthy.length)} of ${String(count)} checks not healthy: ${unhealthy.join(', ')}`;
   const head = JSON.stringify({ healthy, message, ...scope });
-  const summaries = [...views.map(summaryJson), ...(etcd ? [JSON.stringify(etcdSummary(etcd))] : [])];
+  const summaries = [
+    ...views.map((v) => summaryJson(v, node)),
+    ...(etcd ? [JSON.stringify(etcdSummary(etcd))] : []),
+  ];
   return {
     status: healthy ? 200 : 503,
     body: `${head.slice(0, -1)},"checks":[${summaries.join(',')}]}\n`,
@@ -121,24 +170,35 @@ function cacheKey(check: string | undefined, target: ReturnType<typeof prospecti
   return JSON.stringify(target ? [check, target.action, target.node, target.labels] : [check]);
 }
 
+type Target = NonNullable<ReturnType<typeof prospective>>;
+
+function gates(view: CheckView, target: Target): boolean {
+  if (target.action !== undefined) return checkGates(view.spec, target.action, target.labels);
+  return ACTIONS.some((action) => checkGates(view.spec, action, target.labels));
+}
+
+function scopeOf(target: Target): Record<string, unknown> {
+  return target.action === undefined ? { node: target.node } : { action: target.action, node: target.node };
+}
+
 export function healthRoutes(router: Router, sources: HealthSources): HealthCache {
   const cache = new HealthCache(sources.checks);
   router.on('GET', '/v1/health', async (req) => {
     const target = prospective(req, sources);
     // A prospective action that takes a control-plane node down: the etcd guard too. Its
     // state (at most ETCD_HEALTH_CACHE_MS old) is part of the answer's key.
+    const action = target?.action;
     const etcd =
       target &&
+      action !== undefined &&
       sources.etcd &&
-      etcdGuardApplies({ nodeName: target.node, action: target.action, requestedBy: '' }, target.labels)
+      etcdGuardApplies({ nodeName: target.node, action, requestedBy: '' }, target.labels)
         ? await sources.etcd(target.node)
         : undefined;
     const key = `${cacheKey(undefined, target)}${etcd ? JSON.stringify(etcdSummary(etcd)) : ''}`;
     return cache.reply(req, key, () => {
-      const views = sources.checks
-        .views()
-        .filter((v) => !target || checkGates(v.spec, target.action, target.labels));
-      return answer(views, target ? { action: target.action, node: target.node } : {}, etcd);
+      const views = sources.checks.views().filter((v) => !target || gates(v, target));
+      return answer(views, target ? scopeOf(target) : {}, target?.node, etcd);
     });
   });
   router.on('GET', '/v1/health/{check}', (req) => {
@@ -147,16 +207,16 @@ export function healthRoutes(router: Router, sources: HealthSources): HealthCach
     if (!view) throw new HttpError(404, `ClusterHealthCheck "${name}" does not exist`);
     const target = prospective(req, sources);
     return cache.reply(req, cacheKey(name, target), () => {
-      if (target && !checkGates(view.spec, target.action, target.labels)) {
+      if (target && !gates(view, target)) {
         const body = {
           healthy: true,
-          message: `${name} does not gate ${target.action} on ${target.node}`,
+          message: `${name} does not gate ${target.action ?? 'any action'} on ${target.node}`,
           gates: false,
-          checks: [checkSummary(view)],
+          checks: [checkSummary(view, target.node)],
         };
         return { status: 200, body: `${JSON.stringify(body)}\n` };
       }
-      return answer([view], target ? { action: target.action, node: target.node, gates: true } : {});
+      return answer([view], target ? { ...scopeOf(target), gates: true } : {}, target?.node);
     });
   });
   return cache;

@@ -129,7 +129,7 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
       name: 'node',
       in: 'query',
       description:
-        'With action: the node of the prospective action. A node that does not exist is answered as one without labels, so that this anonymous endpoint does not tell which nodes exist.',
+        'The node of the prospective action (alone: every check that gates some action on it). Node-scoped checks are answered with their result for this node. A node that does not exist is answered as one without labels, so that this anonymous endpoint does not tell which nodes exist.',
       schema: { type: 'string' },
     },
     {
@@ -414,7 +414,16 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
         description:
           'Runs a fresh probe (shared with any gate asking at the same moment) and answers with the resulting state, healthy or not. Needs the verb get on clusterhealthchecks.talos.dev.',
         security,
-        parameters: [nameParameter('ClusterHealthCheck')],
+        parameters: [
+          nameParameter('ClusterHealthCheck'),
+          {
+            name: 'node',
+            in: 'query',
+            description:
+              'A Node-scoped check: probe it for this node. Absent: for every node it selects, answered with the per-node summary.',
+            schema: { type: 'string' },
+          },
+        ],
         responses: {
           '200': { description: 'The state after the fresh probe.', content: json(ref('CheckSummary')) },
           '404': errorResponse('No such check.'),

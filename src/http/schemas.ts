@@ -172,9 +172,10 @@ export const CheckSummary = Type.Object(
   {
     name: Type.String({ description: 'Name of the ClusterHealthCheck.' }),
     healthy: Type.Boolean({ description: 'Whether it holds (false when unknown).' }),
-    state: Type.Enum(['Healthy', 'Unhealthy', 'Unknown'], {
+    state: Type.Enum(['Healthy', 'Unhealthy', 'Unknown', 'PerNode'], {
       type: 'string',
-      description: 'Healthy, Unhealthy, or Unknown (not probed yet), which counts as not healthy.',
+      description:
+        'Healthy, Unhealthy, or Unknown (not probed yet), which counts as not healthy; PerNode: a Node-scoped check asked about without a node, which has no verdict of its own (see nodes) and does not count.',
     }),
     reason: Type.Enum(['NotProbed', 'ProbeSucceeded', 'ProbeFailed', 'ProbeError', 'ProbeTimeout'], {
       type: 'string',
@@ -186,6 +187,26 @@ export const CheckSummary = Type.Object(
     consecutiveFailures: Type.Integer({ description: 'Failed probes in a row.', minimum: 0 }),
     lastProbeTime: NullableTimestamp('When it was last probed; null if never.'),
     lastTransitionTime: NullableTimestamp('When its state last changed; null if never.'),
+    scope: Type.Optional(Type.Literal('Node', { description: 'Set for a Node-scoped check.' })),
+    node: Type.Optional(Type.String({ description: 'The node a Node-scoped check was judged for.' })),
+    nodes: Type.Optional(
+      Type.Object(
+        {
+          evaluated: Type.Integer({ description: 'Selected nodes with a result.', minimum: 0 }),
+          safe: Type.Integer({ description: 'Nodes the check holds for.', minimum: 0 }),
+          unsafe: Type.Integer({ description: 'Nodes it does not hold for.', minimum: 0 }),
+          unsafeNodes: Type.Array(
+            Type.Object({
+              name: Type.String({ description: 'The node.' }),
+              message: Type.String({ description: 'What the last probe for it found.' }),
+              lastProbeTime: NullableTimestamp('When it was last probed for this node.'),
+            }),
+            { description: 'The first 20 unsafe nodes, by name.' },
+          ),
+        },
+        { description: 'A Node-scoped check asked about without a node: its per-node results.' },
+      ),
+    ),
   },
   { description: 'The current state of one ClusterHealthCheck.' },
 );

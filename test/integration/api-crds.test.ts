@@ -226,6 +226,199 @@ const configSecretRef = { name: 'machine-config' };
 
 const DURATION = 'must be a duration such as 30s, 5m or 1h30m';
 
+const ONLY_VARIABLES = 'may use only the variables \\$\\(NODE_NAME\\) and \\$\\(NODE_IP\\)';
+const nodeHttp = (httpGet: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+  check({ scope: 'Node', httpGet, ...extra });
+const service = { service: { name: 'node-agent', namespace: 'kube-system' }, port: 9100 };
+const pods = (resource: Record<string, unknown>, extra: Record<string, unknown> = { scope: 'Node' }) =>
+  check({ ...extra, resource: { apiVersion: 'v1', kind: 'Pod', expression: 'true', ...resource } });
+const CLUSTER_ONLY =
+  /spec\.scope: Invalid value: .*spec uses \$\(NODE_NAME\) or \$\(NODE_IP\), which are replaced only in a check with spec\.scope: Node; set scope: Node or remove them/;
+const CANNOT_USE_NODE =
+  /spec\.scope: Invalid value: .*spec\.scope: Node needs a probe that can use the node \(httpGet or resource\)/;
+
+const NODE_SCOPED_INVALID: [string, () => Obj, RegExp][] = [
+  [
+    'an unknown variable in an httpGet URL',
+    () => nodeHttp({ url: 'http://$(NODE_ZONE):9100/' }),
+    new RegExp(
+      `spec\\.httpGet\\.url: Invalid value: "http://\\$\\(NODE_ZONE\\):9100/": httpGet\\.url ${ONLY_VARIABLES}`,
+    ),
+  ],
+  [
+    'a variable in lower case',
+    () => nodeHttp({ url: 'http://$(node_ip):9100/' }),
+    new RegExp(`spec\\.httpGet\\.url: .*httpGet\\.url ${ONLY_VARIABLES}`),
+  ],
+  [
+    'an unclosed variable',
+    () => nodeHttp({ url: 'http://$(NODE_IP:9100/' }),
+    new RegExp(`spec\\.httpGet\\.url: .*httpGet\\.url ${ONLY_VARIABLES}`),
+  ],
+  [
+    'an unknown variable in an httpGet path',
+    () => nodeHttp({ ...service, path: '/nodes/$(HOSTNAME)' }),
+    new RegExp(`spec\\.httpGet\\.path: .*httpGet\\.path ${ONLY_VARIABLES}`),
+  ],
+  [
+    'an unknown variable in a header',
+    () => nodeHttp({ url: 'http://agent:9100/', httpHeaders: [{ name: 'X-Node', value: '$(NODE)' }] }),
+    new RegExp(
+      `spec\\.httpGet\\.httpHeaders\\[0\\]\\.value: .*httpGet\\.httpHeaders\\[\\]\\.value ${ONLY_VARIABLES}`,
+    ),
+  ],
+  [
+    'an unknown variable in a fieldSelector',
+    () => pods({ fieldSelector: 'spec.nodeName=$(NODE_HOSTNAME)' }),
+    new RegExp(`spec\\.resource\\.fieldSelector: .*resource\\.fieldSelector ${ONLY_VARIABLES}`),
+  ],
+  [
+    'a URL that is no URL once the node is put in',
+    () => nodeHttp({ url: '$(NODE_IP):9100/health' }),
+    /spec\.httpGet\.url: .*httpGet\.url must be an absolute http:\/\/ or https:\/\/ URL, e\.g\. .* or, Node-scoped, http:\/\/\$\(NODE_IP\):9100\/health/,
+  ],
+  [
+    'a node variable in the URL of a Cluster-scoped check',
+    () => check({ httpGet: { url: 'http://$(NODE_IP):9100/' } }),
+    CLUSTER_ONLY,
+  ],
+  [
+    'a node variable with scope: Cluster spelled out',
+    () => check({ scope: 'Cluster', httpGet: { url: 'http://agent/$(NODE_NAME)' } }),
+    CLUSTER_ONLY,
+  ],
+  [
+    'a node variable in a header of a Cluster-scoped check',
+    () =>
+      check({ httpGet: { url: 'http://agent/', httpHeaders: [{ name: 'X-Node', value: '$(NODE_NAME)' }] } }),
+    CLUSTER_ONLY,
+  ],
+  [
+    'a node variable in the path of a Cluster-scoped check',
+    () => check({ httpGet: { ...service, path: '/$(NODE_NAME)' } }),
+    CLUSTER_ONLY,
+  ],
+  [
+    'a node variable in the fieldSelector of a Cluster-scoped check',
+    () => pods({ fieldSelector: 'spec.nodeName=$(NODE_NAME)' }, {}),
+    CLUSTER_ONLY,
+  ],
+  ['scope: Node with a workloads probe', () => check({ scope: 'Node', workloads: {} }), CANNOT_USE_NODE],
+  [
+    'scope: Node with a podDisruptionBudgets probe',
+    () => check({ scope: 'Node', podDisruptionBudgets: {} }),
+    CANNOT_USE_NODE,
+  ],
+  ['scope: Node with a nodes probe', () => check({ scope: 'Node', nodes: {} }), CANNOT_USE_NODE],
+  [
+    'scope: Node with a prometheus probe',
+    () => check({ scope: 'Node', prometheus: { url: 'http://prometheus:9090', alerts: {} } }),
+    CANNOT_USE_NODE,
+  ],
+  [
+    'scope: Node with a tcpSocket probe',
+    () => check({ scope: 'Node', tcpSocket: { host: 'db', port: 5432 } }),
+    CANNOT_USE_NODE,
+  ],
+  [
+    'a scope that does not exist',
+    () => check({ scope: 'Zone', nodes: {} }),
+    /spec\.scope: Unsupported value: "Zone": supported values: "Cluster", "Node"/,
+  ],
+  [
+    'a nodeInterval on a Cluster-scoped check',
+    () => check({ nodeInterval: '5m', nodes: {} }),
+    /spec\.nodeInterval: Forbidden: spec\.nodeInterval is only allowed with spec\.scope: Node/,
+  ],
+  [
+    'a nodeInterval with scope: Cluster spelled out',
+    () => check({ scope: 'Cluster', nodeInterval: '5m', nodes: {} }),
+    /spec\.nodeInterval: Forbidden: spec\.nodeInterval is only allowed with spec\.scope: Node/,
+  ],
+  [
+    'a nodeInterval without a unit',
+    () => nodeHttp({ url: 'http://agent/' }, { nodeInterval: '300' }),
+    new RegExp(`spec\\.nodeInterval: Invalid value: "300": nodeInterval ${DURATION} .*from 10s to 24h`),
+  ],
+  [
+    'a nodeInterval below 10s',
+    () => nodeHttp({ url: 'http://agent/' }, { nodeInterval: '5s' }),
+    /spec\.nodeInterval: Invalid value: "5s": nodeInterval must be a duration .*from 10s to 24h/,
+  ],
+  [
+    'a nodeInterval above 24h',
+    () => nodeHttp({ url: 'http://agent/' }, { nodeInterval: '48h' }),
+    /spec\.nodeInterval: .*from 10s to 24h/,
+  ],
+  [
+    'a fieldSelector on a core kind without selectable fields',
+    () =>
+      check({
+        scope: 'Node',
+        resource: {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          fieldSelector: 'spec.nodeName=$(NODE_NAME)',
+          expression: 'true',
+        },
+      }),
+    /spec\.resource\.fieldSelector: Invalid value: .*resource\.fieldSelector may use only metadata\.name and metadata\.namespace with a core kind other than Pod, Node/,
+  ],
+  [
+    'a fieldSelector on ServiceAccounts by a field they lack',
+    () =>
+      check({
+        resource: {
+          apiVersion: 'v1',
+          kind: 'ServiceAccount',
+          fieldSelector: 'metadata.name=a,spec.x=1',
+          expression: 'true',
+        },
+      }),
+    /spec\.resource\.fieldSelector: .*may use only metadata\.name and metadata\.namespace/,
+  ],
+  [
+    'a fieldSelector together with a name',
+    () => pods({ name: 'pg-1', fieldSelector: 'spec.nodeName=$(NODE_NAME)' }),
+    /spec\.resource\.fieldSelector: Forbidden: resource: set at most one of name or fieldSelector/,
+  ],
+  [
+    'a fieldSelector term without a value',
+    () => pods({ fieldSelector: 'spec.nodeName' }),
+    /spec\.resource\.fieldSelector: Invalid value: "spec\.nodeName": resource\.fieldSelector must be comma-separated field=value \(or field!=value\) terms/,
+  ],
+  [
+    'a fieldSelector term with two operators',
+    () => pods({ fieldSelector: 'spec.nodeName=a=b' }),
+    /spec\.resource\.fieldSelector: .*must be comma-separated field=value/,
+  ],
+  [
+    'an empty fieldSelector',
+    () => pods({ fieldSelector: '' }),
+    /spec\.resource\.fieldSelector: Invalid value: "": .*at least 1 chars long/,
+  ],
+  [
+    'a fieldSelector longer than 512 characters',
+    () => pods({ fieldSelector: `metadata.name=${'a'.repeat(510)}` }),
+    /spec\.resource\.fieldSelector: Too long: .*512/,
+  ],
+  [
+    'a negative maxMatching',
+    () => pods({ maxMatching: -1 }),
+    /spec\.resource\.maxMatching: Invalid value: -1: .*greater than or equal to 0/,
+  ],
+  [
+    'maxMatching with minMatching',
+    () => pods({ maxMatching: 0, minMatching: 1 }),
+    /spec\.resource\.maxMatching: Forbidden: resource\.maxMatching may not be combined with minMatching or all/,
+  ],
+  [
+    'maxMatching with all',
+    () => pods({ maxMatching: 0, all: true }),
+    /spec\.resource\.maxMatching: Forbidden: resource\.maxMatching may not be combined with minMatching or all/,
+  ],
+];
+
 /** [what, object (built lazily: it needs the namespace and admin name), expected message]. */
 const INVALID: [string, () => Obj, RegExp][] = [
   // ClusterHealthCheck
@@ -572,6 +765,8 @@ const INVALID: [string, () => Obj, RegExp][] = [
     () => policy({ alertmanagerSilence: { url: 'alertmanager:9093' } }),
     /spec\.alertmanagerSilence\.url: Invalid value: "alertmanager:9093": alertmanagerSilence\.url must be an absolute http:\/\/ or https:\/\/ URL/,
   ],
+  // Node-scoped checks: variables, the probes that can use a node, fieldSelector, maxMatching.
+  ...NODE_SCOPED_INVALID,
 ];
 
 describe('invalid objects are refused with a message naming the field and what is allowed', () => {

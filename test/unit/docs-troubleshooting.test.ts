@@ -59,7 +59,7 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // A check's reason is a CheckReason (the type alias in src/checks/state.ts, extracted).
   'src/checks/state.ts: outcome.reason': [],
   'src/checks/runner.ts: state.reason': [],
-  'src/checks/runner.ts: entry.state.reason': [],
+  'src/checks/runner.ts: slot.state.reason': [],
   // Free text: why a hook Job is deleted, what a CEL error is about.
   'src/hooks/plan.ts: reason': [],
   'src/hooks/runner.ts: reason': [],

@@ -3,6 +3,7 @@
 import type { Static } from 'typebox';
 import type { HttpGetProbe } from '../../api/cluster-health-check.ts';
 import { CelExpressionError, celEngine, formatFieldValue } from '../cel.ts';
+import { escapeForUrl, replaceNodeVariables } from '../node-target.ts';
 import type { Probe, ProbeContext } from '../probe.ts';
 import { resolveHost, resolveService, serviceHost, type ServiceAddress } from '../service-address.ts';
 import { bodyExcerpt, describeTarget, httpGet } from './http-request.ts';
@@ -16,12 +17,16 @@ const MAX_OTHER_BODY = 4 * 1024;
 
 export const httpGetProbe: Probe<HttpGetProbeSpec> = async (spec, context) => {
   // Compile first: a broken expression is a probe error whatever the target answers.
+  const { node } = context;
   const program =
-    spec.bodyExpression === undefined ? undefined : celEngine.compile(spec.bodyExpression, ['body']);
+    spec.bodyExpression === undefined
+      ? undefined
+      : celEngine.compile(spec.bodyExpression, node ? ['body', 'node'] : ['body']);
   const { url, address } = await target(spec, context);
   const where = describeTarget(url, address);
   const headers: Record<string, string> = program ? { Accept: 'application/json' } : {};
-  for (const { name, value } of spec.httpHeaders ?? []) headers[name] = value;
+  for (const { name, value } of spec.httpHeaders ?? [])
+    headers[name] = replaceNodeVariables(value, node, `httpGet.httpHeaders[${name}]`);
 
   const response = await httpGet(url, address, {
     headers,
@@ -45,6 +50,7 @@ export const httpGetProbe: Probe<HttpGetProbeSpec> = async (spec, context) => {
   if (!program) return { healthy: true, message: `GET ${where} answered ${response.status}` };
 
   let body: unknown;
+  const bindings = (parsed: unknown) => (node ? { body: parsed, node: node.object } : { body: parsed });
   try {
     body = JSON.parse(response.body) as unknown;
   } catch {
@@ -55,14 +61,14 @@ export const httpGetProbe: Probe<HttpGetProbeSpec> = async (spec, context) => {
   }
   let holds: boolean;
   try {
-    holds = program.evaluate({ body });
+    holds = program.evaluate(bindings(body));
   } catch (error) {
     // The body is what is being checked: a field it lacks is a finding, not a probe error.
     if (error instanceof CelExpressionError)
       return { healthy: false, message: `GET ${where} answered ${response.status}, but ${error.message}` };
     throw error;
   }
-  const fields = holds ? program.fieldValues({ body }) : program.explainFalse({ body });
+  const fields = holds ? program.fieldValues(bindings(body)) : program.explainFalse(bindings(body));
   const seen = fields.map(formatFieldValue).slice(0, 5);
   const found = seen.length ? ` (${seen.join(', ')})` : '';
   return holds
@@ -81,7 +87,7 @@ async function target(
   context: ProbeContext,
 ): Promise<{ url: URL; address: ServiceAddress }> {
   if (spec.url !== undefined) {
-    const url = new URL(spec.url);
+    const url = new URL(replaceNodeVariables(spec.url, context.node, 'httpGet.url', escapeForUrl));
     if (url.protocol !== 'http:' && url.protocol !== 'https:')
       throw new Error(`httpGet.url must be an http:// or https:// URL, not ${url.protocol}//`);
     const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
@@ -89,7 +95,8 @@ async function target(
   }
   if (spec.service !== undefined && spec.port !== undefined) {
     const scheme = spec.scheme === 'HTTPS' ? 'https' : 'http';
-    const url = new URL(`${scheme}://${serviceHost(spec.service)}:${spec.port}${spec.path ?? '/'}`);
+    const path = replaceNodeVariables(spec.path ?? '/', context.node, 'httpGet.path', escapeForUrl);
+    const url = new URL(`${scheme}://${serviceHost(spec.service)}:${spec.port}${path}`);
     return { url, address: await resolveService(spec.service, spec.port, context) };
   }
   throw new Error('httpGet needs either url, or service and port');

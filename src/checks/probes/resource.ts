@@ -5,14 +5,15 @@ import type { Static } from 'typebox';
 import type { ResourceProbe } from '../../api/cluster-health-check.ts';
 import { KubeApiError, type RestClient } from '../../kube/rest.ts';
 import { CelExpressionError, celEngine, formatFieldValue, type CelProgram, type FieldValue } from '../cel.ts';
+import { replaceNodeVariables } from '../node-target.ts';
 import type { Probe } from '../probe.ts';
 import { count, labelQuery, listObjects, objectName, someOf, type KubeObject } from './kube-list.ts';
 
 export type ResourceProbeSpec = Static<typeof ResourceProbe>;
 
 export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => {
-  const program = celEngine.compile(spec.expression, ['self']);
-  const { rest, signal } = context;
+  const { rest, signal, node } = context;
+  const program = celEngine.compile(spec.expression, node ? ['self', 'node'] : ['self']);
   const resource = await discoverKind(rest, spec.apiVersion, spec.kind, signal);
   if (spec.namespace !== undefined && !resource.namespaced)
     throw new Error(
@@ -25,31 +26,48 @@ export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => 
       ? `${base}/${resource.name}`
       : `${base}/namespaces/${spec.namespace}/${resource.name}`;
   const labelSelector = labelQuery(spec.labelSelector);
-  const items = await listObjects(rest, path, {
-    labelSelector,
-    fieldSelector: spec.name === undefined ? undefined : `metadata.name=${spec.name}`,
-    signal,
-  }).catch((error: unknown) => {
-    // The kind may have gone (CRD deleted) since discovery was cached.
-    if (error instanceof KubeApiError && error.code === 404) forgetDiscovery(rest, spec.apiVersion);
-    throw error;
-  });
+  const fieldSelector =
+    spec.name !== undefined
+      ? `metadata.name=${spec.name}`
+      : spec.fieldSelector === undefined
+        ? undefined
+        : replaceNodeVariables(spec.fieldSelector, node, 'resource.fieldSelector', escapeFieldValue);
+  const items = await listObjects(rest, path, { labelSelector, fieldSelector, signal }).catch(
+    (error: unknown) => {
+      // The kind may have gone (CRD deleted) since discovery was cached.
+      if (error instanceof KubeApiError && error.code === 404) forgetDiscovery(rest, spec.apiVersion);
+      if (error instanceof KubeApiError && error.code === 400 && spec.fieldSelector !== undefined)
+        throw new Error(
+          `${spec.kind} (${spec.apiVersion}) cannot be selected by resource.fieldSelector ${fieldSelector ?? ''}: ${error.message}`,
+          { cause: error },
+        );
+      throw error;
+    },
+  );
 
-  const selection = describeSelection(spec, resource.namespaced, labelSelector);
-  if (items.length === 0)
+  const selection = describeSelection(spec, resource.namespaced, labelSelector, fieldSelector);
+  if (items.length === 0 && spec.maxMatching === undefined)
     return {
       healthy: false,
       message: `no ${spec.kind} objects ${selection}: nothing to evaluate, so unhealthy`,
     };
 
   const failures: string[] = [];
-  let matching = 0;
+  const matched: string[] = [];
   for (const item of items) {
     // List items of built-in kinds come without apiVersion and kind; give `self` both.
     const object: KubeObject = { apiVersion: spec.apiVersion, kind: spec.kind, ...item };
-    const verdict = judge(program, object);
-    if (verdict === true) matching++;
+    const verdict = judge(program, object, node?.object);
+    if (verdict === true) matched.push(objectName(object));
     else failures.push(`${objectName(object)} ${verdict}`);
+  }
+  const matching = matched.length;
+
+  if (spec.maxMatching !== undefined) {
+    // Here matching is the finding (a primary on this node): name what matched.
+    const summary = `${matching}/${count(items.length, `${spec.kind} object`)} ${selection} match \`${spec.expression}\` (at most ${spec.maxMatching} may)`;
+    const healthy = matching <= spec.maxMatching;
+    return { healthy, message: healthy || !matching ? summary : `${summary}: ${someOf(matched)}` };
   }
 
   const needed = spec.minMatching ?? items.length;
@@ -60,16 +78,17 @@ export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => 
 };
 
 /** true, or what is wrong with the object: the fields the expression read, or its error. */
-function judge(program: CelProgram, self: KubeObject): true | string {
+function judge(program: CelProgram, self: KubeObject, node: object | undefined): true | string {
+  const bindings = node ? { self, node } : { self };
   try {
-    if (program.evaluate({ self })) return true;
+    if (program.evaluate(bindings)) return true;
   } catch (error) {
     // An expression that fails on one object (a field it lacks) makes that object
     // unhealthy, as the schema says; only a broken expression is a probe error.
     if (error instanceof CelExpressionError) return `fails: ${error.reason}`;
     throw error;
   }
-  const fields = program.explainFalse({ self }).map(relative).slice(0, 3);
+  const fields = program.explainFalse(bindings).map(relative).slice(0, 3);
   return fields.length ? `has ${fields.join(', ')}` : 'does not match';
 }
 
@@ -83,13 +102,20 @@ function describeSelection(
   spec: ResourceProbeSpec,
   namespaced: boolean,
   labelSelector: string | undefined,
+  fieldSelector: string | undefined,
 ): string {
   const parts = [
     namespaced ? (spec.namespace === undefined ? 'in all namespaces' : `in namespace ${spec.namespace}`) : '',
     spec.name === undefined ? '' : `named ${spec.name}`,
     labelSelector === undefined ? '' : `labelled ${labelSelector}`,
+    spec.name !== undefined || fieldSelector === undefined ? '' : `with ${fieldSelector}`,
   ];
   return parts.filter(Boolean).join(' ') || 'in the cluster';
+}
+
+/** A field selector value with the characters the selector syntax gives meaning escaped. */
+function escapeFieldValue(value: string): string {
+  return value.replace(/[\\,=!]/g, (c) => `\\${c}`);
 }
 
 // --- discovery -----------------------------------------------------------------------

@@ -144,7 +144,29 @@ function checkRow(check) {
       check.gatedActions.length > 0 &&
         h('div', { class: 'muted', text: `now gating: ${check.gatedActions.join(', ')}` }),
     ),
-    h('td', { class: 'message', text: check.message }),
+    h(
+      'td',
+      { class: 'message' },
+      check.nodeResults ? nodeResults(check.name, check.nodeResults) : check.message,
+    ),
+  );
+}
+
+/**
+ * A Node-scoped check's results, one line per unsafe node: "worker-2: ok-to-stop: …".
+ * @param {string} name
+ * @param {NonNullable<CheckRow['nodeResults']>} results
+ */
+function nodeResults(name, results) {
+  const more = results.unsafe - results.unsafeNodes.length;
+  return h(
+    'div',
+    {},
+    h('div', { text: `${String(results.safe)} of ${String(results.evaluated)} evaluated nodes safe` }),
+    ...results.unsafeNodes.map((n) =>
+      h('div', { class: 'unsafe-node', text: `${n.name}: ${name}: ${n.message}` }),
+    ),
+    more > 0 && h('div', { class: 'muted', text: `and ${String(more)} more unsafe nodes` }),
   );
 }
 
