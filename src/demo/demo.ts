@@ -16,6 +16,7 @@ import { RestClient } from '../kube/rest.ts';
 import { silentLogger } from '../log.ts';
 import { installGatehouse } from '../manifests/install.ts';
 import { loadTalosConfig } from '../talos/config.ts';
+import { ETCD_CHECK_NAME } from '../talos/etcd-health.ts';
 import { formatDuration, waitFor } from '../wait.ts';
 import { CEPH_NAMESPACE, CephStandIn, installCephCluster } from './ceph.ts';
 
@@ -122,7 +123,8 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   else {
     sandbox = await startSandbox({
       dir: options.sandboxDir,
-      nodes: defaultNodeSpecs(4, 1),
+      // Three control-plane nodes, one simulated etcd cluster: the etcd guard has members to judge.
+      nodes: defaultNodeSpecs(6, 3),
       talosBootDelay: BOOT_DELAY,
       log: (line) => out(`  ${line}`),
     });
@@ -176,6 +178,14 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     const health = await fetch(`${running.url}/v1/health`);
     out(
       `  GET /v1/health → ${String(health.status)}: ${((await health.json()) as { message: string }).message}`,
+    );
+    // What a control-plane reboot would be judged on: the checks that gate it, and etcd.
+    const cp = await fetch(`${running.url}/v1/health?action=Reboot&node=cp-1`);
+    const etcd = ((await cp.json()) as { checks: { name: string; message: string }[] }).checks.find(
+      (c) => c.name === ETCD_CHECK_NAME,
+    );
+    out(
+      `  GET /v1/health?action=Reboot&node=cp-1 → ${String(cp.status)}: ${etcd ? `${ETCD_CHECK_NAME}: ${etcd.message}` : 'etcd not judged'}`,
     );
 
     step(5, `a rolling upgrade to Talos ${TARGET_VERSION}, through the gate`);

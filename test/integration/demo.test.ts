@@ -70,6 +70,8 @@ it('runs the demo to completion: a rolling upgrade through the CLI, gated by Cep
       new RegExp(`✓ ${node} Upgrade Succeeded`),
     ]);
   }
+  // Three control-plane members, healthy: the etcd guard would let one go.
+  assert.match(output, /GET \/v1\/health\?action=Reboot&node=cp-1 → 200: builtin:etcd: etcd can spare/);
   // The policy held the others back while one node was in progress…
   assert.match(
     output,
