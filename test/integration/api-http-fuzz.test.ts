@@ -143,126 +143,133 @@ interface HarEntry {
 }
 
 describe('fuzzing the HTTP API with schemathesis', () => {
-  it(`answers at least ${String(MIN_REQUESTS)} generated requests as its OpenAPI document says, never with a 5xx`, async (t) => {
-    const found = await schemathesis();
-    if ('skip' in found) {
-      t.skip(found.skip);
-      return;
-    }
-    const dir = await mkdtemp(join(tmpdir(), 'gatehouse-schemathesis-'));
-    t.after(() => rm(dir, { recursive: true, force: true }));
-    // A body over the documented 64 KiB limit is refused with 413, as the document says;
-    // schemathesis' list of statuses that count as refusing invalid data lacks 413, so a
-    // huge invalid body (seed 918907 makes one) read as "accepted". Its list, plus 413.
-    await writeFile(
-      join(dir, 'schemathesis.toml'),
-      [
-        '[checks.negative_data_rejection]',
-        'expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]',
-        '',
-      ].join('\n'),
-    );
-    const har = join(dir, 'requests.har');
-    const args = [
-      'run',
-      `${controller.url}/openapi.json`,
-      '--header',
-      `Authorization: Bearer ${token}`,
-      '--checks',
-      'all',
-      // Valid by the document yet refused, by design: the NodeAction spec's cross-field
-      // rules (CEL, enforced by the API server: 422), /v1/health's action and node that
-      // go together, and ?wait='s upper bound are not expressible in OpenAPI.
-      '--exclude-checks',
-      'positive_data_acceptance',
-      '--suppress-health-check',
-      'filter_too_much,too_slow',
-      // Strings as they travel, in UTF-8. Python counts two lone surrogate escapes as two
-      // characters where JSON (and Kubernetes) read one character outside the BMP, so a
-      // "too long" string is not; unpaired ones are refused by readJson (unit-tested).
-      '--generation-codec',
-      'utf-8',
-      '--phases',
-      'examples,coverage,fuzzing',
-      '--max-examples',
-      '600',
-      '--workers',
-      '2',
-      '--request-timeout',
-      '30',
-      '--generation-database',
-      'none',
-      '--seed',
-      String(Date.now() % 1_000_000),
-      '--report',
-      'har',
-      '--report-har-path',
-      har,
-      '--no-color',
-    ];
-    let output: string;
-    let failed = false;
-    try {
-      output = (
-        await run(join(dirname(found.bin), 'python3'), [SERIAL_AST, ...args], {
-          cwd: dir,
-          timeout: 1_500_000,
-          maxBuffer: 64 * 1024 * 1024,
-        })
-      ).stdout;
-    } catch (error) {
-      const e = error as { stdout?: string; stderr?: string };
-      output = `${e.stdout ?? ''}\n${e.stderr ?? ''}`;
-      failed = true;
-    }
-    const summary = output.slice(output.lastIndexOf('SUMMARY'));
-    // Its reproductions can hold a body of 100 KiB and more on one line: cut long lines, so
-    // that what failed and why stays in the message.
-    const readable = output
-      .split('\n')
-      .map((line) => (line.length > 1000 ? `${line.slice(0, 1000)} …` : line))
-      .join('\n');
-    assert.ok(!failed, `schemathesis found problems:\n${readable.slice(-20_000)}`);
+  // Its own timeout, past the suite's 10 minutes: schemathesis' 5,000-odd requests take
+  // 5–9 minutes on two cores shared with the other test files.
+  it(
+    `answers at least ${String(MIN_REQUESTS)} generated requests as its OpenAPI document says, never with a 5xx`,
+    { timeout: 1_200_000 },
+    async (t) => {
+      const found = await schemathesis();
+      if ('skip' in found) {
+        t.skip(found.skip);
+        return;
+      }
+      const dir = await mkdtemp(join(tmpdir(), 'gatehouse-schemathesis-'));
+      t.after(() => rm(dir, { recursive: true, force: true }));
+      // A body over the documented 64 KiB limit is refused with 413, as the document says;
+      // schemathesis' list of statuses that count as refusing invalid data lacks 413, so a
+      // huge invalid body (seed 918907 makes one) read as "accepted". Its list, plus 413.
+      await writeFile(
+        join(dir, 'schemathesis.toml'),
+        [
+          '[checks.negative_data_rejection]',
+          'expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]',
+          '',
+        ].join('\n'),
+      );
+      const har = join(dir, 'requests.har');
+      const args = [
+        'run',
+        `${controller.url}/openapi.json`,
+        '--header',
+        `Authorization: Bearer ${token}`,
+        '--checks',
+        'all',
+        // Valid by the document yet refused, by design: the NodeAction spec's cross-field
+        // rules (CEL, enforced by the API server: 422), /v1/health's action and node that
+        // go together, and ?wait='s upper bound are not expressible in OpenAPI.
+        '--exclude-checks',
+        'positive_data_acceptance',
+        '--suppress-health-check',
+        'filter_too_much,too_slow',
+        // Strings as they travel, in UTF-8. Python counts two lone surrogate escapes as two
+        // characters where JSON (and Kubernetes) read one character outside the BMP, so a
+        // "too long" string is not; unpaired ones are refused by readJson (unit-tested).
+        '--generation-codec',
+        'utf-8',
+        '--phases',
+        'examples,coverage,fuzzing',
+        '--max-examples',
+        '600',
+        '--workers',
+        '2',
+        '--request-timeout',
+        '30',
+        '--generation-database',
+        'none',
+        '--seed',
+        String(Date.now() % 1_000_000),
+        '--report',
+        'har',
+        '--report-har-path',
+        har,
+        '--no-color',
+      ];
+      let output: string;
+      let failed = false;
+      try {
+        output = (
+          await run(join(dirname(found.bin), 'python3'), [SERIAL_AST, ...args], {
+            cwd: dir,
+            timeout: 1_500_000,
+            maxBuffer: 64 * 1024 * 1024,
+          })
+        ).stdout;
+      } catch (error) {
+        const e = error as { stdout?: string; stderr?: string };
+        output = `${e.stdout ?? ''}\n${e.stderr ?? ''}`;
+        failed = true;
+      }
+      const summary = output.slice(output.lastIndexOf('SUMMARY'));
+      // Its reproductions can hold a body of 100 KiB and more on one line: cut long lines, so
+      // that what failed and why stays in the message.
+      const readable = output
+        .split('\n')
+        .map((line) => (line.length > 1000 ? `${line.slice(0, 1000)} …` : line))
+        .join('\n');
+      assert.ok(!failed, `schemathesis found problems:\n${readable.slice(-20_000)}`);
 
-    const entries = (JSON.parse(await readFile(har, 'utf8')) as { log: { entries: HarEntry[] } }).log.entries;
-    const statuses = new Map<number, number>();
-    for (const e of entries) statuses.set(e.response.status, (statuses.get(e.response.status) ?? 0) + 1);
-    t.diagnostic(
-      `schemathesis sent ${String(entries.length)} requests: ${JSON.stringify(Object.fromEntries(statuses))}`,
-    );
-    t.diagnostic(summary.replace(/\s+/g, ' ').slice(0, 400));
-    assert.ok(entries.length >= MIN_REQUESTS, `only ${String(entries.length)} requests were sent`);
-    const serverErrors = entries.filter((e) => e.response.status >= 500);
-    assert.deepEqual(
-      serverErrors.map((e) => `${e.request.method} ${e.request.url} → ${String(e.response.status)}`),
-      [],
-    );
-    // Every operation was reached, and past authentication.
-    const reached = new Set(
-      entries
-        .filter((e) => e.response.status !== 401)
-        .map(
-          (e) => `${e.request.method} ${new URL(e.request.url).pathname.split('/').slice(0, 3).join('/')}`,
-        ),
-    );
-    for (const operation of [
-      'POST /v1/actions',
-      'GET /v1/actions',
-      'GET /v1/health',
-      'POST /v1/checks',
-      'GET /v1/policies',
-    ]) {
-      assert.ok(reached.has(operation), `${operation} never reached: ${[...reached].join(', ')}`);
-    }
-    assert.ok((statuses.get(201) ?? 0) > 0, 'some generated requests created actions');
-    assert.ok((statuses.get(422) ?? 0) > 0, 'some were refused as invalid');
+      const entries = (JSON.parse(await readFile(har, 'utf8')) as { log: { entries: HarEntry[] } }).log
+        .entries;
+      const statuses = new Map<number, number>();
+      for (const e of entries) statuses.set(e.response.status, (statuses.get(e.response.status) ?? 0) + 1);
+      t.diagnostic(
+        `schemathesis sent ${String(entries.length)} requests: ${JSON.stringify(Object.fromEntries(statuses))}`,
+      );
+      t.diagnostic(summary.replace(/\s+/g, ' ').slice(0, 400));
+      assert.ok(entries.length >= MIN_REQUESTS, `only ${String(entries.length)} requests were sent`);
+      const serverErrors = entries.filter((e) => e.response.status >= 500);
+      assert.deepEqual(
+        serverErrors.map((e) => `${e.request.method} ${e.request.url} → ${String(e.response.status)}`),
+        [],
+      );
+      // Every operation was reached, and past authentication.
+      const reached = new Set(
+        entries
+          .filter((e) => e.response.status !== 401)
+          .map(
+            (e) => `${e.request.method} ${new URL(e.request.url).pathname.split('/').slice(0, 3).join('/')}`,
+          ),
+      );
+      for (const operation of [
+        'POST /v1/actions',
+        'GET /v1/actions',
+        'GET /v1/health',
+        'POST /v1/checks',
+        'GET /v1/policies',
+      ]) {
+        assert.ok(reached.has(operation), `${operation} never reached: ${[...reached].join(', ')}`);
+      }
+      assert.ok((statuses.get(201) ?? 0) > 0, 'some generated requests created actions');
+      assert.ok((statuses.get(422) ?? 0) > 0, 'some were refused as invalid');
 
-    // The controller is alive, and counted no 5xx of its own either.
-    assert.equal((await fetch(`${controller.url}/healthz`)).status, 200);
-    const metrics = await (await fetch(`${controller.url}/metrics`)).text();
-    assert.doesNotMatch(metrics, /gatehouse_http_api_requests_total\{[^}]*code="5\d\d"\}/);
-    await waitFor('the controller to be ready after the storm', async () =>
-      (await fetch(`${controller.url}/readyz`)).status === 200 ? true : undefined,
-    );
-  });
+      // The controller is alive, and counted no 5xx of its own either.
+      assert.equal((await fetch(`${controller.url}/healthz`)).status, 200);
+      const metrics = await (await fetch(`${controller.url}/metrics`)).text();
+      assert.doesNotMatch(metrics, /gatehouse_http_api_requests_total\{[^}]*code="5\d\d"\}/);
+      await waitFor('the controller to be ready after the storm', async () =>
+        (await fetch(`${controller.url}/readyz`)).status === 200 ? true : undefined,
+      );
+    },
+  );
 });
