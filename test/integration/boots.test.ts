@@ -24,7 +24,8 @@ import {
   createGroupHook,
   API,
   createAction,
-  createTestNodes,
+  testPlace,
+  type Place,
   deleteActionsAfter,
   getAction,
   hookTemplate,
@@ -35,14 +36,7 @@ import {
   watchActions,
   whoami,
 } from '../support/gate.ts';
-import {
-  controllerKubeConfig,
-  freshNamespace,
-  rest,
-  testKubeConfig,
-  uniqueName,
-  waitFor,
-} from '../support/kube.ts';
+import { controllerKubeConfig, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -50,21 +44,9 @@ const instance = uniqueName('boots');
 let controller: Controller;
 let me = '';
 
-interface Place {
-  namespace: string;
-  node: string;
-  group: string;
-}
-
 /** A node of its own (handled by `owner`'s controllers), and a namespace for its hooks. */
-async function place(t: TestContext, owner = instance): Promise<Place> {
-  const group = uniqueName('boot');
-  const [node] = await createTestNodes(t, client, group, 1, {
-    'gatehouse.test/group': group,
-    [INSTANCE_LABEL]: owner,
-  });
-  return { namespace: await freshNamespace(t, kc), node: node as string, group };
-}
+const place = (t: TestContext, owner = instance): Promise<Place> =>
+  testPlace(t, client, 'boot', { [INSTANCE_LABEL]: owner });
 
 function createHook(
   p: Place,

@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { Controller } from '../../src/controller.ts';
-import { talosNode } from '../../sandbox/nodes.ts';
 import { BOOT_DELAY_ANNOTATION } from '../../sandbox/talos-faults.ts';
-import { ETCD_CLUSTER_LABEL, ETCD_FAULT_ANNOTATION } from '../../sandbox/talos-etcd.ts';
+import { ETCD_FAULT_ANNOTATION } from '../../sandbox/talos-etcd.ts';
 import { TalosClient } from '../../src/talos/client.ts';
 import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
 import { installGatehouseAPI } from '../support/install.ts';
+import { createTalosNodes, GROUP_LABEL, isReady, type NodeView } from '../support/talos-nodes.ts';
 import {
   API,
   createAction,
@@ -36,73 +36,32 @@ if (!sandbox.talosconfig)
     `the sandbox in ${sandbox.dir} runs no Talos simulator (started with --no-talos?): restart it`,
   );
 const talos: TalosContext = await loadTalosConfig({ path: sandbox.talosconfig });
-const GROUP_LABEL = 'gatehouse.test/group';
 const TAINT = 'gatehouse.test/etcd-guard';
 const instance = uniqueName('etcd-guard');
 const ETCD = 'builtin:etcd';
 let controller: Controller;
 let me = '';
 
-interface NodeView {
-  metadata: { name: string; annotations?: Record<string, string> };
-  status?: {
-    conditions?: { type: string; status: string }[];
-    addresses?: { type: string; address: string }[];
-  };
-}
 const readNode = (name: string) => client.request<NodeView>(`/api/v1/nodes/${name}`);
-const isReady = (n: NodeView) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
 const etcdCheck = (a: ActionObject) => a.status?.checks?.find((c) => c.name === ETCD);
 
-/** An address for one node alone: 10.5.150.0–10.5.199.255, away from every other suite's. */
-async function freeAddress(): Promise<string> {
-  const list = await client.request<{ items: NodeView[] }>('/api/v1/nodes');
-  const taken = new Set(list.items.flatMap((n) => n.status?.addresses?.map((a) => a.address) ?? []));
-  for (;;) {
-    const ip = `10.5.${String(150 + Math.floor(Math.random() * 50))}.${String(2 + Math.floor(Math.random() * 250))}`;
-    if (!taken.has(ip)) return ip;
-  }
-}
-
-/** `count` control-plane nodes of a simulated etcd cluster of the test's own, Ready; deleted when it ends. */
-async function controlPlanes(
+/** `count` control-plane nodes of a simulated etcd cluster of the test's own (addresses 10.5.150–199.x). */
+function controlPlanes(
   t: TestContext,
   count: number,
   annotations: Record<string, string> = {},
 ): Promise<string[]> {
   const group = uniqueName('cp');
-  const names = Array.from({ length: count }, (_, i) => `${group}-${String(i + 1)}`);
-  t.after(() =>
-    Promise.all(
-      names.map((n) => client.request(`/api/v1/nodes/${n}`, { method: 'DELETE' }).catch(() => undefined)),
-    ),
-  );
-  for (const name of names) {
-    const node = talosNode(
-      { name, role: 'control-plane', internalIP: await freeAddress(), talosVersion: 'v1.13.0' },
-      sandbox.kubernetesVersion,
-    );
-    const metadata = node.metadata ?? {};
-    const { type: _sandboxLabel, ...labels } = metadata.labels ?? {};
-    metadata.labels = { ...labels, [GROUP_LABEL]: group, [ETCD_CLUSTER_LABEL]: group };
-    metadata.annotations = { ...metadata.annotations, ...annotations };
-    node.metadata = metadata;
-    node.spec = { taints: [{ key: TAINT, effect: 'NoSchedule' }] };
-    await client.request('/api/v1/nodes', { method: 'POST', body: node });
-  }
-  await Promise.all(
-    names.map((name) =>
-      waitFor(
-        `node ${name} to become Ready`,
-        async () => (isReady(await readNode(name)) ? true : undefined),
-        {
-          timeoutMs: 60_000,
-          intervalMs: 250,
-        },
-      ),
-    ),
-  );
-  return names;
+  return createTalosNodes(t, client, {
+    group,
+    count,
+    taint: TAINT,
+    kubernetesVersion: sandbox.kubernetesVersion,
+    talosVersion: 'v1.13.0',
+    addressBlock: 150,
+    annotations,
+    etcdCluster: group,
+  });
 }
 
 const setFault = (node: string, fault: string | null) =>

@@ -15,7 +15,8 @@ import {
   createGroupHook,
   API,
   createAction,
-  createTestNodes,
+  testPlace,
+  type Place,
   deleteActionsAfter,
   events,
   getAction,
@@ -28,7 +29,7 @@ import {
   watchActions,
   whoami,
 } from '../support/gate.ts';
-import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -36,17 +37,7 @@ const instance = uniqueName('gate-hooks');
 let controller: Controller;
 let me = '';
 
-interface Place {
-  namespace: string;
-  node: string;
-  group: string;
-}
-
-async function place(t: TestContext): Promise<Place> {
-  const group = uniqueName('hooks');
-  const [node] = await createTestNodes(t, client, group, 1, { 'gatehouse.test/group': group });
-  return { namespace: await freshNamespace(t, kc), node: node as string, group };
-}
+const place = (t: TestContext): Promise<Place> => testPlace(t, client, 'hooks');
 
 function createHook(
   p: Place,

@@ -9,17 +9,17 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { INSTANCE_LABEL, CORDONED_BY_ANNOTATION } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
-import { talosNode } from '../../sandbox/nodes.ts';
 import {
   BOOT_DELAY_ANNOTATION,
   TALOS_FAULT_ANNOTATION,
   TALOS_FAULT_MESSAGE_ANNOTATION,
 } from '../../sandbox/talos-faults.ts';
-import { ETCD_CLUSTER_LABEL, ETCD_LEADER_ANNOTATION } from '../../sandbox/talos-etcd.ts';
+import { ETCD_LEADER_ANNOTATION } from '../../sandbox/talos-etcd.ts';
 import { MACHINE_CONFIG_ANNOTATION, talosCallCounts } from '../../sandbox/talos-simulator.ts';
 import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
 import { cordon } from '../../src/talos/drain.ts';
 import { installGatehouseAPI } from '../support/install.ts';
+import { createTalosNodes, GROUP_LABEL, isReady } from '../support/talos-nodes.ts';
 import {
   createGroupHook,
   API,
@@ -56,7 +56,6 @@ const talos: TalosContext = await loadTalosConfig({ path: sandbox.talosconfig })
 const CEPH_GROUP = 'ceph.managed.test.gatehouse.dev';
 /** Keeps everyone else's pods off this file's nodes, which reboot and go away. */
 const TAINT = 'gatehouse.test/managed';
-const GROUP_LABEL = 'gatehouse.test/group';
 const OLD = 'v1.13.0';
 const NEW_IMAGE = 'ghcr.io/siderolabs/installer:v1.13.1';
 const instance = uniqueName('managed');
@@ -78,80 +77,29 @@ interface NodeView {
 }
 
 const readNode = (name: string) => client.request<NodeView>(`/api/v1/nodes/${name}`);
-const isReady = (n: NodeView) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
 
 /** The Talos calls the simulator counted on the node, by method. */
 async function callsOn(name: string): Promise<Record<string, number>> {
   return talosCallCounts((await readNode(name)).metadata.annotations);
 }
 
-/**
- * An address the simulator can route to one node alone: 10.5.100.0–10.5.149.255, away
- * from the sandbox's 10.5.0.x, the Talos client tests' 10.5.200+ and the gate tests' 10.77.
- */
-async function freeAddress(): Promise<string> {
-  const list = await client.request<{ items: NodeView[] }>('/api/v1/nodes');
-  const taken = new Set(list.items.flatMap((n) => n.status?.addresses?.map((a) => a.address) ?? []));
-  for (;;) {
-    const ip = `10.5.${String(100 + Math.floor(Math.random() * 50))}.${String(2 + Math.floor(Math.random() * 250))}`;
-    if (!taken.has(ip)) return ip;
-  }
-}
-
-/** Simulated Talos nodes of the test's own, labelled with `group`, Ready, deleted when it ends. */
-async function managedNodes(
+/** Simulated Talos nodes of the test's own (addresses 10.5.100–149.x), labelled with `group`. */
+function managedNodes(
   t: TestContext,
   group: string,
   count: number,
-  options: {
-    talosVersion?: string;
-    annotations?: Record<string, string>;
-    /** Control-plane nodes of a simulated etcd cluster of this name (ETCD_CLUSTER_LABEL). */
-    etcdCluster?: string;
-  } = {},
+  options: { talosVersion?: string; annotations?: Record<string, string>; etcdCluster?: string } = {},
 ): Promise<string[]> {
-  const names = Array.from({ length: count }, (_, i) => `${group}-${String(i + 1)}`);
-  t.after(() =>
-    Promise.all(
-      names.map((n) => client.request(`/api/v1/nodes/${n}`, { method: 'DELETE' }).catch(() => undefined)),
-    ),
-  );
-  for (const name of names) {
-    const node = talosNode(
-      {
-        name,
-        role: options.etcdCluster === undefined ? 'worker' : 'control-plane',
-        internalIP: await freeAddress(),
-        talosVersion: options.talosVersion ?? OLD,
-      },
-      sandbox.kubernetesVersion,
-    );
-    const metadata = node.metadata ?? {};
-    // Not type=kwok: suites that look at the sandbox's own nodes never see these.
-    const { type: _sandboxLabel, ...labels } = metadata.labels ?? {};
-    metadata.labels = {
-      ...labels,
-      [GROUP_LABEL]: group,
-      ...(options.etcdCluster === undefined ? {} : { [ETCD_CLUSTER_LABEL]: options.etcdCluster }),
-    };
-    metadata.annotations = { ...metadata.annotations, ...options.annotations };
-    node.metadata = metadata;
-    node.spec = { taints: [{ key: TAINT, effect: 'NoSchedule' }] };
-    await client.request('/api/v1/nodes', { method: 'POST', body: node });
-  }
-  await Promise.all(
-    names.map((name) =>
-      waitFor(
-        `node ${name} to become Ready`,
-        async () => (isReady(await readNode(name)) ? true : undefined),
-        {
-          timeoutMs: 60_000,
-          intervalMs: 250,
-        },
-      ),
-    ),
-  );
-  return names;
+  return createTalosNodes(t, client, {
+    group,
+    count,
+    taint: TAINT,
+    kubernetesVersion: sandbox.kubernetesVersion,
+    talosVersion: options.talosVersion ?? OLD,
+    addressBlock: 100,
+    ...(options.annotations ? { annotations: options.annotations } : {}),
+    ...(options.etcdCluster !== undefined ? { etcdCluster: options.etcdCluster } : {}),
+  });
 }
 
 const cephHealth = (namespace: string, health: string) =>

@@ -11,7 +11,8 @@ import { installGatehouseAPI } from '../support/install.ts';
 import {
   createAction,
   createGroupHook,
-  createTestNodes,
+  testPlace,
+  type Place,
   deleteActionsAfter,
   events,
   getAction,
@@ -23,7 +24,7 @@ import {
   type ActionObject,
 } from '../support/gate.ts';
 import { KubeApiError } from '../../src/kube/rest.ts';
-import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -31,21 +32,13 @@ const instance = uniqueName('undo');
 let controller: Controller;
 let me = '';
 
-interface Place {
-  namespace: string;
-  node: string;
-  group: string;
-}
-
 async function place(t: TestContext): Promise<Place> {
-  const group = uniqueName('undo');
-  const [node] = await createTestNodes(t, client, group, 1, { 'gatehouse.test/group': group });
-  const namespace = await freshNamespace(t, kc);
+  const { node, namespace, group } = await testPlace(t, client, 'undo');
   await createGroupHook(client, { namespace, group }, 'PreRebootJob', 'noout', {
     template: hookTemplate('Succeeded', '1s'),
     undo: { template: hookTemplate('Succeeded', '3s'), timeout: '2m' },
   });
-  return { namespace, node: node as string, group };
+  return { namespace, node, group };
 }
 
 interface JobView {

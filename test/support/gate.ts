@@ -12,7 +12,15 @@ import { Controller, type ControllerOptions } from '../../src/controller.ts';
 import { KubeApiError, type RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
 import { talosNode } from '../../sandbox/nodes.ts';
-import { rest, serverSideApply, testKubeConfig, uniqueName, waitFor, waitForEstablished } from './kube.ts';
+import {
+  freshNamespace,
+  rest,
+  serverSideApply,
+  testKubeConfig,
+  uniqueName,
+  waitFor,
+  waitForEstablished,
+} from './kube.ts';
 import { randomUUID } from 'node:crypto';
 
 export const API = '/apis/talos.dev/v1alpha1';
@@ -132,6 +140,27 @@ export async function startGateController(
   });
   await controller.waitForSync();
   return controller;
+}
+
+/** Where a test's hooks act: a node of its own, labelled with its group, and a namespace. */
+export interface Place {
+  namespace: string;
+  node: string;
+  group: string;
+}
+
+export async function testPlace(
+  t: TestContext,
+  client: RestClient,
+  prefix: string,
+  labels: Record<string, string> = {},
+): Promise<Place> {
+  const group = uniqueName(prefix);
+  const [node = ''] = await createTestNodes(t, client, group, 1, {
+    'gatehouse.test/group': group,
+    ...labels,
+  });
+  return { namespace: await freshNamespace(t), node, group };
 }
 
 export interface ActionRequest extends Partial<NodeActionSpec> {
