@@ -5,6 +5,7 @@
 // action is the decision core's (src/actions/etcd-guard.ts).
 import { CONTROL_PLANE_LABEL } from '../api/names.ts';
 import type { KubeObject } from '../kube/informer.ts';
+import { redactURLs } from '../redact.ts';
 import { errorMessage } from '../wait.ts';
 import type { TalosClient } from './client.ts';
 import type { EtcdCheckState } from './etcd-health.ts';
@@ -66,7 +67,8 @@ export class EtcdCheck {
         checked: true,
         healthy: false,
         spareable: true,
-        message: `etcd could not be read: ${errorMessage(error)}`,
+        // Shown on /v1/health, anonymously: no URL credential from an error goes there.
+        message: `etcd could not be read: ${redactURLs(errorMessage(error))}`,
       };
     }
   }
