@@ -154,6 +154,7 @@ function sweepEarlierBoots(input: BootInput, bootID: string, effects: readonly H
       namespace: job.namespace,
       name: job.name,
       reason: `a boot hook Job of an earlier boot (${job.bootID}) of node ${input.node.name}`,
+      earlierBoot: job.bootID,
     });
   }
   return sweep;

@@ -306,12 +306,25 @@ export class BootReconciler {
         decision.effects,
         {
           confirm: (r) => this.confirmPending(name, node.metadata.uid ?? '', bootID, r),
+          confirmEarlierBoot: (earlier) => this.confirmEarlierBoot(name, node.metadata.uid ?? '', earlier),
           onChange: () => this.queue.add(name),
         },
         log,
       );
     }
     return decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : undefined;
+  }
+
+  /** Whether the node (read from the API server, not the cache) booted since `earlier`, or is gone. */
+  private async confirmEarlierBoot(name: string, uid: string, earlier: string): Promise<boolean> {
+    try {
+      const live = await this.o.rest.request<BootNodeObject>(`/api/v1/nodes/${name}`);
+      if (live.metadata.uid !== uid) return true;
+      return bootIDOf(live) !== earlier;
+    } catch (error) {
+      if (error instanceof KubeApiError && error.code === 404) return true;
+      throw error;
+    }
   }
 
   /** Whether the node's record (read from the API server, not the cache) holds this attempt, unfinished, for this boot. */

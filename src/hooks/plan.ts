@@ -59,7 +59,18 @@ export interface StageInput {
 
 export type HookEffect =
   | { type: 'createJob'; record: HookRunRecord; job: V1Job }
-  | { type: 'deleteJob'; namespace: string; name: string; reason: string }
+  | {
+      type: 'deleteJob';
+      namespace: string;
+      name: string;
+      reason: string;
+      /**
+       * Set on a sweep of an earlier boot's Job: delete it only if the node, read afresh, has
+       * moved past this boot. A cached node view may be older than the Job, so "not the boot I
+       * see" is not yet "an earlier boot".
+       */
+      earlierBoot?: string;
+    }
   | { type: 'callWebhook'; key: string; hook: HookObject; request: HookRequest; record: HookRunRecord }
   | { type: 'hookRun'; hook: { kind: HookKindName; namespace: string; name: string }; run: HookRun };
 

@@ -52,6 +52,11 @@ export interface ExecuteOptions {
   confirm: (record: HookRunRecord) => Promise<boolean>;
   /** A webhook call finished: plan again. */
   onChange: () => void;
+  /**
+   * Whether the node, read afresh from the API server, has booted past `bootID`: asked before
+   * a sweep deletes an earlier boot's Job (a delete without it is not made).
+   */
+  confirmEarlierBoot?: (bootID: string) => Promise<boolean>;
 }
 
 const PLURAL_OF = new Map(hookKinds.map((k) => [k.kind, k.plural]));
@@ -139,6 +144,13 @@ export class HookRunner {
           await this.createJob(effect.record, effect.job, options, log);
           break;
         case 'deleteJob':
+          if (effect.earlierBoot !== undefined && !(await options.confirmEarlierBoot?.(effect.earlierBoot))) {
+            log.debug(
+              { job: jobKey(effect.namespace, effect.name), bootID: effect.earlierBoot },
+              'not deleting the Job: the node read afresh is still at its boot (the cached node is older than the Job)',
+            );
+            break;
+          }
           await this.deleteJob(effect.namespace, effect.name, effect.reason, log);
           break;
         case 'callWebhook':
