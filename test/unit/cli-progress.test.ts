@@ -439,9 +439,10 @@ describe('what holds the drain, and what is undone', () => {
       lines.includes('  ● undo of PreRebootJob rook-ceph/noout Running 9s (job noout-undo-u1-1)'),
       lines.join('\n'),
     );
-    const ended = structuredClone(cancelled);
-    ended.undo!.runs![0]!.phase = 'Failed';
-    ended.undo!.runs![0]!.message = 'Job failed: BackoffLimitExceeded';
+    const [run] = cancelled.undo?.runs ?? [];
+    assert.ok(run && cancelled.undo);
+    const failed = { ...run, phase: 'Failed' as const, message: 'Job failed: BackoffLimitExceeded' };
+    const ended: Status = { ...cancelled, undo: { ...cancelled.undo, runs: [failed] } };
     assert.deepEqual(
       progressEvents({ action: action(cancelled, managed), node }, { action: action(ended, managed), node }),
       [
