@@ -74,7 +74,7 @@ function hookName(h: HookRunRecord): string {
 
 /**
  * One hook attempt, with its Job and how long it ran (or has been running); `what` is
- * `undo` for the run that undoes a pre-action hook (status.undo.runs).
+ * `undo of` for the run that undoes a pre-action hook (status.undo.runs).
  */
 export function hookLine(
   h: HookRunRecord,
