@@ -85,6 +85,7 @@ export const NODE_ACTION_CONDITIONS = [
   'HealthChecksPassed',
   'PreHooksSucceeded',
   'Approved',
+  'DrainBlocked',
   'Drained',
   'Executed',
   'NodeReturned',

@@ -416,6 +416,45 @@ export const UndoRecord = Type.Object(
   },
 );
 
+/** How many refused evictions status.drain lists; the rest are only counted (moreBlockers). */
+export const DRAIN_BLOCKERS_LISTED = 10;
+
+export const DrainBlocker = Type.Object(
+  {
+    namespace: Type.String({ description: "The pod's namespace.", maxLength: 63 }),
+    pod: Type.String({ description: 'The pod whose eviction is refused.', maxLength: 253 }),
+    podDisruptionBudget: Type.Optional(
+      Type.String({
+        description:
+          "The PodDisruptionBudget (in the pod's namespace) that selects the pod, when the refusal came from one.",
+        maxLength: 253,
+      }),
+    ),
+    disruptionsAllowed: Type.Optional(
+      Int32('What that budget allows now (status.disruptionsAllowed): 0 while it refuses.', { minimum: 0 }),
+    ),
+    since: Timestamp("When the pod's eviction was first refused in this drain."),
+    message: Type.Optional(Text('The refusal as the API server gave it, when no budget explains it.', 512)),
+  },
+  { description: 'One pod whose eviction is refused, and what refuses it.' },
+);
+
+export const DrainRecord = Type.Object(
+  {
+    blockers: Type.Optional(
+      Type.Array(DrainBlocker, {
+        description: `The pods whose eviction is refused now, longest refused first (at most ${String(DRAIN_BLOCKERS_LISTED)}); absent once the drain proceeds.`,
+        maxItems: DRAIN_BLOCKERS_LISTED,
+      }),
+    ),
+    moreBlockers: Type.Optional(Int32('How many more pods are refused than blockers lists.', { minimum: 1 })),
+  },
+  {
+    description:
+      'Managed execution: what holds the drain while PodDisruptionBudgets refuse evictions (with the condition DrainBlocked), refreshed as it changes; the drain never forces a pod out.',
+  },
+);
+
 export const ExecutionRecord = Type.Object(
   {
     drainTime: Type.Optional(
@@ -496,7 +535,7 @@ export const NodeActionStatus = Type.Object(
     ),
     conditions: Type.Optional(
       Conditions(
-        "Standard conditions: Admitted (whether its ActionPolicies let it in now), HealthChecksPassed, PreHooksSucceeded, Approved, Drained (Managed), Executed, NodeReturned, PostHooksSucceeded, Bypassed (naming who bypassed what, and why), Silenced (whether the node's alerts are silenced in Alertmanager, when a policy asks for it), and Undone (whether the undo of the pre-action hooks succeeded, for an action that ended without touching the node).",
+        "Standard conditions: Admitted (whether its ActionPolicies let it in now), HealthChecksPassed, PreHooksSucceeded, Approved, Drained and DrainBlocked (Managed: whether PodDisruptionBudgets hold the drain now), Executed, NodeReturned, PostHooksSucceeded, Bypassed (naming who bypassed what, and why), Silenced (whether the node's alerts are silenced in Alertmanager, when a policy asks for it), and Undone (whether the undo of the pre-action hooks succeeded, for an action that ended without touching the node).",
       ),
     ),
     checks: Type.Optional(
@@ -531,6 +570,7 @@ export const NodeActionStatus = Type.Object(
       Timestamp('When execution started (Managed) or was marked done (External).'),
     ),
     execution: Type.Optional(ExecutionRecord),
+    drain: Type.Optional(DrainRecord),
     undo: Type.Optional(UndoRecord),
     completionTime: Type.Optional(Timestamp('When the action finished, whatever the outcome.')),
     silences: Type.Optional(
@@ -559,6 +599,8 @@ export type NodeActionSpec = Static<typeof NodeActionSpec>;
 export type NodeActionStatus = Static<typeof NodeActionStatus>;
 export type ExecutionRecord = Static<typeof ExecutionRecord>;
 export type UndoRecord = Static<typeof UndoRecord>;
+export type DrainBlocker = Static<typeof DrainBlocker>;
+export type DrainRecord = Static<typeof DrainRecord>;
 export type SilenceRecord = Static<typeof SilenceRecord>;
 
 /** A NodeAction as the controller reads it: the fields it relies on, typed. */

@@ -7,7 +7,8 @@ import { clusterCommand, connect, type ConnectionOptions } from './connection.ts
 import { LiveDisplay } from './display.ts';
 import { CliError, EXIT, EXIT_CODES_HELP, handled } from './exit.ts';
 import { formatDocument, type Format } from './output.ts';
-import { hookLine, nodeLine, outcomeLine, phaseStyle } from './progress.ts';
+import { DRAIN_BLOCKERS_LISTED } from '../api/node-action.ts';
+import { drainLines, hookLine, nodeLine, outcomeLine, phaseStyle, undoLines } from './progress.ts';
 import { codeOf } from './rollout.ts';
 import { actionEntry } from './status.ts';
 import { colourWanted, makeStyle, type Style } from './style.ts';
@@ -111,6 +112,19 @@ export function describeText(
   if (hooks.length > 0) {
     lines.push('Hooks:');
     for (const h of hooks) lines.push(`  ${hookLine(h, now, style)}`);
+  }
+  // Every pod the status lists, not the live view's first few.
+  const drain = drainLines(status, now, style, DRAIN_BLOCKERS_LISTED);
+  if (drain.length > 0) {
+    lines.push(`Drain (condition DrainBlocked):`);
+    for (const l of drain) lines.push(`  ${l}`);
+  }
+  if (status.undo) {
+    lines.push(
+      `Undo (decided ${status.undo.decisionTime}, node ${status.undo.nodeDisrupted ? 'maybe disrupted' : 'undisrupted'}):`,
+    );
+    if (status.undo.runs?.length) lines.push(`  ${oneLine(status.undo.reason, 200)}`);
+    for (const l of undoLines(status, now, style, true)) lines.push(`  ${l}`);
   }
   const silences = status.silences ?? [];
   if (silences.length > 0) {

@@ -6,7 +6,9 @@
 // - progressEvents(): the same story as appended lines, one per change, for logs and
 //   pipes (nothing is ever redrawn there);
 // - outcomeLine(): the one line that stays once an action is over.
+import { blockedCount, blockedSince, blockerWords, drainHoldWords } from '../actions/drain-hold.ts';
 import { isTerminal } from '../api/phases.ts';
+import { isBootHookKind } from '../boots/record.ts';
 import type { ActionObject, NodeView, Progress } from './backend.ts';
 import { PLAIN, type Style } from './style.ts';
 import { elapsed, oneLine } from './table.ts';
@@ -70,8 +72,16 @@ function hookName(h: HookRunRecord): string {
   return `${h.kind} ${h.namespace}/${h.name}`;
 }
 
-/** One hook attempt, with its Job and how long it ran (or has been running). */
-export function hookLine(h: HookRunRecord, now: Date, style: Style): string {
+/**
+ * One hook attempt, with its Job and how long it ran (or has been running); `what` is
+ * `undo of` for the run that undoes a pre-action hook (status.undo.runs).
+ */
+export function hookLine(
+  h: HookRunRecord,
+  now: Date,
+  style: Style,
+  what: 'hook' | 'undo of' = 'hook',
+): string {
   const icon =
     h.phase === 'Succeeded'
       ? style.good('✓')
@@ -89,7 +99,47 @@ export function hookLine(h: HookRunRecord, now: Date, style: Style): string {
     ...(h.failurePolicy === 'Ignore' ? ['failures ignored'] : []),
   ];
   const message = h.message && h.phase !== 'Succeeded' ? `: ${oneLine(h.message, 120)}` : '';
-  return `${icon} hook ${hookName(h)} ${phase}${duration ? ` ${duration}` : ''} (${details.join(', ')})${message}`;
+  return `${icon} ${what} ${hookName(h)} ${phase}${duration ? ` ${duration}` : ''} (${details.join(', ')})${message}`;
+}
+
+/**
+ * What holds the drain (status.drain), at most `listed` pods named: how long it has
+ * waited, then each pod refused. Once the action is over, how long it was held.
+ */
+export function drainLines(status: Status, now: Date, style: Style, listed = 5): string[] {
+  const record = status.drain;
+  const blockers = record?.blockers ?? [];
+  const [first, ...others] = blockers;
+  if (!first) return [];
+  const over = isTerminal(status.phase);
+  const waited = over
+    ? between(blockedSince(record), status.completionTime)
+    : since(blockedSince(record), now);
+  const lines = [
+    `${style.bad('✗')} drain ${over ? 'was held' : 'waiting'}${waited ? ` ${waited}` : ''}: ${blockerWords(first)}`,
+  ];
+  for (const b of others.slice(0, listed - 1)) {
+    const refused = over ? '' : style.dim(` (refused ${since(b.since, now)})`);
+    lines.push(`    ${blockerWords(b)}${refused}`);
+  }
+  const rest = blockedCount(record) - Math.min(listed, blockers.length);
+  if (rest > 0) lines.push(`    and ${String(rest)} more pod${rest === 1 ? '' : 's'} refused`);
+  return lines;
+}
+
+/**
+ * The undo of the pre-action hooks (status.undo): each run; without runs, why nothing
+ * is undone, when a pre-action hook had run (`always`: even when none had).
+ */
+export function undoLines(status: Status, now: Date, style: Style, always = false): string[] {
+  const undo = status.undo;
+  if (!undo) return [];
+  const runs = undo.runs ?? [];
+  if (runs.length > 0) return runs.map((r) => hookLine(r, now, style, 'undo of'));
+  const hooksRan = (status.hooks ?? []).some((h) => !isBootHookKind(h.kind) && h.phase !== 'Bypassed');
+  if (!always && !hooksRan) return [];
+  const reason = undo.reason.startsWith('nothing undone') ? undo.reason : `nothing undone: ${undo.reason}`;
+  return [`${style.warn('–')} ${oneLine(reason, 160)}`];
 }
 
 /** The live block of one action on a terminal: a header and indented details. */
@@ -138,6 +188,8 @@ export function progressLines(name: string, progress: Progress, now: Date, style
       lines.push(`    ${style.warn('–')} check ${c.name} not checked: ${oneLine(c.message ?? '', 160)}`);
   }
   for (const h of status.hooks ?? []) lines.push(`  ${hookLine(h, now, style)}`);
+  for (const l of drainLines(status, now, style)) lines.push(`  ${l}`);
+  for (const l of undoLines(status, now, style)) lines.push(`  ${l}`);
   const nodeText = nodeLine(node, action, style);
   if (nodeText) lines.push(`  ${nodeText}`);
   if (status.message) lines.push(`  ${style.dim(oneLine(status.message, 200))}`);
@@ -195,6 +247,23 @@ export function progressEvents(previous: Progress | undefined, next: Progress): 
       h.message && h.phase !== 'Succeeded' && h.phase !== 'Running' ? `: ${oneLine(h.message, 200)}` : '';
     const line = `hook ${hookName(h)}${attempt} ${h.phase}${took}${job}${message}`;
     (h.phase === 'Pending' || h.phase === 'Running' ? ongoing : finished).push(line);
+  }
+  const hold = JSON.stringify(status.drain ?? null);
+  if (hold !== JSON.stringify(oldStatus.drain ?? null)) {
+    if (status.drain) ongoing.push(`drain waiting: ${drainHoldWords(status.drain)}`);
+    else if (oldStatus.drain && !isTerminal(status.phase))
+      finished.push('drain proceeds: the refused evictions went through');
+  }
+  const oldUndo = new Map((oldStatus.undo?.runs ?? []).map((r) => [hookKey(r), r]));
+  if (status.undo && !oldStatus.undo && !status.undo.runs?.length) {
+    const line = undoLines(status, new Date(), PLAIN)[0];
+    if (line) ongoing.push(line.replace(/^– /, ''));
+  }
+  for (const r of status.undo?.runs ?? []) {
+    if (oldUndo.get(hookKey(r))?.phase === r.phase) continue;
+    const job = r.jobName ? ` (job ${r.jobName})` : '';
+    const message = r.message && r.phase === 'Failed' ? `: ${oneLine(r.message, 200)}` : '';
+    ongoing.push(`undo of ${hookName(r)} ${r.phase}${job}${message}`);
   }
   finished.forEach(say);
   // The node's changes usually cause the phase change (it went down, it came back).

@@ -6,6 +6,7 @@ import type { ActionPolicySpec } from '../api/action-policy.ts';
 import { ACTIONS, type Action } from '../api/common.ts';
 import type { HookKindName } from '../api/hooks.ts';
 import { NODE_ACTION_PHASES, type NodeActionPhase, type NodeActionStatus } from '../api/node-action.ts';
+import { blockedCount, blockedSince, blockerWords } from '../actions/drain-hold.ts';
 import type { ActionObject } from '../actions/reconciler.ts';
 import { holdsSlot, isTerminal } from '../api/phases.ts';
 import { isBootHookKind } from '../boots/record.ts';
@@ -154,8 +155,26 @@ export interface ActionRow {
     message: string;
   }[];
   conditions: { type: string; status: string; reason: string; message: string; time: string }[];
+  /**
+   * What holds the drain (status.drain): the pods PodDisruptionBudgets refuse, longest
+   * refused first, in words; `more` counts those the status does not list. Null: nothing.
+   * Once the action is over: what held it when it ended.
+   */
+  drain: { since: string; blockers: DrainBlockerRow[]; more: number } | null;
+  /** The undo of the pre-action hooks (status.undo); null until the action ended unsuccessfully. */
+  undo: { decisionTime: string; nodeDisrupted: boolean; reason: string; runs: HookRunRow[] } | null;
   bootIDBefore: string | null;
   bootIDAfter: string | null;
+}
+
+export interface DrainBlockerRow {
+  namespace: string;
+  pod: string;
+  podDisruptionBudget: string | null;
+  disruptionsAllowed: number | null;
+  since: string;
+  /** "rook-ceph-osd-2 blocked by PodDisruptionBudget rook-ceph/… (0 disruptions allowed)" */
+  text: string;
 }
 
 export interface NodeRow extends NodeView {
@@ -439,9 +458,32 @@ export function actionRow(action: ActionObject): ActionRow {
       message: c.message,
       time: c.lastTransitionTime,
     })),
+    drain: drainRow(status.drain),
+    undo: status.undo
+      ? {
+          decisionTime: status.undo.decisionTime,
+          nodeDisrupted: status.undo.nodeDisrupted,
+          reason: status.undo.reason,
+          runs: (status.undo.runs ?? []).map(hookRunRow),
+        }
+      : null,
     bootIDBefore: status.bootIDBefore ?? null,
     bootIDAfter: status.bootIDAfter ?? null,
   };
+}
+
+function drainRow(record: NodeActionStatus['drain']): ActionRow['drain'] {
+  const since = blockedSince(record);
+  if (!record || since === undefined) return null;
+  const blockers = (record.blockers ?? []).map((b) => ({
+    namespace: b.namespace,
+    pod: b.pod,
+    podDisruptionBudget: b.podDisruptionBudget ?? null,
+    disruptionsAllowed: b.disruptionsAllowed ?? null,
+    since: b.since,
+    text: blockerWords(b),
+  }));
+  return { since, blockers, more: blockedCount(record) - blockers.length };
 }
 
 /** Unfinished actions oldest first, then finished ones newest first. */

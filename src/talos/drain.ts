@@ -15,6 +15,7 @@
 // that the action lifts only its own cordon: a node an administrator had cordoned
 // stays cordoned after the action (as kured does).
 import { HOOK_JOB_LABELS, CORDONED_BY_ANNOTATION } from '../api/names.ts';
+import type { DrainBlocker } from '../api/node-action.ts';
 import { matchesSelector, type LabelSelector } from '../kube/labels.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
 import { errorMessage, formatDuration, sleep } from '../wait.ts';
@@ -33,6 +34,12 @@ export interface DrainOptions {
   podSelector?: LabelSelector;
   signal?: AbortSignal;
   progress?: (message: string) => void;
+  /**
+   * The pods whose eviction is refused now, longest refused first: called after the first
+   * round of evictions and each time the list changes since (a pod refused, let go, its
+   * budget allowing more), [] once none is.
+   */
+  blocked?: (blockers: DrainBlocker[]) => void;
 }
 
 export interface DrainResult {
@@ -86,34 +93,64 @@ interface Budget {
   status?: { disruptionsAllowed?: number };
 }
 
+/** A budget that selects a pod, and what it allows now. */
+interface BudgetHold {
+  name: string;
+  disruptionsAllowed: number;
+}
+
 /**
- * The PodDisruptionBudgets that select the pod, in words ("PodDisruptionBudget ns/name
- * (0 disruptions allowed)"): what a refused eviction waits for. The API server's 429
- * names the budget only in prose; reading them says which one, and how far it is from
- * allowing the eviction. Best effort: without read access to budgets, nothing is added.
+ * The PodDisruptionBudgets that select the pod: what a refused eviction waits for. The
+ * API server's 429 names the budget only in prose; reading them says which one, and how
+ * far it is from allowing the eviction. Best effort: without read access to budgets, none.
  */
-async function blockingBudgets(
-  rest: RestClient,
-  pod: Pod,
-  signal?: AbortSignal,
-): Promise<string | undefined> {
+async function blockingBudgets(rest: RestClient, pod: Pod, signal?: AbortSignal): Promise<BudgetHold[]> {
   try {
     const list = await rest.request<{ items: Budget[] }>(
       `/apis/policy/v1/namespaces/${pod.metadata.namespace}/poddisruptionbudgets`,
       signal ? { signal } : {},
     );
     const labels = pod.metadata.labels ?? {};
-    const matching = list.items.filter((b) => b.spec?.selector && matchesSelector(b.spec.selector, labels));
-    if (matching.length === 0) return undefined;
-    return matching
-      .map((b) => {
-        const allowed = b.status?.disruptionsAllowed ?? 0;
-        return `PodDisruptionBudget ${b.metadata.namespace}/${b.metadata.name} (${String(allowed)} disruption${allowed === 1 ? '' : 's'} allowed)`;
-      })
-      .join(', ');
+    return list.items
+      .filter((b) => b.spec?.selector && matchesSelector(b.spec.selector, labels))
+      .map((b) => ({ name: b.metadata.name, disruptionsAllowed: b.status?.disruptionsAllowed ?? 0 }));
   } catch {
-    return undefined;
+    return [];
   }
+}
+
+/** "PodDisruptionBudget ns/name (0 disruptions allowed)" */
+function budgetWords(namespace: string, budget: BudgetHold): string {
+  const allowed = budget.disruptionsAllowed;
+  return `PodDisruptionBudget ${namespace}/${budget.name} (${String(allowed)} disruption${allowed === 1 ? '' : 's'} allowed)`;
+}
+
+/** A refused eviction, as the drain keeps it between rounds. */
+interface Refusal {
+  blocker: DrainBlocker;
+  /** The refusal in words, for the progress and the timeout's error. */
+  why: string;
+}
+
+/** The refusal of one pod's eviction, as a blocker (first refused at `since`). */
+function blockerOf(pod: Pod, since: string, budgets: BudgetHold[], refusal: string): DrainBlocker {
+  const budget = budgets[0];
+  return {
+    namespace: pod.metadata.namespace,
+    pod: pod.metadata.name,
+    ...(budget
+      ? { podDisruptionBudget: budget.name, disruptionsAllowed: budget.disruptionsAllowed }
+      : { message: refusal.slice(0, 512) }),
+    since,
+  };
+}
+
+/** Longest refused first, then by name: a stable order, so an unchanged list compares equal. */
+function orderBlockers(blockers: readonly DrainBlocker[]): DrainBlocker[] {
+  return [...blockers].sort(
+    (a, b) =>
+      a.since.localeCompare(b.since) || a.namespace.localeCompare(b.namespace) || a.pod.localeCompare(b.pod),
+  );
 }
 
 export async function cordon(rest: RestClient, node: string, unschedulable: boolean): Promise<void> {
@@ -214,7 +251,15 @@ export async function drainNode(options: DrainOptions): Promise<DrainResult> {
   const started = Date.now();
   const deadline = started + options.timeoutMs;
   const evicted = new Set<string>();
-  const refusals = new Map<string, string>();
+  const refusals = new Map<string, Refusal>();
+  let reported: string | undefined;
+  const report = () => {
+    const blockers = orderBlockers([...refusals.values()].map((r) => r.blocker));
+    const json = JSON.stringify(blockers);
+    if (json === reported) return;
+    reported = json;
+    options.blocked?.(blockers);
+  };
   let leftInPlace: string[];
   for (;;) {
     signal?.throwIfAborted();
@@ -222,9 +267,12 @@ export async function drainNode(options: DrainOptions): Promise<DrainResult> {
     const why = (p: Pod) => whyLeft(p, options.podSelector);
     leftInPlace = pods.filter((p) => why(p) !== undefined).map((p) => `${podName(p)} (${why(p) ?? ''})`);
     const remaining = pods.filter((p) => why(p) === undefined);
+    // A refused pod that is gone (deleted by its owner, or evicted at last) holds nothing.
+    const present = new Set(remaining.map(podName));
+    for (const name of refusals.keys()) if (!present.has(name)) refusals.delete(name);
     if (remaining.length === 0) break;
     if (Date.now() >= deadline) {
-      const blocked = [...refusals.entries()].map(([pod, why]) => `${pod}: ${why}`);
+      const blocked = [...refusals.entries()].map(([pod, r]) => `${pod}: ${r.why}`);
       throw new DrainError(
         `drain of ${node} timed out after ${formatDuration(options.timeoutMs)} with ${String(remaining.length)} pod(s) left` +
           (blocked.length
@@ -257,18 +305,22 @@ export async function drainNode(options: DrainOptions): Promise<DrainResult> {
         if (error instanceof KubeApiError && error.code === 404) continue; // already gone
         // 429: a PodDisruptionBudget allows no disruption now; the causes the API server
         // lists name it. Anything else is retried too, and reported if it persists.
-        let why = error instanceof KubeApiError ? refusalText(error) : errorMessage(error);
-        if (error instanceof KubeApiError && error.code === 429) {
-          const budgets = await blockingBudgets(rest, pod, signal);
-          if (budgets) why = `blocked by ${budgets}: ${why}`;
-        }
-        if (refusals.get(name) !== why) progress(`eviction of ${name} refused, will retry: ${why}`);
-        refusals.set(name, why);
+        const refusal = error instanceof KubeApiError ? refusalText(error) : errorMessage(error);
+        const budgets =
+          error instanceof KubeApiError && error.code === 429 ? await blockingBudgets(rest, pod, signal) : [];
+        const words = budgets.length
+          ? `blocked by ${budgets.map((b) => budgetWords(pod.metadata.namespace, b)).join(', ')}: ${refusal}`
+          : refusal;
+        const earlier = refusals.get(name);
+        if (earlier?.why !== words) progress(`eviction of ${name} refused, will retry: ${words}`);
+        const since = earlier?.blocker.since ?? new Date().toISOString();
+        refusals.set(name, { blocker: blockerOf(pod, since, budgets, refusal), why: words });
       }
     }
+    report();
     if (refusals.size > 0) {
       // What the drain waits for, refreshed each round (at most 5 pods named).
-      const blocked = [...refusals.entries()].slice(0, 5).map(([pod, why]) => `${pod} ${why}`);
+      const blocked = [...refusals.entries()].slice(0, 5).map(([pod, r]) => `${pod} ${r.why}`);
       const more = refusals.size > 5 ? `; and ${String(refusals.size - 5)} more` : '';
       progress(`waiting ${formatDuration(Date.now() - started)}: ${blocked.join('; ')}${more}`);
     }

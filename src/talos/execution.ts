@@ -15,7 +15,7 @@
 // client is closed once the last step holding it ends. Until it has credentials at all
 // the executor knows nothing (facts() is undefined), which the decision core reads as
 // no executor: Managed actions are approved for their requester to perform.
-import type { ObservedNodeAction } from '../api/node-action.ts';
+import type { DrainBlocker, ObservedNodeAction } from '../api/node-action.ts';
 import type { RestClient } from '../kube/rest.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import type { Logger } from '../log.ts';
@@ -161,10 +161,17 @@ export class TalosExecutor {
       request.onChange();
     };
     log.info({ step }, 'Managed execution step started');
+    // A change in what holds the drain is told at once: it is rare, and it is what the
+    // status shows (status.drain), unlike the progress lines.
+    const blocked = (blockers: DrainBlocker[]) => {
+      if (running.facts.state !== 'running') return;
+      running.facts = { ...running.facts, blockers };
+      request.onChange();
+    };
     const signal = running.abort.signal;
     const work =
       step === 'drain'
-        ? this.drain(action, signal, progress)
+        ? this.drain(action, signal, progress, blocked)
         : step === 'call'
           ? this.call(action, signal, progress, request.confirm)
           : this.prepare(step, action, signal, progress);
@@ -264,6 +271,7 @@ export class TalosExecutor {
     action: ObservedNodeAction,
     signal: AbortSignal,
     progress: (message: string) => void,
+    blocked: (blockers: DrainBlocker[]) => void,
   ): Promise<ExecutionStepFacts> {
     const drain = action.spec.drain;
     const timeoutMs = parseDuration(drain?.timeout ?? '10m');
@@ -274,6 +282,7 @@ export class TalosExecutor {
       owner: action.metadata.name,
       signal,
       progress,
+      blocked,
       ...(this.o.drainRetryMs !== undefined ? { retryMs: this.o.drainRetryMs } : {}),
       ...(drain?.gracePeriodSeconds !== undefined ? { gracePeriodSeconds: drain.gracePeriodSeconds } : {}),
       ...(drain?.podSelector ? { podSelector: drain.podSelector } : {}),

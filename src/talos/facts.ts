@@ -1,5 +1,6 @@
 // What the Talos executor (execution.ts) knows of a Managed action's steps, as the pure
 // decision core reads it (src/actions): plain data, so the core imports no effect module.
+import type { DrainBlocker } from '../api/node-action.ts';
 
 /** The steps of a Managed action the Talos executor makes (executor.ts). */
 export type ExecutionStep = 'prepare' | 'drain' | 'install' | 'call';
@@ -13,6 +14,8 @@ export interface ExecutionStepFacts {
   mayHaveReached?: boolean;
   /** A call Talos acknowledged: whether the node reboots or goes down because of it. */
   disrupts?: boolean;
+  /** A running drain: the pods whose eviction is refused now (drain.ts), longest refused first. */
+  blockers?: DrainBlocker[];
 }
 
 export type ExecutionFacts = Partial<Record<ExecutionStep, ExecutionStepFacts>>;

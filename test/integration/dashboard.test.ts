@@ -14,10 +14,14 @@ import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
+import { loadTalosConfig } from '../../src/talos/config.ts';
+import { cordon } from '../../src/talos/drain.ts';
 import { installGatehouseAPI, repoRoot } from '../support/install.ts';
+import { createTalosNodes, GROUP_LABEL } from '../support/talos-nodes.ts';
 import {
   API,
   createAction,
+  createGroupHook,
   createPolicy,
   createTestNodes,
   deleteActionsAfter,
@@ -33,10 +37,13 @@ import {
   rest,
   switchableCheck,
   testKubeConfig,
+  testSandboxState,
   uniqueName,
   waitFor,
 } from '../support/kube.ts';
 
+/** Keeps everyone else's pods off this file's simulated Talos nodes. */
+const TAINT = 'gatehouse.test/dashboard';
 const CHROMIUM = process.env.GATEHOUSE_TEST_CHROMIUM ?? '/usr/bin/chromium';
 const ARTIFACTS = join(repoRoot, 'test-artifacts');
 
@@ -313,6 +320,102 @@ describe('dashboard in a browser', () => {
       },
     );
     t.diagnostic(`browser part took ${String(Date.now() - started)}ms`);
+  });
+
+  it("shows what holds a Managed action's drain, then what held it and the undo that followed", async (t) => {
+    const sandbox = await testSandboxState();
+    assert.ok(sandbox.talosconfig, `the sandbox in ${sandbox.dir} runs no Talos simulator`);
+    const own = uniqueName('dashboard-drain');
+    const managed = await startGateController(own, {
+      dashboardAnonymousActions: true,
+      talos: { config: await loadTalosConfig({ path: sandbox.talosconfig }), drainRetryMs: 500 },
+    });
+    t.after(() => managed.stop());
+    const group = uniqueName('dash-drain');
+    const [target, spare] = (await createTalosNodes(t, client, {
+      group,
+      count: 2,
+      taint: TAINT,
+      kubernetesVersion: sandbox.kubernetesVersion,
+      talosVersion: 'v1.13.0',
+      addressBlock: 50,
+    })) as [string, string];
+    const namespace = await freshNamespace(t, kc);
+    await createGroupHook(client, { namespace, group }, 'PreRebootJob', 'noout', {
+      template: hookTemplate('Succeeded', '1s'),
+      undo: { template: hookTemplate('Succeeded', '1s') },
+      placement: 'Anywhere',
+    });
+    // Both pods on the target, and a budget that needs both: no eviction is ever allowed.
+    await cordon(client, spare, true);
+    await client.request(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
+      method: 'POST',
+      body: {
+        metadata: { name: 'osd' },
+        spec: {
+          replicas: 2,
+          selector: { matchLabels: { app: 'osd' } },
+          template: {
+            metadata: { labels: { app: 'osd' } },
+            spec: {
+              nodeSelector: { [GROUP_LABEL]: group },
+              tolerations: [{ key: TAINT, operator: 'Exists', effect: 'NoSchedule' }],
+              containers: [{ name: 'main', image: 'registry.example/osd' }],
+            },
+          },
+        },
+      },
+    });
+    await client.request(`/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets`, {
+      method: 'POST',
+      body: {
+        metadata: { name: 'osd' },
+        spec: { minAvailable: 2, selector: { matchLabels: { app: 'osd' } } },
+      },
+    });
+    await waitFor('the budget to count 2 healthy pods', async () => {
+      const pdb = await client.request<{ status?: { currentHealthy?: number } }>(
+        `/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets/osd`,
+      );
+      return pdb.status?.currentHealthy === 2 ? true : undefined;
+    });
+    const created = await createAction(client, own, me, {
+      nodeName: target,
+      execution: 'Managed',
+      drain: { timeout: '25s' },
+    });
+    const name = created.metadata.name;
+    deleteActionsAfter(t, client, name);
+
+    const { page, errors } = await openPage(`${managed.url}/`);
+    await shows(page.locator('#connection'), /^● live$/);
+    const row = page.getByRole('table', { name: 'Actions' }).getByRole('row', { name }).first();
+    await shows(row, /Executing/, 30_000);
+    await page.getByRole('button', { name: `Timeline of ${name}` }).click();
+    const blockers = page.getByRole('list', { name: `Evictions refused for ${name}` });
+    const pod = `osd-\\S+ blocked by PodDisruptionBudget ${namespace}/osd \\(0 disruptions allowed\\)`;
+    await shows(
+      blockers,
+      new RegExp(`^✗ Refused ${pod} — since \\S+ ✗ Refused ${pod} — since \\S+$`),
+      20_000,
+    );
+    const details = page.locator(`#timeline-${name}`);
+    await shows(details, /What holds the drain — evictions refused since \d/);
+    await shows(details, /DrainBlocked True \(EvictionsRefused\)/);
+
+    // Past drain.timeout: Failed without a Talos call; what held it stays; the undo runs.
+    await waitForPhase(client, name, 'Failed', 60_000);
+    await shows(row, /✗ Failed/);
+    await shows(details, /What held the drain — evictions refused since/);
+    const undo = page.getByRole('list', { name: `Undo runs of ${name}` });
+    await shows(
+      undo,
+      new RegExp(`Succeeded PreRebootJob ${namespace}/noout, attempt 1 — Job \\S+ started .* finished `),
+      60_000,
+    );
+    await page.screenshot({ path: join(ARTIFACTS, 'dashboard-drain.png'), fullPage: true });
+    assert.deepEqual(errors, [], 'no console errors');
+    await page.close();
   });
 
   it('says when the controller is gone, and is not served with dashboard: false', async () => {

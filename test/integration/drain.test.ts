@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
 import { isReady, talosNode } from '../../sandbox/nodes.ts';
 import { HOOK_JOB_LABELS as LABELS } from '../../src/api/names.ts';
+import type { DrainBlocker } from '../../src/api/node-action.ts';
 import { cordon, DrainError, drainNode } from '../../src/talos/drain.ts';
 import {
   freshNamespace,
@@ -178,11 +179,26 @@ describe('drain', () => {
     await cordon(api, other, true);
     await deploy(namespace, group, 'osd', 2, 2);
     const started = Date.now();
-    const error = await drainNode({ rest: api, node: target, timeoutMs: 3000, retryMs: 500 }).catch(
-      (e: unknown) => e,
-    );
+    const reports: DrainBlocker[][] = [];
+    const error = await drainNode({
+      rest: api,
+      node: target,
+      timeoutMs: 3000,
+      retryMs: 500,
+      blocked: (b) => reports.push(b),
+    }).catch((e: unknown) => e);
     assert.ok(error instanceof DrainError, String(error));
     assert.ok(Date.now() - started >= 3000);
+    // Told once what holds it, not on each of the retries that found the same.
+    assert.equal(reports.length, 1, JSON.stringify(reports));
+    const pods = await api.request<{ items: { metadata: { name: string } }[] }>(
+      `/api/v1/namespaces/${namespace}/pods`,
+    );
+    assert.deepEqual(
+      reports[0]?.map((b) => [b.namespace, b.pod, b.podDisruptionBudget, b.disruptionsAllowed]).sort(),
+      pods.items.map((p) => [namespace, p.metadata.name, 'osd', 0]).sort(),
+    );
+    assert.ok(reports.flat().every((b) => b.message === undefined && Date.parse(b.since) >= started));
     assert.match(
       error.message,
       new RegExp(

@@ -422,6 +422,15 @@ describe('Managed execution', () => {
     // Issue 16: nothing was done to the node, so it is put back as it was.
     assert.match(message, new RegExp(`uncordoning node ${target}, cordoned for this action`));
     assert.equal(conditionOf(failed, 'Drained')?.reason, 'DrainFailed');
+    // What held it stays recorded: both pods, their budget, nothing it allowed.
+    assert.equal(conditionOf(failed, 'DrainBlocked')?.status, 'True');
+    assert.deepEqual(
+      failed.status.drain?.blockers?.map((b) => [b.podDisruptionBudget, b.disruptionsAllowed]),
+      [
+        ['osd', 0],
+        ['osd', 0],
+      ],
+    );
     assert.deepEqual(await callsOn(target), {}, 'Talos was never called');
     const undone = await waitFor(
       'the undo of the noout hook to succeed',
@@ -472,20 +481,39 @@ describe('Managed execution', () => {
     await cordon(client, spare, false);
     const name = await managedAction(t, { nodeName: target, action: 'Reboot', drain: { timeout: '2m' } });
     const held = await waitFor(
-      'the drain to report the budget that holds it',
+      'the drain to report the budget that holds it, for both pods',
       async () => {
         const a = await getAction(client, name);
-        const blocked = new RegExp(
-          `waiting .*: ${namespace}/osd-\\S+ blocked by PodDisruptionBudget ${namespace}/osd \\(0 disruptions allowed\\)`,
-        );
-        return blocked.test(a.status?.message ?? '') ? a : undefined;
+        return a.status?.drain?.blockers?.length === 2 ? a : undefined;
       },
       { timeoutMs: 60_000, intervalMs: 250 },
     );
     assert.equal(held.status?.phase, 'Executing');
+    const blocked = new RegExp(
+      `^draining node ${target}: waiting for evictions: osd-\\S+ blocked by PodDisruptionBudget ${namespace}/osd \\(0 disruptions allowed\\); osd-\\S+ blocked by`,
+    );
+    assert.match(held.status.message ?? '', blocked);
     assert.equal(conditionOf(held, 'Drained')?.status, 'Unknown');
     assert.match(conditionOf(held, 'Drained')?.message ?? '', /blocked by PodDisruptionBudget/);
+    assert.equal(conditionOf(held, 'DrainBlocked')?.status, 'True');
+    assert.equal(conditionOf(held, 'DrainBlocked')?.reason, 'EvictionsRefused');
+    const pods = (await podsOf(namespace, 'osd')).map((p) => p.metadata.name).sort();
+    assert.deepEqual(
+      held.status.drain?.blockers
+        ?.map((b) => [b.namespace, b.pod, b.podDisruptionBudget, b.disruptionsAllowed])
+        .sort(),
+      pods.map((pod) => [namespace, pod, 'osd', 0]),
+    );
+    assert.equal(held.status.drain.moreBlockers, undefined);
+    assert.ok(held.status.drain.blockers.every((b) => Date.parse(b.since) <= Date.now()));
+    // Six retries (every 500ms) refused alike: the status is not written again.
     await new Promise((r) => setTimeout(r, 3000));
+    const still = await getAction(client, name);
+    assert.equal(
+      still.metadata.resourceVersion,
+      held.metadata.resourceVersion,
+      `an unchanged hold was written again: ${JSON.stringify(still.status?.drain)}`,
+    );
     assert.deepEqual(await callsOn(target), {}, 'no Talos call while the drain is held');
     // The budget allows one disruption now: the drain goes on, pod by pod.
     await client.request(`/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets/osd`, {
@@ -496,6 +524,11 @@ describe('Managed execution', () => {
     const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 180_000);
     assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
     assert.match(conditionOf(done, 'Drained')?.message ?? '', /2 pod\(s\) evicted/);
+    // What held it is cleared once the drain went on, and DrainBlocked says so.
+    assert.equal(done.status.drain, undefined);
+    assert.equal(conditionOf(done, 'DrainBlocked')?.status, 'False');
+    assert.equal(conditionOf(done, 'DrainBlocked')?.reason, 'EvictionsAllowed');
+    assert.match(conditionOf(done, 'DrainBlocked')?.message ?? '', /went through after \d/);
     assert.deepEqual(await callsOn(target), { Reboot: 1 });
   });
 

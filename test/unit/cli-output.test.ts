@@ -256,6 +256,55 @@ describe('gatehouse actions describe', () => {
   });
 });
 
+describe('gatehouse actions describe: the drain and the undo', () => {
+  it('lists every pod that held the drain, and each undo run with its hook, state, Job and message', () => {
+    const action = act('worker-1-reboot-x', 'Failed', '2026-11-30T10:00:00Z');
+    const blockers = Array.from({ length: 10 }, (_, n) => ({
+      namespace: 'rook-ceph',
+      pod: `rook-ceph-osd-${String(n)}`,
+      podDisruptionBudget: 'rook-ceph-osd',
+      disruptionsAllowed: 0,
+      since: '2026-11-30T10:00:10Z',
+    }));
+    action.status = {
+      ...action.status,
+      completionTime: '2026-11-30T10:10:10Z',
+      drain: { blockers, moreBlockers: 2 },
+      undo: {
+        decisionTime: '2026-11-30T10:10:10Z',
+        nodeDisrupted: false,
+        reason: 'the node was not disrupted: undoing 1 pre-action hook',
+        runs: [
+          {
+            kind: 'PreRebootJob',
+            namespace: 'rook-ceph',
+            name: 'noout',
+            attempt: 1,
+            jobName: 'noout-undo-1',
+            phase: 'Failed',
+            startTime: '2026-11-30T10:10:11Z',
+            completionTime: '2026-11-30T10:10:20Z',
+            message: 'Job failed: BackoffLimitExceeded',
+          },
+        ],
+      },
+    };
+    const text = describeText(action, undefined, new Date('2026-11-30T10:11:00Z'), PLAIN);
+    assert.match(
+      text,
+      /\nDrain \(condition DrainBlocked\):\n {2}✗ drain was held 10m00s: rook-ceph-osd-0 blocked by PodDisruptionBudget rook-ceph\/rook-ceph-osd \(0 disruptions allowed\)\n/,
+    );
+    assert.match(
+      text,
+      /\n {6}rook-ceph-osd-9 blocked by PodDisruptionBudget rook-ceph\/rook-ceph-osd \(0 disruptions allowed\)\n {6}and 2 more pods refused\n/,
+    );
+    assert.match(
+      text,
+      /\nUndo \(decided 2026-11-30T10:10:10Z, node undisrupted\):\n {2}the node was not disrupted: undoing 1 pre-action hook\n {2}✗ undo of PreRebootJob rook-ceph\/noout Failed 9s \(job noout-undo-1\): Job failed: BackoffLimitExceeded\n/,
+    );
+  });
+});
+
 describe('tables', () => {
   it('aligns columns and trims the last', () => {
     assert.equal(

@@ -353,3 +353,125 @@ describe('LiveDisplay', () => {
     assert.equal(truncateVisible('ab', 5), 'ab');
   });
 });
+
+describe('what holds the drain, and what is undone', () => {
+  const managed = { execution: 'Managed' as const };
+  const osd = (n: number, since: string) => ({
+    namespace: 'rook-ceph',
+    pod: `rook-ceph-osd-${String(n)}`,
+    podDisruptionBudget: `rook-ceph-osd-host-worker-${String(n)}`,
+    disruptionsAllowed: 0,
+    since,
+  });
+  const held: Status = {
+    phase: 'Executing',
+    phaseTime: '2026-01-10T11:55:00Z',
+    message: 'draining node worker-1: waiting for evictions: ...',
+    drain: {
+      blockers: [osd(2, '2026-01-10T11:57:18Z'), osd(5, '2026-01-10T11:59:30Z')],
+      moreBlockers: 4,
+    },
+  };
+
+  it('shows how long the drain has waited, which pods block it and which budget, and counts the rest', () => {
+    const lines = progressLines('worker-1-reboot-abcde', { action: action(held, managed), node }, NOW);
+    assert.ok(
+      lines.includes(
+        '  ✗ drain waiting 3m12s: rook-ceph-osd-2 blocked by PodDisruptionBudget rook-ceph/rook-ceph-osd-host-worker-2 (0 disruptions allowed)',
+      ),
+      lines.join('\n'),
+    );
+    assert.ok(
+      lines.includes(
+        '      rook-ceph-osd-5 blocked by PodDisruptionBudget rook-ceph/rook-ceph-osd-host-worker-5 (0 disruptions allowed) (refused 1m00s)',
+      ),
+      lines.join('\n'),
+    );
+    assert.ok(lines.includes('      and 4 more pods refused'), lines.join('\n'));
+  });
+
+  it('tells in a log when the drain is held, when the hold changes, and when it proceeds', () => {
+    const before: Progress = { action: action({ ...held, drain: undefined }, managed), node };
+    const blocked: Progress = { action: action(held, managed), node };
+    assert.deepEqual(progressEvents(before, blocked), [
+      'worker-1: drain waiting: rook-ceph-osd-2 blocked by PodDisruptionBudget rook-ceph/rook-ceph-osd-host-worker-2 (0 disruptions allowed); rook-ceph-osd-5 blocked by PodDisruptionBudget rook-ceph/rook-ceph-osd-host-worker-5 (0 disruptions allowed); and 4 more pods',
+    ]);
+    assert.deepEqual(progressEvents(blocked, { action: action(held, managed), node }), [], 'unchanged');
+    assert.deepEqual(progressEvents(blocked, before), [
+      'worker-1: drain proceeds: the refused evictions went through',
+    ]);
+  });
+
+  const noout = {
+    kind: 'PreRebootJob' as const,
+    namespace: 'rook-ceph',
+    name: 'noout',
+    attempt: 1,
+    jobName: 'noout-u1-1',
+    phase: 'Succeeded' as const,
+    startTime: '2026-01-10T11:50:00Z',
+    completionTime: '2026-01-10T11:50:04Z',
+  };
+  const cancelled: Status = {
+    phase: 'Cancelled',
+    completionTime: '2026-01-10T12:00:20Z',
+    message: 'cancelled',
+    hooks: [noout],
+    undo: {
+      decisionTime: '2026-01-10T12:00:20Z',
+      nodeDisrupted: false,
+      reason: 'the node was not disrupted: undoing 1 pre-action hook',
+      runs: [
+        {
+          ...noout,
+          jobName: 'noout-undo-u1-1',
+          phase: 'Running',
+          startTime: '2026-01-10T12:00:21Z',
+          completionTime: undefined,
+        },
+      ],
+    },
+  };
+
+  it('shows each undo run with its hook, state and Job, in the live block and in a log', () => {
+    const lines = progressLines('worker-1-reboot-abcde', { action: action(cancelled, managed), node }, NOW);
+    assert.ok(
+      lines.includes('  ● undo of PreRebootJob rook-ceph/noout Running 9s (job noout-undo-u1-1)'),
+      lines.join('\n'),
+    );
+    const [run] = cancelled.undo?.runs ?? [];
+    assert.ok(run && cancelled.undo);
+    const failed = { ...run, phase: 'Failed' as const, message: 'Job failed: BackoffLimitExceeded' };
+    const ended: Status = { ...cancelled, undo: { ...cancelled.undo, runs: [failed] } };
+    assert.deepEqual(
+      progressEvents({ action: action(cancelled, managed), node }, { action: action(ended, managed), node }),
+      [
+        'worker-1: undo of PreRebootJob rook-ceph/noout Failed (job noout-undo-u1-1): Job failed: BackoffLimitExceeded',
+      ],
+    );
+  });
+
+  it('says why nothing is undone when a pre-action hook had run', () => {
+    const unknown: Status = {
+      ...cancelled,
+      phase: 'Failed',
+      undo: {
+        decisionTime: '2026-01-10T12:00:20Z',
+        nodeDisrupted: true,
+        reason: "nothing undone: whether it reached the node is unknown; the node's boot hooks clean up",
+      },
+    };
+    const lines = progressLines('worker-1-reboot-abcde', { action: action(unknown, managed), node }, NOW);
+    assert.ok(
+      lines.includes(
+        "  – nothing undone: whether it reached the node is unknown; the node's boot hooks clean up",
+      ),
+      lines.join('\n'),
+    );
+    const noHooks = { ...unknown, hooks: [] };
+    assert.ok(
+      !progressLines('x', { action: action(noHooks, managed), node }, NOW).some((l) => l.includes('undone')),
+      'nothing to say when no hook had run',
+    );
+  });
+});

@@ -382,6 +382,76 @@ describe('dashboard view: actions and nodes', () => {
     assert.deepEqual([v.summary.actionsInProgress, v.summary.actionsFinished], [2, 3]);
   });
 
+  it('shows what holds the drain, in words, as the decision core records it, and the undo runs', () => {
+    const approved = input({
+      action: action(
+        { execution: 'Managed', action: 'Reboot' },
+        { phase: 'Approved', approvalTime: T0.toISOString(), bootIDBefore: 'boot-1' },
+      ),
+      node: node('w1', { osImage: 'Talos (v1.13.0)' }),
+      execution: {},
+    });
+    const first = decide(approved);
+    const since = at(1).toISOString();
+    const blocker = (n: number) => ({
+      namespace: 'rook-ceph',
+      pod: `rook-ceph-osd-${String(n)}`,
+      podDisruptionBudget: 'rook-ceph-osd',
+      disruptionsAllowed: 0,
+      since,
+    });
+    const held = decide({
+      ...approved,
+      now: at(2),
+      action: { ...approved.action, status: first.status },
+      execution: {
+        drain: {
+          state: 'running',
+          message: 'waiting',
+          blockers: Array.from({ length: 12 }, (_, n) => blocker(n)),
+        },
+      },
+    });
+    const [row] = view({ actions: [{ ...approved.action, status: held.status }] as ActionObject[] }).actions;
+    assert.equal(row?.drain?.since, since);
+    assert.equal(row.drain.blockers.length, 10);
+    assert.equal(row.drain.more, 2);
+    assert.deepEqual(row.drain.blockers[0], {
+      namespace: 'rook-ceph',
+      pod: 'rook-ceph-osd-0',
+      podDisruptionBudget: 'rook-ceph-osd',
+      disruptionsAllowed: 0,
+      since,
+      text: 'rook-ceph-osd-0 blocked by PodDisruptionBudget rook-ceph/rook-ceph-osd (0 disruptions allowed)',
+    });
+    assert.equal(row.undo, null);
+    const undone: NodeActionStatus = {
+      ...held.status,
+      phase: 'Cancelled',
+      undo: {
+        decisionTime: at(3).toISOString(),
+        nodeDisrupted: false,
+        reason: 'undoing 1 pre-action hook',
+        runs: [
+          {
+            kind: 'PreRebootJob',
+            namespace: 'rook-ceph',
+            name: 'noout',
+            attempt: 1,
+            jobName: 'noout-undo',
+            phase: 'Running',
+          },
+        ],
+      },
+    };
+    const [ended] = view({ actions: [{ ...approved.action, status: undone }] as ActionObject[] }).actions;
+    assert.deepEqual(
+      ended?.undo?.runs.map((r) => [r.kind, r.name, r.phase, r.job]),
+      [['PreRebootJob', 'noout', 'Running', 'noout-undo']],
+    );
+    assert.equal(ended.undo.nodeDisrupted, false);
+  });
+
   it('shows who asked, the bypass and its reason, and what the action is about', () => {
     const a = action(
       {

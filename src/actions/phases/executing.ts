@@ -12,7 +12,8 @@
 import type { ExecutionRecord } from '../../api/node-action.ts';
 import type { TalosPlan } from '../../talos/plan.ts';
 import type { ExecutionStepFacts } from '../../talos/facts.ts';
-import { errorMessage } from '../../wait.ts';
+import { errorMessage, formatDuration } from '../../wait.ts';
+import { blockedSince, drainHoldWords, drainRecord } from '../drain-hold.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { ACTION_DESCRIPTORS, completionOf, drainsBeforeCall, waitingMessage } from '../descriptors.ts';
 
@@ -69,15 +70,29 @@ export function execute(b: DecisionBuilder): void {
         return;
       }
       if (op.state === 'running') {
+        // Blockers not reported yet (a drain begun again after a restart): as recorded.
+        const hold = op.blockers === undefined ? status.drain : drainRecord(status.drain, op.blockers);
+        if (hold) {
+          // Held: words that change only when what holds it does (drain-hold.ts).
+          const words = drainHoldWords(hold);
+          status.drain = hold;
+          condition('DrainBlocked', 'True', 'EvictionsRefused', words);
+          condition('Drained', 'Unknown', 'Draining', `waiting for evictions: ${words}`);
+          b.say(`draining node ${nodeName}: waiting for evictions: ${words}`);
+          return;
+        }
+        released(b);
         condition('Drained', 'Unknown', 'Draining', op.message);
         b.say(`draining node ${nodeName}: ${op.message}`);
         return;
       }
       if (op.state === 'failed') {
+        // What held it stays recorded (status.drain, DrainBlocked): why it failed.
         condition('Drained', 'False', 'DrainFailed', op.message);
         b.end('Failed', `the drain failed: ${op.message}`);
         return;
       }
+      released(b);
       status.execution = { ...recorded, drainTime: now.toISOString() };
       condition('Drained', 'True', 'Drained', op.message);
       event('Normal', 'Drained', op.message);
@@ -93,6 +108,21 @@ export function execute(b: DecisionBuilder): void {
   event('Normal', 'TalosCall', message);
   b.say(message);
   b.effect({ type: 'talos', step: 'call', call: plan.call, callTime });
+}
+
+/** The drain is no longer held: its record goes, and DrainBlocked says for how long it was. */
+function released(b: DecisionBuilder): void {
+  const { status, condition } = b;
+  const since = blockedSince(status.drain);
+  if (status.drain === undefined) return;
+  delete status.drain;
+  const held = since === undefined ? '' : ` after ${formatDuration(b.now.getTime() - Date.parse(since))}`;
+  condition(
+    'DrainBlocked',
+    'False',
+    'EvictionsAllowed',
+    `the refused evictions went through${held}; the drain proceeds`,
+  );
 }
 
 /** A repeatable step: true once this process has made it; `reason` is its Event's. */

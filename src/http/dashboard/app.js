@@ -270,9 +270,63 @@ function timeline(action) {
   );
 }
 
+/**
+ * What holds the drain, or held it when the action ended: each pod refused and the
+ * PodDisruptionBudget that refuses it, longest first.
+ * @param {ActionRow} action
+ * @param {NonNullable<ActionRow['drain']>} drain
+ */
+function drainHold(action, drain) {
+  return [
+    h(
+      'h4',
+      {},
+      action.finished ? 'What held the drain' : 'What holds the drain',
+      h('span', { class: 'muted' }, ' — evictions refused since ', time(drain.since)),
+    ),
+    h(
+      'ul',
+      { class: 'drain-blockers', 'aria-label': `Evictions refused for ${action.name}` },
+      drain.blockers.map((b) =>
+        h(
+          'li',
+          { class: 'drain-blocker' },
+          badge('blocker', 'Refused', '✗'),
+          ` ${b.text}`,
+          h('span', { class: 'muted' }, ' — since ', time(b.since)),
+        ),
+      ),
+      drain.more > 0 ? h('li', { class: 'muted', text: `and ${String(drain.more)} more` }) : '',
+    ),
+  ];
+}
+
+/**
+ * The undo of the pre-action hooks: why (not), and each run like a hook's.
+ * @param {ActionRow} action
+ * @param {NonNullable<ActionRow['undo']>} undo
+ */
+function undoPart(action, undo) {
+  const parts = [
+    h('h4', { text: 'Undo of the pre-action hooks' }),
+    h('div', { class: 'message', text: undo.reason }),
+  ];
+  if (undo.runs.length > 0)
+    parts.push(
+      h(
+        'ul',
+        { class: 'hook-runs', 'aria-label': `Undo runs of ${action.name}` },
+        undo.runs.map(hookRunItem),
+      ),
+    );
+  return parts;
+}
+
 /** @param {ActionRow} action */
 function actionDetails(action) {
   const parts = [h('h3', { text: `Timeline of ${action.name}` }), timeline(action)];
+  if (action.drain) parts.push(...drainHold(action, action.drain));
+  if (action.undo) parts.push(...undoPart(action, action.undo));
   if (action.checks.length > 0) {
     parts.push(
       h('h4', { text: 'Checks it was judged on' }),
