@@ -314,6 +314,118 @@ describe('NodeRollout', () => {
   });
 });
 
+/** An hourly window that opened a minute ago and stays open `minutes` in all. */
+function openWindow(minutes: number) {
+  const minute = (new Date().getUTCMinutes() + 59) % 60;
+  return [{ schedule: `${String(minute)} * * * *`, duration: `${String(minutes)}m`, timeZone: 'UTC' }];
+}
+
+/** An hourly window that opens in half an hour. */
+function closedWindow() {
+  const minute = (new Date().getUTCMinutes() + 30) % 60;
+  return [{ schedule: `${String(minute)} * * * *`, duration: '1m', timeZone: 'UTC' }];
+}
+
+describe('NodeRollout and maintenance windows', () => {
+  const instance = uniqueName('rollouts-win');
+  let controller: Controller | undefined;
+  after(() => controller?.stop());
+
+  it('refuses to start a node whose history says it cannot finish in what is left of the window', async (t) => {
+    const group = uniqueName('ro-fit');
+    const [slow = ''] = await nodes(t, group, 1);
+    // Synthetic history, in place before the controller starts: two finished upgrades of
+    // this node that took 20 minutes each from admission to completion.
+    const history: string[] = [];
+    for (const daysAgo of [1, 2]) {
+      const name = uniqueName('ro-hist');
+      await client.request(`${API}/nodeactions`, {
+        method: 'POST',
+        body: {
+          apiVersion: 'talos.dev/v1alpha1',
+          kind: 'NodeAction',
+          metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
+          spec: { nodeName: slow, action: 'Upgrade', upgrade: { image: IMAGE }, requestedBy: me },
+        },
+      });
+      history.push(name);
+      const start = new Date(Date.now() - daysAgo * 86_400_000);
+      const end = new Date(start.getTime() + 20 * 60_000);
+      const created = await client.request<ActionObject>(`${API}/nodeactions/${name}`);
+      await client.request(`${API}/nodeactions/${name}/status`, {
+        method: 'PUT',
+        body: {
+          ...created,
+          status: {
+            phase: 'Succeeded',
+            startTime: start.toISOString(),
+            completionTime: end.toISOString(),
+            message: 'synthetic history',
+          },
+        },
+      });
+    }
+    t.after(() =>
+      Promise.all(
+        history.map((n) =>
+          client.request(`${API}/nodeactions/${n}`, { method: 'DELETE' }).catch(() => undefined),
+        ),
+      ),
+    );
+    await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+      windows: openWindow(6),
+    });
+    controller = await startGateController(instance, { talos: { config: talos, drainRetryMs: 500 } });
+    const name = await createRollout(t, instance, [group]);
+    const waiting = await waitForRollout(
+      name,
+      'to hold the node back',
+      (r) => r.status?.nodes?.[0]?.phase === 'Waiting',
+      30_000,
+    );
+    assert.match(
+      waiting.status?.message ?? '',
+      new RegExp(`waiting for the next window: ${slow} needs ~20m, [4-6]m left`),
+    );
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal((await rolloutActions(name)).length, 0, 'no NodeAction for a node that cannot finish');
+    assert.equal(await upgradeCalls(slow), 0);
+  });
+
+  it('stops starting nodes when the window closes, and goes on in the next one', async (t) => {
+    controller ??= await startGateController(instance, { talos: { config: talos, drainRetryMs: 500 } });
+    const group = uniqueName('ro-win');
+    await nodes(t, group, 3);
+    const policy = await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+      windows: openWindow(40),
+    });
+    const name = await createRollout(t, instance, [group]);
+    await waitForRollout(name, 'to finish its first node', (r) => (r.status?.counts?.succeeded ?? 0) >= 1);
+    // The window closes (the policy's window moves half an hour away).
+    const patchWindows = (windows: unknown) =>
+      client.request(`${API}/actionpolicies/${policy}`, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: { spec: { windows } },
+      });
+    await patchWindows(closedWindow());
+    const held = await waitForRollout(name, 'to wait for the next window', (r) =>
+      (r.status?.nodes ?? []).some((n) => n.phase === 'Waiting'),
+    );
+    const started = (await rolloutActions(name)).length;
+    assert.ok(started < 3, 'not every node had started');
+    assert.match(held.status?.message ?? '', /waiting for the next window of ActionPolicy/);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal((await rolloutActions(name)).length, started, 'no node starts while the window is closed');
+    // The next window opens.
+    await patchWindows(openWindow(40));
+    const done = await waitForRollout(name, 'to complete in the next window', complete);
+    assert.equal(done.status?.counts?.succeeded, 3);
+  });
+});
+
 /** The real controller command, in a process of its own that the test can SIGKILL. */
 class ControllerProcess {
   private child: ChildProcess | undefined;
