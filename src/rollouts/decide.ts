@@ -284,21 +284,22 @@ function conditionsOf(
   return conditions;
 }
 
-function eventsOf(
-  previous: readonly RolloutNode[],
-  next: readonly Entry[],
-  created: ReadonlySet<string>,
-): EventSpec[] {
+/**
+ * Events for the nodes whose phase the stored status does not show yet. From the stored
+ * status, not from what this pass created: a pass whose status write lost a conflict
+ * leaves its transitions to the next pass, which reports them.
+ */
+function eventsOf(previous: readonly RolloutNode[], next: readonly Entry[]): EventSpec[] {
   const before = new Map(previous.map((e) => [e.node, e.phase]));
   const events: EventSpec[] = [];
   for (const e of next) {
     const was = before.get(e.node);
-    if (was === e.phase && !created.has(e.node)) continue;
-    if (created.has(e.node))
+    if (was === e.phase) continue;
+    if (e.phase === 'Running')
       events.push({
         type: 'Normal',
         reason: 'NodeStarted',
-        message: `${e.node}: created NodeAction ${e.action ?? ''}`,
+        message: `${e.node}: NodeAction ${e.action ?? ''}`,
       });
     else if (e.phase === 'Succeeded')
       events.push({ type: 'Normal', reason: 'NodeSucceeded', message: `${e.node}: ${e.message ?? 'done'}` });
@@ -441,8 +442,7 @@ export function decide(input: RolloutInput): RolloutPlan {
     now,
   );
 
-  const created = new Set(create.map((c) => c.node));
-  const events = eventsOf(previous, entries, created);
+  const events = eventsOf(previous, entries);
   const wasHalted =
     rollout.status?.conditions?.find((c) => c.type === 'Halted')?.reason === 'FailureBudgetExhausted';
   if (halted && !wasHalted)

@@ -54,6 +54,20 @@ describe('rollout decide', () => {
       ['w1', 'w2'],
     );
     assert.equal(plan.create[0]?.name, 'r-w1');
+    assert.deepEqual(
+      plan.events.map((e) => `${e.reason} ${e.message}`),
+      ['NodeStarted w1: NodeAction r-w1', 'NodeStarted w2: NodeAction r-w2'],
+    );
+    // Once the status shows them, the same world is no news.
+    const again = decide(
+      input({
+        rollout: rollout({ maxParallel: 2 }, plan.status),
+        nodes,
+        actions: plan.create.map((c) => ({ name: c.name, node: c.node, phase: 'Pending' })),
+      }),
+    );
+    assert.deepEqual(again.events, []);
+    assert.deepEqual(again.create, []);
     assert.deepEqual(plan.status.counts, {
       pending: 2,
       running: 2,
