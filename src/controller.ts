@@ -6,7 +6,7 @@ import { isTerminal } from './api/phases.ts';
 import { ActionReconciler, instanceSelector, type ActionObject } from './actions/reconciler.ts';
 import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
 import { HOOK_JOB_SELECTOR } from './api/names.ts';
-import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, CHECKS_PATH } from './api/paths.ts';
+import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH, CHECKS_PATH } from './api/paths.ts';
 import { BootReconciler } from './boots/reconciler.ts';
 import type { ActionPolicy } from './api/action-policy.ts';
 import { hookKinds, type HookKindName, type HookSpec } from './api/hooks.ts';
@@ -21,6 +21,7 @@ import { Informer, type KubeObject } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader.ts';
 import { slimNode } from './kube/nodes.ts';
 import { RestClient } from './kube/rest.ts';
+import { RolloutReconciler, type RolloutObject } from './rollouts/reconciler.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import type { TalosClientOptions } from './talos/client.ts';
@@ -130,6 +131,9 @@ export class Controller {
   readonly actions: ActionReconciler | undefined;
   /** Undefined when the controller was started with `boots: false` (or `actions: false`). */
   readonly boots: BootReconciler | undefined;
+  readonly rolloutInformer: Informer<RolloutObject>;
+  /** Undefined when the controller was started with `actions: false`: a rollout is made of actions. */
+  readonly rollouts: RolloutReconciler | undefined;
   /** Undefined when the controller was started with `dashboard: false`. */
   dashboard: Dashboard | undefined;
   private server: Server | undefined;
@@ -192,6 +196,12 @@ export class Controller {
       labelSelector: instanceSelector(options.instance),
     });
     this.policyInformer = new Informer({ ...common, path: ACTION_POLICIES_PATH });
+    // Rollouts are assigned to an instance like actions: the instance creates their actions.
+    this.rolloutInformer = new Informer<RolloutObject>({
+      ...common,
+      path: NODE_ROLLOUTS_PATH,
+      labelSelector: instanceSelector(options.instance),
+    });
     this.hookInformers = new Map(
       hookKinds.map((k) => [
         k.kind as HookKindName,
@@ -278,8 +288,24 @@ export class Controller {
             ...(options.instance ? { instance: options.instance } : {}),
           })
         : undefined;
+    this.rollouts =
+      options.actions === false
+        ? undefined
+        : new RolloutReconciler({
+            rest: this.rest,
+            log: options.log.child({ reconciler: 'rollouts' }),
+            events: new EventRecorder(this.rest, options.log),
+            metrics: this.metrics,
+            rollouts: this.rolloutInformer,
+            actions: this.actionInformer,
+            nodes: this.nodeInformer,
+            policies: this.policyInformer,
+            isLeader: () => this.isLeader(),
+            ...(options.instance ? { instance: options.instance } : {}),
+          });
     this.leader?.on('started', () => {
       this.actions?.enqueueAll();
+      this.rollouts?.enqueueAll();
       this.boots?.enqueueAll();
     });
     // A replica that stops leading stops its Talos steps: the new leader decides from the
@@ -299,6 +325,7 @@ export class Controller {
       ...(this.actions || this.boots
         ? [
             ['actionpolicies', this.policyInformer],
+            ...(this.rollouts ? [['noderollouts', this.rolloutInformer]] : []),
             ['jobs', this.jobInformer],
             ...[...this.hookInformers].map(([kind, i]) => [`${kind.toLowerCase()}s`, i]),
           ]
@@ -330,6 +357,10 @@ export class Controller {
     void controller.actions?.start(stopping.signal).catch((error: unknown) => {
       if (!stopping.signal.aborted)
         options.log.error({ err: String(error) }, 'the action reconciler could not start');
+    });
+    void controller.rollouts?.start(stopping.signal).catch((error: unknown) => {
+      if (!stopping.signal.aborted)
+        options.log.error({ err: String(error) }, 'the rollout reconciler could not start');
     });
     const router = new Router();
     router.on('GET', '/healthz', () => ({ status: 200, body: { ok: true } }));
@@ -411,6 +442,7 @@ export class Controller {
     this.stopping?.abort(new Error('controller stopping'));
     this.actions?.stop();
     this.boots?.stop();
+    this.rollouts?.stop();
     this.talosConfig?.stop();
     this.executor?.close();
     await this.leader?.stop();

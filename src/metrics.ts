@@ -130,6 +130,23 @@ export class Metrics {
     this.consecutiveFailures.set({ check }, state.consecutiveFailures);
   }
 
+  readonly rolloutNodes = new Gauge({
+    name: 'gatehouse_rollout_nodes',
+    help: 'Nodes of each NodeRollout by their phase in it (pending, running, succeeded, failed, skipped, vanished), as the leader last decided.',
+    labelNames: ['rollout', 'phase'],
+    registers: [this.registry],
+  });
+
+  /** A rollout's counts (status.counts), one series per phase. */
+  observeRollout(rollout: string, counts: Readonly<Record<string, number>> | undefined): void {
+    for (const [phase, n] of Object.entries(counts ?? {})) this.rolloutNodes.set({ rollout, phase }, n);
+  }
+
+  forgetRollout(rollout: string): void {
+    for (const phase of ['pending', 'running', 'succeeded', 'failed', 'skipped', 'vanished'])
+      this.rolloutNodes.remove({ rollout, phase });
+  }
+
   /** The controller whose state the gauges above report at each scrape. */
   watchController(view: ControllerView): void {
     this.source = view;

@@ -4,10 +4,12 @@ import { clusterHealthCheckKind } from './cluster-health-check.ts';
 import type { KindDefinition } from './common.ts';
 import { hookKinds } from './hooks.ts';
 import { nodeActionKind } from './node-action.ts';
+import { nodeRolloutKind } from './node-rollout.ts';
 
 export const KINDS: readonly KindDefinition[] = [
   clusterHealthCheckKind,
   ...hookKinds,
   nodeActionKind,
   actionPolicyKind,
+  nodeRolloutKind,
 ];

@@ -52,6 +52,17 @@ export const IMMUTABLE_ACTION_ANNOTATIONS = [
   REQUESTED_VIA_ANNOTATION,
 ] as const;
 
+/**
+ * On every NodeAction a NodeRollout created: the rollout's name (src/rollouts/naming.ts),
+ * for selectors and humans. The rollout itself recognises its actions by their
+ * ownerReference (its UID), which nobody can forge for another rollout's UID by accident.
+ */
+export const ROLLOUT_LABEL = 'talos.dev/rollout';
+
+/** The condition types of a NodeRollout's status. */
+export const ROLLOUT_CONDITIONS = ['Progressing', 'Halted', 'Complete'] as const;
+export type RolloutConditionType = (typeof ROLLOUT_CONDITIONS)[number];
+
 /** The labels of the hook Jobs gatehouse creates (src/hooks/job.ts). */
 export const HOOK_JOB_LABELS = {
   managedBy: 'app.kubernetes.io/managed-by',

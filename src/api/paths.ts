@@ -4,6 +4,7 @@ import { actionPolicyKind } from './action-policy.ts';
 import { clusterHealthCheckKind } from './cluster-health-check.ts';
 import { API_VERSION, type KindDefinition } from './common.ts';
 import { nodeActionKind } from './node-action.ts';
+import { nodeRolloutKind } from './node-rollout.ts';
 
 /** The collection path of a kind: all of a cluster-scoped kind, or one namespace's of a namespaced one. */
 export function collectionPath(kind: KindDefinition, namespace?: string): string {
@@ -20,3 +21,4 @@ export function objectPath(kind: KindDefinition, name: string, namespace?: strin
 export const NODE_ACTIONS_PATH = collectionPath(nodeActionKind);
 export const ACTION_POLICIES_PATH = collectionPath(actionPolicyKind);
 export const CHECKS_PATH = collectionPath(clusterHealthCheckKind);
+export const NODE_ROLLOUTS_PATH = collectionPath(nodeRolloutKind);

@@ -95,7 +95,10 @@ export async function connect(options: ConnectionOptions): Promise<Backend> {
  * use), imported when a command talks to a cluster: not at every start of the CLI, and
  * never by `gatehouse controller` (src/kube/kubeconfig.ts says why).
  */
-async function loadKubeConfig(options: { kubeconfig?: string; context?: string }): Promise<KubeConfig> {
+export async function loadKubeConfig(options: {
+  kubeconfig?: string;
+  context?: string;
+}): Promise<KubeConfig> {
   const { KubeConfig } = await import('@kubernetes/client-node');
   const kc = new KubeConfig();
   if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);

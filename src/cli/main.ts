@@ -9,6 +9,7 @@ import { demoCommand } from './demo.ts';
 import { EXIT, EXIT_CODES_HELP } from './exit.ts';
 import { manifestsCommand } from './manifests.ts';
 import { nodeActionCommands } from './node-actions.ts';
+import { rolloutCommand } from './node-rollouts.ts';
 import { sandboxCommand } from './sandbox.ts';
 import { statusCommand } from './status.ts';
 
@@ -30,6 +31,7 @@ export function program(): Command {
   for (const command of nodeActionCommands()) gatehouse.addCommand(command);
   gatehouse
     .addCommand(actionsCommand())
+    .addCommand(rolloutCommand())
     .addCommand(sandboxCommand())
     .addCommand(manifestsCommand())
     .addCommand(controllerCommand())

@@ -13,6 +13,7 @@ import { LiveDisplay } from './display.ts';
 import { CliError, EXIT, handled } from './exit.ts';
 import { formatDocument } from './output.ts';
 import { rollout, type RolloutResult } from './rollout.ts';
+import { upgradeAsRollout } from './node-rollouts.ts';
 import { colourWanted, makeStyle } from './style.ts';
 import { table } from './table.ts';
 
@@ -220,9 +221,24 @@ export function upgradeCommand(): Command {
       'installer image with a tag or digest, e.g. factory.talos.dev/installer/<id>:v1.11.5',
     )
     .option('--stage', 'stage the upgrade and perform it on the next reboot')
+    .option(
+      '--rollout <name>',
+      'create a NodeRollout of these nodes instead (the controller carries it out, --concurrency at once, control plane last) and follow it; see `gatehouse rollout`',
+    )
     .action(
       handled(async (nodes: string[], _: unknown, command: Command) => {
-        const flags = command.optsWithGlobals<CommonFlags & { image: string; stage?: boolean }>();
+        const flags = command.optsWithGlobals<
+          CommonFlags & { image: string; stage?: boolean; rollout?: string }
+        >();
+        if (flags.rollout !== undefined) {
+          await upgradeAsRollout(flags.rollout, nodes, {
+            ...flags,
+            maxParallel: flags.concurrency,
+            maxFailures: 0,
+            watch: true,
+          });
+          return;
+        }
         await run(flags, nodes, 'Upgrade', () => ({
           upgrade: { image: flags.image, ...(flags.stage ? { stage: true } : {}) },
         }));

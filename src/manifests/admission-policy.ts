@@ -145,11 +145,99 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
       ],
     },
   };
-  const binding = {
+  return [policy, binding(POLICY_NAME), rolloutPolicy(namespace), binding(ROLLOUT_POLICY_NAME)];
+}
+
+function binding(policyName: string): Record<string, unknown> {
+  return {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingAdmissionPolicyBinding',
-    metadata: { name: POLICY_NAME, labels: labels() },
-    spec: { policyName: POLICY_NAME, validationActions: ['Deny'] },
+    metadata: { name: policyName, labels: labels() },
+    spec: { policyName, validationActions: ['Deny'] },
   };
-  return [policy, binding];
+}
+
+export const ROLLOUT_POLICY_NAME = 'gatehouse-noderollout-requests';
+
+/**
+ * The same rules for a NodeRollout, whose NodeActions the controller creates with the
+ * rollout's requestedBy and bypass (its own requests are exempt above): so the rollout
+ * is where they are checked. A bypass is checked whenever it is set or changed, since a
+ * rollout's spec (unlike an action's) may be edited; the verb is the same one, bypass on
+ * nodeactions, so one ClusterRole (gatehouse:bypass) governs both.
+ */
+function rolloutPolicy(namespace: string): Record<string, unknown> {
+  const bypassing = (o: 'object' | 'oldObject') =>
+    `(${o} != null && has(${o}.spec.bypass) && ((has(${o}.spec.bypass.healthChecks) && ${o}.spec.bypass.healthChecks) || (has(${o}.spec.bypass.hooks) && ${o}.spec.bypass.hooks)))`;
+  return {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingAdmissionPolicy',
+    metadata: {
+      name: ROLLOUT_POLICY_NAME,
+      labels: labels(),
+      annotations: {
+        'talos.dev/description':
+          "Refuses a NodeRollout whose spec.requestedBy is not the requesting user, a bypass set or changed without the verb bypass on nodeactions.talos.dev or without a reason, and a controller-instance label set without that verb: the rollout's NodeActions carry them, created by the controller on the requester's behalf.",
+      },
+    },
+    spec: {
+      failurePolicy: 'Fail',
+      matchConstraints: {
+        resourceRules: [
+          {
+            apiGroups: [GROUP],
+            apiVersions: [VERSION],
+            operations: ['CREATE', 'UPDATE'],
+            resources: ['noderollouts'],
+          },
+        ],
+      },
+      variables: [
+        {
+          name: 'viaController',
+          expression: `request.userInfo.username == '${controllerUsername(namespace)}'`,
+        },
+        { name: 'creating', expression: "request.operation == 'CREATE'" },
+        {
+          name: 'mayBypass',
+          expression: `authorizer.group('${GROUP}').resource('nodeactions').check('bypass').allowed()`,
+        },
+        { name: 'bypassing', expression: bypassing('object') },
+        {
+          name: 'bypassChanged',
+          expression:
+            'variables.creating || (has(object.spec.bypass) != has(oldObject.spec.bypass)) || (has(object.spec.bypass) && object.spec.bypass != oldObject.spec.bypass)',
+        },
+      ],
+      validations: [
+        {
+          expression:
+            '!variables.creating || variables.viaController || object.spec.requestedBy == request.userInfo.username',
+          messageExpression:
+            "'spec.requestedBy must be your own user name, ' + request.userInfo.username + ', not ' + object.spec.requestedBy + ' (see kubectl auth whoami)'",
+          message: 'spec.requestedBy must be your own user name (see kubectl auth whoami)',
+          reason: 'Forbidden',
+        },
+        {
+          expression:
+            '!variables.bypassing || !variables.bypassChanged || variables.viaController || variables.mayBypass',
+          messageExpression: `'spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass), which ' + request.userInfo.username + ' does not hold; set healthChecks and hooks to false, or ask an administrator'`,
+          message: `spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass)`,
+          reason: 'Forbidden',
+        },
+        {
+          expression: `!variables.bypassing || !variables.bypassChanged || (has(object.spec.bypass.reason) && object.spec.bypass.reason.trim().size() > 0 && object.spec.bypass.reason.matches(${VISIBLE_REASON}))`,
+          message:
+            'spec.bypass.reason is required when bypassing health checks or hooks: say why, it is recorded in the status and an Event of every NodeAction of the rollout',
+          reason: 'Invalid',
+        },
+        {
+          expression: `variables.viaController || ${metadataValue('object', 'labels', CONTROLLER_INSTANCE_LABEL)} == ${metadataValue('oldObject', 'labels', CONTROLLER_INSTANCE_LABEL)} || variables.mayBypass`,
+          messageExpression: `'the label ${CONTROLLER_INSTANCE_LABEL} hands a NodeRollout (and its NodeActions) to another controller instance, with its own budget: it needs the verb bypass on nodeactions.${GROUP}, which ' + request.userInfo.username + ' does not hold'`,
+          message: `the label ${CONTROLLER_INSTANCE_LABEL} needs the verb bypass on nodeactions.${GROUP}`,
+          reason: 'Forbidden',
+        },
+      ],
+    },
+  };
 }

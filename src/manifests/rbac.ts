@@ -151,12 +151,12 @@ export function rbacObjects(namespace: string): Record<string, unknown>[] {
       [
         {
           apiGroups: [GROUP],
-          resources: ['nodeactions'],
+          resources: ['nodeactions', 'noderollouts'],
           verbs: [...READ, 'create', 'patch', 'update', 'delete'],
         },
       ],
       {},
-      'Request node actions, mark External ones executed, and cancel them. Bind it cluster-wide to the people and automation that reboot and upgrade nodes.',
+      'Request node actions and rollouts, mark External actions executed, pause, resume and cancel them. Bind it cluster-wide to the people and automation that reboot and upgrade nodes.',
     ),
     clusterRole(
       CLUSTER_ROLES.bypass,

@@ -883,6 +883,20 @@ const SAMPLES: Record<string, { spec: Record<string, unknown>; status: Record<st
       nextWindowStart: now,
     },
   },
+  NodeRollout: {
+    // Paused, and selecting no node: no controller that happens to run acts on it.
+    spec: {
+      action: 'Upgrade',
+      upgrade: { image: 'ghcr.io/siderolabs/installer:v1.13.1' },
+      nodeSelector: { matchLabels: { 'gatehouse.test/none': 'none' } },
+      paused: true,
+    },
+    status: {
+      targetVersion: 'v1.13.1',
+      counts: { pending: 1, running: 2, succeeded: 3, failed: 1, skipped: 4, vanished: 0 },
+      message: '2 running, 1 to go',
+    },
+  },
 };
 
 function valueAt(object: unknown, jsonPath: string): unknown {
@@ -900,7 +914,10 @@ describe('printer columns', () => {
     it(`${definition.kind}: kubectl get shows ${definition.printerColumns.map((c) => c.name).join(', ')}`, async () => {
       const sample = SAMPLES[definition.kind] ?? SAMPLES.hook;
       assert.ok(sample);
-      const spec = definition.kind === 'NodeAction' ? { ...sample.spec, requestedBy: admin } : sample.spec;
+      const spec =
+        definition.kind === 'NodeAction' || definition.kind === 'NodeRollout'
+          ? { ...sample.spec, requestedBy: admin }
+          : sample.spec;
       const created = await create({
         apiVersion: API_VERSION,
         kind: definition.kind,

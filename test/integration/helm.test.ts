@@ -58,7 +58,7 @@ describe('Helm chart', () => {
       .map((d) => d.toJS() as Manifest | null)
       .filter((o): o is Manifest => o !== null);
     const kinds = objects.map((o) => o.kind);
-    assert.equal(kinds.filter((k) => k === 'CustomResourceDefinition').length, 9);
+    assert.equal(kinds.filter((k) => k === 'CustomResourceDefinition').length, 10);
     for (const kind of [
       'ClusterRole',
       'ValidatingAdmissionPolicy',

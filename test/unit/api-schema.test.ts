@@ -69,13 +69,14 @@ function* walk(schema: OpenAPISchema, path = '', field = false): Generator<Node>
 const schemas = KINDS.map((k) => ({ kind: k.kind, schema: openAPIV3Schema(k) }));
 
 describe('CRD schemas', () => {
-  it('cover all nine kinds of talos.dev/v1alpha1 with distinct names', () => {
+  it('cover all ten kinds of talos.dev/v1alpha1 with distinct names', () => {
     assert.deepEqual(KINDS.map((k) => k.kind).sort(), [
       'ActionPolicy',
       'ClusterHealthCheck',
       'NodeAction',
       'NodePrereadyJob',
       'NodeReadyJob',
+      'NodeRollout',
       'PreRebootJob',
       'PreResetJob',
       'PreShutdownJob',

@@ -1,0 +1,288 @@
+// NodeRollout: "these nodes should run this Talos version" (or: be rebooted once). The
+// rollout controller (src/rollouts/) creates one NodeAction per selected node, so every
+// check, hook, policy, window and etcd guard applies to each, and records the progress
+// of the whole here.
+import Type, { type Static } from 'typebox';
+import {
+  ACTIONS,
+  AGE_COLUMN,
+  CATEGORY,
+  Conditions,
+  DnsSubdomain,
+  Int32,
+  Int64,
+  LabelSelector,
+  Resource,
+  StringEnum,
+  Text,
+  Timestamp,
+  rules,
+  type KindDefinition,
+  type ValidationRule,
+} from './common.ts';
+import { Bypass, Deadlines, DrainOptions, RebootParameters, UpgradeParameters } from './node-action.ts';
+
+/** The actions a rollout may take; the others make no sense in bulk. */
+export const ROLLOUT_ACTIONS = ['Upgrade', 'Reboot'] as const;
+export type RolloutAction = (typeof ROLLOUT_ACTIONS)[number];
+
+/** Most nodes one rollout tracks: its status lists each, and an object has a size limit. */
+export const MAX_ROLLOUT_NODES = 1000;
+
+const LABEL_KEY =
+  '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$';
+
+const specRules: ValidationRule[] = [
+  {
+    rule: `self.action in [${ROLLOUT_ACTIONS.map((a) => `'${a}'`).join(', ')}]`,
+    message:
+      'spec.action must be Upgrade or Reboot: Shutdown, Reset and ConfigChange make no sense for a whole pool; request them per node with a NodeAction',
+    fieldPath: '.action',
+    reason: 'FieldValueForbidden',
+  },
+  {
+    rule: "self.action != 'Upgrade' || has(self.upgrade)",
+    message: 'spec.upgrade (with upgrade.image) is required when spec.action is Upgrade',
+    fieldPath: '.upgrade',
+    reason: 'FieldValueRequired',
+  },
+  {
+    rule: "!has(self.upgrade) || self.action == 'Upgrade'",
+    message: 'spec.upgrade is only allowed when spec.action is Upgrade',
+    fieldPath: '.upgrade',
+    reason: 'FieldValueForbidden',
+  },
+  {
+    rule: "!has(self.reboot) || self.action == 'Reboot'",
+    message: 'spec.reboot is only allowed when spec.action is Reboot',
+    fieldPath: '.reboot',
+    reason: 'FieldValueForbidden',
+  },
+  {
+    rule: "!has(self.drain) || self.execution == 'Managed'",
+    message:
+      'spec.drain is only allowed with Managed execution: with External execution the requester drains, if it wants to',
+    fieldPath: '.drain',
+    reason: 'FieldValueForbidden',
+  },
+  {
+    // What the rollout does to a node must not change under its feet: a node upgraded to
+    // one image and then, after an edit, counted as done for another would be a lie.
+    rule: 'self.action == oldSelf.action && has(self.upgrade) == has(oldSelf.upgrade) && (!has(self.upgrade) || self.upgrade.image == oldSelf.upgrade.image)',
+    message:
+      'spec.action and spec.upgrade.image may not change once the rollout exists: create a new NodeRollout for another target',
+  },
+  {
+    rule: 'self.requestedBy == oldSelf.requestedBy',
+    message: 'spec.requestedBy may not change once the rollout exists',
+    fieldPath: '.requestedBy',
+  },
+];
+
+export const NodeRolloutSpec = Type.Object(
+  {
+    action: StringEnum(ACTIONS, {
+      description:
+        'What to do to every selected node: Upgrade (to upgrade.image; nodes already at its version are skipped) or Reboot (each node once). Shutdown, Reset and ConfigChange are refused.',
+    }),
+    upgrade: Type.Optional(UpgradeParameters),
+    reboot: Type.Optional(RebootParameters),
+    nodeSelector: Type.Optional(
+      LabelSelector(
+        'Nodes the rollout covers. Absent: every node. A node that starts matching later is included; one that goes away is reported, not waited for.',
+      ),
+    ),
+    order: Type.Optional(
+      StringEnum(['controlPlaneLast', 'controlPlaneFirst'], {
+        description:
+          'Whether control-plane nodes go after every other node (controlPlaneLast, the default) or before them (controlPlaneFirst).',
+        default: 'controlPlaneLast',
+      }),
+    ),
+    groupBy: Type.Optional(
+      Type.String({
+        description:
+          'A node label (e.g. topology.kubernetes.io/zone): the nodes of one value finish before any node of the next value starts, values in alphabetical order, nodes without the label last.',
+        minLength: 1,
+        maxLength: 317,
+        pattern: LABEL_KEY,
+      }),
+    ),
+    maxParallel: Type.Optional(
+      Int32(
+        "Most nodes whose NodeAction is unfinished at once. On top of the ActionPolicies, which still decide each node's approval. Defaults to 1.",
+        { minimum: 1, maximum: 1000, default: 1 },
+      ),
+    ),
+    maxFailures: Type.Optional(
+      Int32(
+        'Failed nodes the rollout tolerates; one more halts it (no new node starts, those running finish). Defaults to 0: the first failure halts it. Raising it resumes a halted rollout.',
+        { minimum: 0, maximum: 1000, default: 0 },
+      ),
+    ),
+    paused: Type.Optional(
+      Type.Boolean({
+        description: 'Start no new node; the ones running finish. Defaults to false.',
+        default: false,
+      }),
+    ),
+    execution: Type.Optional(
+      StringEnum(['Managed', 'External'], {
+        description:
+          "The execution of each node's NodeAction: Managed (the controller through the Talos API, the default) or External (someone else performs each approved action and marks it executed).",
+        default: 'Managed',
+      }),
+    ),
+    drain: Type.Optional(DrainOptions),
+    bypass: Type.Optional(Bypass),
+    deadlines: Type.Optional(Deadlines),
+    requestedBy: Type.String({
+      description:
+        "The requesting user's name, exactly as the API server knows it (kubectl auth whoami); the admission policy refuses any other. It becomes the requestedBy of every NodeAction the rollout creates.",
+      minLength: 1,
+      maxLength: 512,
+    }),
+  },
+  {
+    description:
+      'Which nodes, what to do to each, how many at once, and how many failures to tolerate. action, upgrade and requestedBy are fixed; the rest may change (pause, resume, widen).',
+    ...rules(...specRules),
+  },
+);
+
+export const ROLLOUT_NODE_PHASES = [
+  'Pending',
+  'Waiting',
+  'Running',
+  'Succeeded',
+  'Failed',
+  'Skipped',
+  'Vanished',
+] as const;
+export type RolloutNodePhase = (typeof ROLLOUT_NODE_PHASES)[number];
+
+export const RolloutNode = Type.Object(
+  {
+    node: DnsSubdomain('Name of the node.'),
+    phase: StringEnum(ROLLOUT_NODE_PHASES, {
+      description:
+        'Pending (not started yet), Waiting (held back, e.g. it does not fit in what is left of its window), Running (its NodeAction is unfinished), Succeeded, Failed (its NodeAction Failed, was Denied or Cancelled, or was deleted unfinished), Skipped (already at the target version) or Vanished (the node went away before it was done).',
+    }),
+    action: Type.Optional(DnsSubdomain('Name of the NodeAction the rollout created for the node.')),
+    actionPhase: Type.Optional(Type.String({ description: 'The phase of that NodeAction.', maxLength: 64 })),
+    group: Type.Optional(Type.String({ description: 'The value of the groupBy label.', maxLength: 63 })),
+    controlPlane: Type.Optional(Type.Boolean({ description: 'Whether the node is a control-plane node.' })),
+    message: Type.Optional(Text('What is happening to the node, or why it ended.', 1024)),
+  },
+  { description: 'Where one node of the rollout is.' },
+);
+
+export const RolloutCounts = Type.Object(
+  {
+    pending: Int32('Nodes not started yet (Pending or Waiting).', { minimum: 0 }),
+    running: Int32('Nodes whose NodeAction is unfinished.', { minimum: 0 }),
+    succeeded: Int32('Nodes done.', { minimum: 0 }),
+    failed: Int32('Nodes whose NodeAction did not succeed.', { minimum: 0 }),
+    skipped: Int32('Nodes already at the target.', { minimum: 0 }),
+    vanished: Int32('Nodes that went away before they were done.', { minimum: 0 }),
+  },
+  { description: 'How many nodes are where.' },
+);
+
+export const NodeRolloutStatus = Type.Object(
+  {
+    observedGeneration: Type.Optional(Int64('The metadata.generation the status reflects.', { minimum: 0 })),
+    targetVersion: Type.Optional(
+      Type.String({ description: 'The Talos version upgrade.image installs (its tag).', maxLength: 128 }),
+    ),
+    counts: Type.Optional(RolloutCounts),
+    nodes: Type.Optional(
+      Type.Array(RolloutNode, {
+        description: `Every node of the rollout, in the order it goes (at most ${String(MAX_ROLLOUT_NODES)}). Also the rollout's memory: a node listed with an action is never started again.`,
+        maxItems: MAX_ROLLOUT_NODES,
+      }),
+    ),
+    startTime: Type.Optional(Timestamp('When the controller first processed the rollout.')),
+    completionTime: Type.Optional(Timestamp('When every node was done.')),
+    conditions: Type.Optional(
+      Conditions(
+        'Progressing (nodes are running or may start now), Halted (maxFailures exceeded, paused, or stopped by a problem, with the reason), Complete (every node done).',
+      ),
+    ),
+    message: Type.Optional(Text('What the rollout is doing or waiting for, in words.', 4096)),
+  },
+  { description: 'The progress of the rollout, written by the controller.' },
+);
+
+export const NodeRollout = Resource(
+  'NodeRollout',
+  'NodeRollout upgrades (or reboots) a set of nodes one NodeAction at a time: at most maxParallel unfinished, control plane last by default, one groupBy group after another, halting when more than maxFailures nodes failed. Each NodeAction passes every gate (checks, hooks, policies, windows, the etcd guard); a node starts inside a maintenance window only if its expected duration fits in what is left of it. It resumes where it was after any restart.',
+  NodeRolloutSpec,
+  NodeRolloutStatus,
+);
+
+export type NodeRollout = Static<typeof NodeRollout>;
+export type NodeRolloutSpec = Static<typeof NodeRolloutSpec>;
+export type NodeRolloutStatus = Static<typeof NodeRolloutStatus>;
+export type RolloutNode = Static<typeof RolloutNode>;
+export type RolloutCounts = Static<typeof RolloutCounts>;
+
+/** A NodeRollout as the controller reads it. */
+export interface ObservedNodeRollout {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    uid: string;
+    generation?: number;
+    resourceVersion?: string;
+    creationTimestamp?: string;
+    deletionTimestamp?: string;
+    labels?: Record<string, string>;
+  };
+  spec: NodeRolloutSpec;
+  status?: NodeRolloutStatus;
+}
+
+export const nodeRolloutKind: KindDefinition = {
+  kind: 'NodeRollout',
+  plural: 'noderollouts',
+  singular: 'noderollout',
+  shortNames: ['nro'],
+  categories: [CATEGORY],
+  scope: 'Cluster',
+  schema: NodeRollout,
+  printerColumns: [
+    { name: 'Action', type: 'string', jsonPath: '.spec.action', description: 'What is done to each node.' },
+    {
+      name: 'Target',
+      type: 'string',
+      jsonPath: '.status.targetVersion',
+      description: 'The Talos version of upgrade.image.',
+    },
+    { name: 'Done', type: 'integer', jsonPath: '.status.counts.succeeded', description: 'Nodes done.' },
+    {
+      name: 'Running',
+      type: 'integer',
+      jsonPath: '.status.counts.running',
+      description: 'Nodes in progress.',
+    },
+    { name: 'Failed', type: 'integer', jsonPath: '.status.counts.failed', description: 'Nodes failed.' },
+    {
+      name: 'Skipped',
+      type: 'integer',
+      jsonPath: '.status.counts.skipped',
+      description: 'Nodes already at target.',
+      priority: 1,
+    },
+    { name: 'Paused', type: 'boolean', jsonPath: '.spec.paused', description: 'Whether it is paused.' },
+    {
+      name: 'Message',
+      type: 'string',
+      jsonPath: '.status.message',
+      description: 'What it is doing or waiting for.',
+      priority: 1,
+    },
+    AGE_COLUMN,
+  ],
+};

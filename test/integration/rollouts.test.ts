@@ -1,0 +1,500 @@
+// NodeRollout end to end against the sandbox: the rollout controller creates one
+// NodeAction per node, every gate applies to each (here the ActionPolicy budget), the
+// controller performs them through the Talos simulator (Managed), and the rollout
+// survives its controller being SIGKILLed at random moments — every node exactly once.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import { INSTANCE_LABEL, ROLLOUT_LABEL } from '../../src/api/names.ts';
+import type { NodeRollout, NodeRolloutSpec } from '../../src/api/node-rollout.ts';
+import { APPROVED_PHASES } from '../../src/api/phases.ts';
+import type { Controller } from '../../src/controller.ts';
+import { TALOS_FAULT_ANNOTATION, BOOT_DELAY_ANNOTATION } from '../../sandbox/talos-faults.ts';
+import { talosCallCounts } from '../../sandbox/talos-simulator.ts';
+import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
+import { installGatehouseAPI } from '../support/install.ts';
+import { createTalosNodes, GROUP_LABEL } from '../support/talos-nodes.ts';
+import {
+  API,
+  createPolicy,
+  deleteAfter,
+  startGateController,
+  watchActions,
+  whoami,
+  type ActionObject,
+} from '../support/gate.ts';
+import { rest, testKubeConfig, testSandboxState, uniqueName, waitFor } from '../support/kube.ts';
+
+const kc = testKubeConfig();
+const client = rest(kc);
+const sandbox = await testSandboxState();
+if (!sandbox.talosconfig)
+  throw new Error(`the sandbox in ${sandbox.dir} runs no Talos simulator: restart it`);
+const talosconfig = sandbox.talosconfig;
+const talos: TalosContext = await loadTalosConfig({ path: talosconfig });
+const TAINT = 'gatehouse.test/rollouts';
+const OLD = 'v1.13.0';
+const NEW = 'v1.13.1';
+const IMAGE = `ghcr.io/siderolabs/installer:${NEW}`;
+let me = '';
+
+type RolloutObject = NodeRollout & { metadata: { name: string; uid: string; resourceVersion: string } };
+interface NodeView {
+  metadata: { name: string; annotations?: Record<string, string> };
+  status?: { nodeInfo?: { osImage?: string } };
+}
+
+function nodes(
+  t: TestContext,
+  group: string,
+  count: number,
+  extra: { talosVersion?: string; annotations?: Record<string, string> } = {},
+) {
+  return createTalosNodes(t, client, {
+    group,
+    count,
+    taint: TAINT,
+    kubernetesVersion: sandbox.kubernetesVersion,
+    talosVersion: extra.talosVersion ?? OLD,
+    addressBlock: 50,
+    annotations: { [BOOT_DELAY_ANNOTATION]: '1s', ...extra.annotations },
+  });
+}
+
+async function createRollout(
+  t: TestContext,
+  instance: string,
+  groups: string[],
+  spec: Partial<NodeRolloutSpec> = {},
+): Promise<string> {
+  const name = uniqueName('roll');
+  await client.request(`${API}/noderollouts`, {
+    method: 'POST',
+    body: {
+      apiVersion: 'talos.dev/v1alpha1',
+      kind: 'NodeRollout',
+      metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
+      spec: {
+        action: 'Upgrade',
+        upgrade: { image: IMAGE },
+        nodeSelector: { matchExpressions: [{ key: GROUP_LABEL, operator: 'In', values: groups }] },
+        requestedBy: me,
+        ...spec,
+      },
+    },
+  });
+  deleteAfter(t, client, `${API}/noderollouts/${name}`);
+  // Registered before the rollout's own deletion runs: its actions go first, cancelled by a
+  // controller still running, finalizers lifted if none runs any more.
+  t.after(() => deleteRolloutActions(name));
+  return name;
+}
+
+const getRollout = (name: string) => client.request<RolloutObject>(`${API}/noderollouts/${name}`);
+const condition = (r: RolloutObject, type: string) => r.status?.conditions?.find((c) => c.type === type);
+
+async function rolloutActions(name: string): Promise<ActionObject[]> {
+  const list = await client.request<{ items: ActionObject[] }>(
+    `${API}/nodeactions?labelSelector=${encodeURIComponent(`${ROLLOUT_LABEL}=${name}`)}`,
+  );
+  return list.items;
+}
+
+async function waitForRollout(
+  name: string,
+  what: string,
+  ok: (r: RolloutObject) => boolean,
+  timeoutMs = 240_000,
+) {
+  return waitFor(
+    `rollout ${name} ${what}`,
+    async () => {
+      const r = await getRollout(name);
+      return ok(r) ? r : undefined;
+    },
+    { timeoutMs, intervalMs: 500 },
+  );
+}
+
+/** Deletes a rollout's actions, waits for their controller to let them go, and lifts what is left's finalizers. */
+async function deleteRolloutActions(name: string): Promise<void> {
+  const names = (await rolloutActions(name)).map((a) => a.metadata.name);
+  await Promise.all(
+    names.map((n) => client.request(`${API}/nodeactions/${n}`, { method: 'DELETE' }).catch(() => undefined)),
+  );
+  const gone = async () => (await rolloutActions(name)).length === 0;
+  await waitFor('the rollout actions to go', async () => ((await gone()) ? true : undefined), {
+    timeoutMs: 15_000,
+    intervalMs: 500,
+  }).catch(async () => {
+    for (const a of await rolloutActions(name))
+      await client
+        .request(`${API}/nodeactions/${a.metadata.name}`, {
+          method: 'PATCH',
+          contentType: 'application/merge-patch+json',
+          body: { metadata: { finalizers: null } },
+        })
+        .catch(() => undefined);
+  });
+}
+
+const complete = (r: RolloutObject) => condition(r, 'Complete')?.status === 'True';
+
+async function upgradeCalls(node: string): Promise<number> {
+  const calls = talosCallCounts(
+    (await client.request<NodeView>(`/api/v1/nodes/${node}`)).metadata.annotations,
+  );
+  return (calls.Upgrade ?? 0) + (calls.LifecycleUpgrade ?? 0);
+}
+
+async function osImage(node: string): Promise<string | undefined> {
+  return (await client.request<NodeView>(`/api/v1/nodes/${node}`)).status?.nodeInfo?.osImage;
+}
+
+before(async () => {
+  await installGatehouseAPI(kc);
+  me = await whoami(client);
+});
+
+describe('NodeRollout', () => {
+  const instance = uniqueName('rollouts');
+  let controller: Controller;
+  before(async () => {
+    controller = await startGateController(instance, { talos: { config: talos, drainRetryMs: 500 } });
+  });
+  after(() => controller.stop());
+
+  it('rolls 10 nodes under a policy of 2: never more than 2 at once, each upgraded once, those at target skipped', async (t) => {
+    const old = uniqueName('ro-old');
+    const current = uniqueName('ro-cur');
+    const upgraded = await nodes(t, old, 8);
+    const skipped = await nodes(t, current, 2, { talosVersion: NEW });
+    await createPolicy(t, client, instance, {
+      nodeSelector: { matchExpressions: [{ key: GROUP_LABEL, operator: 'In', values: [old, current] }] },
+      maxConcurrent: 2,
+    });
+    const list = await client.request<{ metadata: { resourceVersion: string } }>(
+      `${API}/nodeactions?limit=1`,
+    );
+    let name = '';
+    let peak = 0;
+    const approved = new Map<string, boolean>();
+    const log = watchActions(client, INSTANCE_LABEL + '=' + instance, list.metadata.resourceVersion, (a) => {
+      if (!a.metadata.labels?.[ROLLOUT_LABEL] || a.metadata.labels[ROLLOUT_LABEL] !== name) return;
+      approved.set(a.metadata.name, APPROVED_PHASES.has(a.status?.phase ?? 'Pending'));
+      peak = Math.max(peak, [...approved.values()].filter(Boolean).length);
+    });
+    name = await createRollout(t, instance, [old, current], { maxParallel: 10 });
+    const done = await waitForRollout(name, 'to complete', complete);
+    await log.stop();
+    assert.deepEqual(log.errors, []);
+    assert.ok(peak <= 2, `${String(peak)} approved at once under a policy of 2`);
+    assert.ok(peak >= 1);
+    assert.deepEqual(done.status?.counts, {
+      pending: 0,
+      running: 0,
+      succeeded: 8,
+      failed: 0,
+      skipped: 2,
+      vanished: 0,
+    });
+    const actions = await rolloutActions(name);
+    assert.deepEqual(
+      actions.map((a) => a.spec.nodeName).sort(),
+      [...upgraded].sort(),
+      'one NodeAction per node, none for the skipped',
+    );
+    for (const a of actions) {
+      assert.equal(a.status?.phase, 'Succeeded');
+      assert.equal(a.spec.requestedBy, me);
+      assert.ok(
+        (a.metadata as { ownerReferences?: { uid: string }[] }).ownerReferences?.some(
+          (o) => o.uid === done.metadata.uid,
+        ),
+      );
+    }
+    for (const n of upgraded) {
+      assert.equal(await upgradeCalls(n), 1, `${n} upgraded once`);
+      assert.equal(await osImage(n), `Talos (${NEW})`);
+    }
+    for (const n of skipped) assert.equal(await upgradeCalls(n), 0, `${n} at target, not touched`);
+    // Applied again, a finished rollout does nothing.
+    const again = await createRollout(t, instance, [old, current]);
+    const second = await waitForRollout(again, 'to complete at once', complete, 30_000);
+    assert.equal(second.status?.counts?.skipped, 10);
+    assert.equal((await rolloutActions(again)).length, 0);
+  });
+
+  it('halts at maxFailures, naming the node and why; raising it resumes', async (t) => {
+    const group = uniqueName('ro-fail');
+    const [bad = '', ...good] = await nodes(t, group, 3);
+    await client.request(`/api/v1/nodes/${bad}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { [TALOS_FAULT_ANNOTATION]: 'upgrade-error' } } },
+    });
+    const name = await createRollout(t, instance, [group], { maxParallel: 1 });
+    const halted = await waitForRollout(
+      name,
+      'to halt',
+      (r) => condition(r, 'Halted')?.reason === 'FailureBudgetExhausted',
+    );
+    assert.match(condition(halted, 'Halted')?.message ?? '', new RegExp(`first ${bad}: Failed`));
+    // Halted: nothing more starts, however long we look.
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.deepEqual(
+      (await rolloutActions(name)).map((a) => a.spec.nodeName),
+      [bad],
+    );
+    await client.request(`${API}/noderollouts/${name}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { spec: { maxFailures: 1 } },
+    });
+    const done = await waitForRollout(name, 'to complete', complete);
+    assert.equal(done.status?.counts?.failed, 1);
+    assert.equal(done.status.counts.succeeded, 2);
+    for (const n of good) assert.equal(await upgradeCalls(n), 1);
+  });
+
+  it('paused starts none; resumed, it finishes', async (t) => {
+    const group = uniqueName('ro-pause');
+    await nodes(t, group, 2);
+    const name = await createRollout(t, instance, [group], { paused: true, maxParallel: 2 });
+    const paused = await waitForRollout(
+      name,
+      'to say it is paused',
+      (r) => condition(r, 'Halted')?.reason === 'Paused',
+    );
+    assert.equal(paused.status?.counts?.pending, 2);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal((await rolloutActions(name)).length, 0);
+    await client.request(`${API}/noderollouts/${name}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { spec: { paused: false } },
+    });
+    const done = await waitForRollout(name, 'to complete', complete);
+    assert.equal(done.status?.counts?.succeeded, 2);
+  });
+
+  it('refuses Shutdown and Reset, and a bypass without a reason', async () => {
+    for (const action of ['Shutdown', 'Reset']) {
+      const error = await client
+        .request(`${API}/noderollouts`, {
+          method: 'POST',
+          body: {
+            apiVersion: 'talos.dev/v1alpha1',
+            kind: 'NodeRollout',
+            metadata: { name: uniqueName('ro-bad') },
+            spec: { action, requestedBy: me },
+          },
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => e as Error,
+        );
+      assert.match(String(error), /must be Upgrade or Reboot/);
+    }
+    const error = await client
+      .request(`${API}/noderollouts`, {
+        method: 'POST',
+        body: {
+          apiVersion: 'talos.dev/v1alpha1',
+          kind: 'NodeRollout',
+          metadata: { name: uniqueName('ro-bad') },
+          spec: { action: 'Reboot', requestedBy: me, bypass: { hooks: true } },
+        },
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+    assert.match(String(error), /spec.bypass.reason is required/);
+  });
+});
+
+/** An hourly window that opened a minute ago and stays open `minutes` in all. */
+function openWindow(minutes: number) {
+  const minute = (new Date().getUTCMinutes() + 59) % 60;
+  return [{ schedule: `${String(minute)} * * * *`, duration: `${String(minutes)}m`, timeZone: 'UTC' }];
+}
+
+/** An hourly window that opens in half an hour. */
+function closedWindow() {
+  const minute = (new Date().getUTCMinutes() + 30) % 60;
+  return [{ schedule: `${String(minute)} * * * *`, duration: '1m', timeZone: 'UTC' }];
+}
+
+describe('NodeRollout and maintenance windows', () => {
+  const instance = uniqueName('rollouts-win');
+  let controller: Controller | undefined;
+  after(() => controller?.stop());
+
+  it('refuses to start a node whose history says it cannot finish in what is left of the window', async (t) => {
+    const group = uniqueName('ro-fit');
+    const [slow = ''] = await nodes(t, group, 1);
+    // Synthetic history, in place before the controller starts: two finished upgrades of
+    // this node that took 20 minutes each from admission to completion.
+    const history: string[] = [];
+    for (const daysAgo of [1, 2]) {
+      const name = uniqueName('ro-hist');
+      await client.request(`${API}/nodeactions`, {
+        method: 'POST',
+        body: {
+          apiVersion: 'talos.dev/v1alpha1',
+          kind: 'NodeAction',
+          metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
+          spec: { nodeName: slow, action: 'Upgrade', upgrade: { image: IMAGE }, requestedBy: me },
+        },
+      });
+      history.push(name);
+      const start = new Date(Date.now() - daysAgo * 86_400_000);
+      const end = new Date(start.getTime() + 20 * 60_000);
+      const created = await client.request<ActionObject>(`${API}/nodeactions/${name}`);
+      await client.request(`${API}/nodeactions/${name}/status`, {
+        method: 'PUT',
+        body: {
+          ...created,
+          status: {
+            phase: 'Succeeded',
+            startTime: start.toISOString(),
+            completionTime: end.toISOString(),
+            message: 'synthetic history',
+          },
+        },
+      });
+    }
+    t.after(() =>
+      Promise.all(
+        history.map((n) =>
+          client.request(`${API}/nodeactions/${n}`, { method: 'DELETE' }).catch(() => undefined),
+        ),
+      ),
+    );
+    await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+      windows: openWindow(6),
+    });
+    controller = await startGateController(instance, { talos: { config: talos, drainRetryMs: 500 } });
+    const name = await createRollout(t, instance, [group]);
+    const waiting = await waitForRollout(
+      name,
+      'to hold the node back',
+      (r) => r.status?.nodes?.[0]?.phase === 'Waiting',
+      30_000,
+    );
+    assert.match(
+      waiting.status?.message ?? '',
+      new RegExp(`waiting for the next window: ${slow} needs ~20m, [4-6]m left`),
+    );
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal((await rolloutActions(name)).length, 0, 'no NodeAction for a node that cannot finish');
+    assert.equal(await upgradeCalls(slow), 0);
+  });
+
+  it('stops starting nodes when the window closes, and goes on in the next one', async (t) => {
+    controller ??= await startGateController(instance, { talos: { config: talos, drainRetryMs: 500 } });
+    const group = uniqueName('ro-win');
+    await nodes(t, group, 3);
+    const policy = await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+      windows: openWindow(40),
+    });
+    const name = await createRollout(t, instance, [group]);
+    await waitForRollout(name, 'to finish its first node', (r) => (r.status?.counts?.succeeded ?? 0) >= 1);
+    // The window closes (the policy's window moves half an hour away).
+    const patchWindows = (windows: unknown) =>
+      client.request(`${API}/actionpolicies/${policy}`, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: { spec: { windows } },
+      });
+    await patchWindows(closedWindow());
+    const held = await waitForRollout(name, 'to wait for the next window', (r) =>
+      (r.status?.nodes ?? []).some((n) => n.phase === 'Waiting'),
+    );
+    const started = (await rolloutActions(name)).length;
+    assert.ok(started < 3, 'not every node had started');
+    assert.match(held.status?.message ?? '', /waiting for the next window of ActionPolicy/);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal((await rolloutActions(name)).length, started, 'no node starts while the window is closed');
+    // The next window opens.
+    await patchWindows(openWindow(40));
+    const done = await waitForRollout(name, 'to complete in the next window', complete);
+    assert.equal(done.status?.counts?.succeeded, 3);
+  });
+});
+
+/** The real controller command, in a process of its own that the test can SIGKILL. */
+class ControllerProcess {
+  private child: ChildProcess | undefined;
+  kills = 0;
+  private stopped = false;
+  private readonly instance: string;
+  constructor(instance: string) {
+    this.instance = instance;
+  }
+
+  start(): void {
+    this.child = spawn(
+      process.execPath,
+      [
+        'src/cli/main.ts', 'controller', '--kubeconfig', process.env.GATEHOUSE_TEST_KUBECONFIG ?? '',
+        '--listen-host', '127.0.0.1', '--port', '0', '--instance', this.instance,
+        '--check-selector', `${INSTANCE_LABEL}=${this.instance}`, '--talosconfig', talosconfig,
+        '--no-leader-elect', '--log-level', 'warn',
+      ], // prettier-ignore
+      { stdio: 'ignore' },
+    );
+  }
+
+  async rampage(until: () => Promise<boolean>): Promise<void> {
+    while (!this.isStopped() && !(await until())) {
+      await new Promise((r) => setTimeout(r, 1500 + Math.random() * 4000));
+      if (this.isStopped()) break;
+      this.child?.kill('SIGKILL');
+      this.kills++;
+      this.start();
+    }
+  }
+
+  private isStopped(): boolean {
+    return this.stopped;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.child?.kill('SIGTERM');
+  }
+}
+
+describe('NodeRollout under SIGKILL of its controller', () => {
+  it('upgrades each of 10 nodes exactly once, none skipped', async (t) => {
+    const instance = uniqueName('rollouts-kill');
+    const group = uniqueName('ro-kill');
+    const all = await nodes(t, group, 10);
+    await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+      maxConcurrent: 3,
+    });
+    const controller = new ControllerProcess(instance);
+    controller.start();
+    t.after(() => controller.stop());
+    const name = await createRollout(t, instance, [group], { maxParallel: 3 });
+    const kills = controller.rampage(async () => complete(await getRollout(name)) || controller.kills >= 10);
+    const done = await waitForRollout(name, 'to complete through the kills', complete, 480_000);
+    await kills;
+    controller.stop();
+    assert.ok(controller.kills >= 1, 'the controller was killed at least once');
+    assert.equal(done.status?.counts?.succeeded, 10);
+    const actions = await rolloutActions(name);
+    assert.deepEqual(
+      actions.map((a) => a.spec.nodeName).sort(),
+      [...all].sort(),
+      'exactly one NodeAction per node',
+    );
+    for (const n of all) assert.equal(await upgradeCalls(n), 1, `${n} upgraded exactly once`);
+    t.diagnostic(`controller killed ${String(controller.kills)} times`);
+  });
+});
