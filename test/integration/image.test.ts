@@ -93,7 +93,6 @@ it('runs the controller read-only as 65532: ready, and gating an action', async 
   const [node] = await createTestNodes(t, client, group, 1, { 'gatehouse.test/group': group });
 
   const port = await freePort();
-  const started = Date.now();
   const container = await runImage({
     layout,
     tag: packageJson.version,
@@ -114,6 +113,8 @@ it('runs the controller read-only as 65532: ready, and gating an action', async 
     ],
     binds: [{ source: kubeconfig, destination: '/etc/gatehouse/kubeconfig' }],
   });
+  // From here, what a node does once the image is pulled and unpacked: runc starts it.
+  const started = Date.now();
   containers.push(container);
   let exited: number | null | undefined;
   void container.exited.then((code) => (exited = code));
