@@ -6,8 +6,8 @@
 # - base: Node 24 (stripped), the shared libraries it links, CA certificates and the
 #   user 65532. No shell, no package manager.
 # - app: the CLI and the controller compiled to JavaScript as in the npm package (no
-#   test bed: .dockerignore leaves out sandbox/ and src/demo, which only `gatehouse
-#   sandbox` and `gatehouse demo` load), and the production dependencies.
+#   test bed: sandbox/ and src/demo, which only `gatehouse sandbox` and `gatehouse demo`
+#   load, are compiled but left out), and the production dependencies.
 # The process runs as 65532 and needs nothing writable but /tmp (the Deployment mounts an
 # emptyDir there; the root filesystem is read-only).
 #

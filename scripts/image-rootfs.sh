@@ -60,6 +60,9 @@ app() {
   mkdir -p "$dest"
   # Node 24 (which strips the types of scripts/*.ts): $NODE, else the one on PATH.
   "${NODE:-node}" scripts/package-build.ts "$dest/dist"
+  # What the npm package ships of it (package.json's `files`): no test bed. tsc follows
+  # the CLI's dynamic imports into sandbox/ and src/demo, which stay out.
+  find "$dest/dist" -mindepth 1 -maxdepth 1 ! -name src ! -name package.json -exec rm -rf {} +
   rm -rf "$dest/dist/src/demo"
   cp package.json package-lock.json "$dest/"
   (cd "$dest" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error)

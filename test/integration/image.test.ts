@@ -165,4 +165,10 @@ it('the CLI target runs the same files with no command of its own', async () => 
   containers.push(container);
   assert.equal(await container.exited, 0, container.output());
   assert.equal(container.output().trim(), packageJson.version);
+
+  // The test bed stays in the repository: the image says where to find it.
+  const sandbox = await runImage({ layout, tag, dir: join(dir, 'cli-sandbox'), args: ['sandbox', 'up'] });
+  containers.push(sandbox);
+  assert.equal(await sandbox.exited, 2, sandbox.output());
+  assert.match(sandbox.output(), /runs from a clone of the gatehouse repository/);
 });
