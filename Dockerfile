@@ -1,24 +1,40 @@
 # syntax=docker/dockerfile:1
-# The controller image. Node 24 runs the TypeScript sources directly (type stripping),
-# so there is no build step: one stage installs production dependencies, the final
-# stage holds them and the sources, runs as a non-root user, and needs nothing
-# writable but /tmp (the Deployment mounts an emptyDir there; the root filesystem is
-# read-only).
-FROM node:24-bookworm-slim AS dependencies
-WORKDIR /app
-COPY package.json package-lock.json ./
-# --omit=dev leaves out the `node` package too: the image's own Node 24 runs gatehouse.
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+# The controller image, for those with a Docker engine. scripts/image.sh builds the same
+# image without one (an OCI layout, with umoci): both assemble it from the two trees
+# scripts/image-rootfs.sh makes, so they hold the same files.
+#
+# - base: Node 24 (stripped), the shared libraries it links, CA certificates and the
+#   user 65532. No shell, no package manager.
+# - app: the CLI and the controller compiled to JavaScript as in the npm package (no
+#   test bed: sandbox/ and src/demo, which only `gatehouse sandbox` and `gatehouse demo`
+#   load, are compiled but left out), and the production dependencies.
+# The process runs as 65532 and needs nothing writable but /tmp (the Deployment mounts an
+# emptyDir there; the root filesystem is read-only).
+#
+# Targets: `controller` (the default, the last stage) and `cli`, whose entrypoint is the
+# same CLI with no command of its own (`docker run IMAGE-cli gate ...`).
+FROM node:24-bookworm-slim AS base
+RUN apt-get update && apt-get install -y --no-install-recommends binutils ca-certificates \
+  && rm -rf /var/lib/apt/lists/*
+COPY scripts/image-rootfs.sh /build/scripts/
+RUN bash /build/scripts/image-rootfs.sh base /rootfs /usr/local/bin/node
 
-FROM node:24-bookworm-slim
-ENV NODE_ENV=production
+FROM node:24-bookworm-slim AS app
+WORKDIR /src
+COPY package.json package-lock.json ./
+# The whole lock, for tsc; image-rootfs.sh installs the production dependencies alone.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY . .
+RUN bash scripts/image-rootfs.sh app /app
+
+FROM scratch AS cli
+COPY --from=base /rootfs /
+COPY --from=app /app /app
+ENV NODE_ENV=production PATH=/usr/local/bin
 WORKDIR /app
-COPY --from=dependencies /app/node_modules ./node_modules
-COPY package.json ./
-# Without the test bed: .dockerignore leaves out src/demo (and sandbox/ is not copied),
-# which only `gatehouse sandbox` and `gatehouse demo` load (src/cli/test-bed.ts).
-COPY src ./src
 USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/node", "/app/dist/src/cli/main.js"]
+
+FROM cli AS controller
 EXPOSE 8080
-ENTRYPOINT ["node", "/app/src/cli/main.ts"]
 CMD ["controller"]

@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', 'deploy/', 'coverage/', '.sandbox/', 'src/talos/gen/'] },
+  { ignores: ['node_modules/', 'dist/', 'deploy/', 'coverage/', '.sandbox/', '.build/', 'src/talos/gen/'] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {
@@ -42,5 +42,16 @@ export default tseslint.config(
       ...tseslint.configs.disableTypeChecked.languageOptions,
       globals: { process: 'readonly', console: 'readonly' },
     },
+  },
+  {
+    // The single-file executable's main script: CommonJS, as Node's SEA runs it.
+    files: ['**/*.cjs'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'commonjs',
+      globals: { process: 'readonly', require: 'readonly', Buffer: 'readonly' },
+    },
+    rules: { ...tseslint.configs.disableTypeChecked.rules, '@typescript-eslint/no-require-imports': 'off' },
   },
 );

@@ -1,5 +1,6 @@
 // The gatehouse command line.
 import { Command } from 'commander';
+import packageJson from '../../package.json' with { type: 'json' };
 import { errorMessage } from '../wait.ts';
 import { actionsCommand } from './actions.ts';
 import { checkCommand } from './check.ts';
@@ -24,6 +25,7 @@ export function program(): Command {
   // after it; before it they belong to the program, so each command keeps its own.
   const gatehouse = addConnectionOptions(new Command('gatehouse'))
     .description('health checks and action hooks that gate every disruptive action on Talos Linux nodes')
+    .version(packageJson.version)
     .enablePositionalOptions()
     .showHelpAfterError()
     .addCommand(statusCommand())

@@ -1,7 +1,8 @@
 // The sandbox (sandbox/) and the demo (src/demo) are the test bed, not the controller:
 // only `gatehouse sandbox` and `gatehouse demo` load them, when they run, so no other
-// command (above all `controller`) carries their code, and the container image leaves
-// them out (.dockerignore). Checked by test/unit/test-bed-isolation.test.ts.
+// command (above all `controller`) carries their code, and the container image and the
+// npm package leave them out (scripts/image-rootfs.sh, package.json's files). Checked
+// by test/unit/test-bed-isolation.test.ts.
 import { CliError, EXIT } from './exit.ts';
 
 /** Loads a test-bed module, saying what to do where it is not installed (the image). */

@@ -28,6 +28,7 @@ import {
   uniqueName,
   waitFor,
 } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const run = promisify(execFile);
 /** schemathesis' CLI with ast.parse serialised across its worker threads (see the file for why). */
@@ -112,7 +113,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
   // What the fuzzer created: the controller is gone, so finalizers are removed by hand.
   const list = await client.request<{ items: { metadata: { name: string } }[] }>(
     '/apis/talos.dev/v1alpha1/nodeactions',

@@ -25,6 +25,7 @@ import {
 } from '../support/gate.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import { rest, switchableCheck, uniqueName } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const instance = uniqueName('apiserver-restart');
 let dir: string;
@@ -60,8 +61,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
-  await sandbox.stop();
+  await stopAll(controller, sandbox);
   await rm(dir, { recursive: true, force: true });
 });
 

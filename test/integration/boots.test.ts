@@ -37,6 +37,7 @@ import {
   whoami,
 } from '../support/gate.ts';
 import { controllerKubeConfig, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -204,7 +205,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 describe('boot hooks', () => {

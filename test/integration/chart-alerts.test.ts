@@ -18,6 +18,7 @@ import { renderChart } from '../support/helm.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 import { startTestMonitoring } from '../support/monitoring.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -45,8 +46,7 @@ after(async () => {
   await client
     .request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${check}`, { method: 'DELETE' })
     .catch(() => undefined);
-  await controller?.stop();
-  await monitoring?.stop();
+  await stopAll(controller, monitoring);
 });
 
 describe("the chart's alert rules", () => {

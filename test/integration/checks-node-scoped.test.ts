@@ -20,6 +20,7 @@ import {
   whoami,
 } from '../support/gate.ts';
 import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -81,7 +82,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 describe('Node-scoped checks', () => {

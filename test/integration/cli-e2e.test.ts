@@ -26,6 +26,7 @@ import {
   uniqueName,
   waitFor,
 } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -55,7 +56,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 /** Waits until the terminal has shown `pattern` (escape sequences aside). */

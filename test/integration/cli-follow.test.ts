@@ -41,6 +41,7 @@ import {
   uniqueName,
   waitFor,
 } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -54,7 +55,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 const phaseOf = (action: { status?: { phase?: string } } | undefined) =>

@@ -27,6 +27,7 @@ import {
 import { NODE, MAIN, cliEnv } from '../support/cli.ts';
 import { rest, testKubeConfig, testSandboxState, uniqueName, waitFor } from '../support/kube.ts';
 import { spawn } from 'node:child_process';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -104,7 +105,7 @@ before(async () => {
   controller = await startGateController(instance, { talos: { config: talos, drainRetryMs: 500 } });
 });
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 describe('etcd guard', () => {

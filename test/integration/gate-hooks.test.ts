@@ -30,6 +30,7 @@ import {
   whoami,
 } from '../support/gate.ts';
 import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -66,7 +67,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 describe('hooks', () => {

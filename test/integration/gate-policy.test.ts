@@ -25,6 +25,7 @@ import {
   type ActionObject,
 } from '../support/gate.ts';
 import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -47,7 +48,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 describe('ActionPolicy', () => {

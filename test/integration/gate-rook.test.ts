@@ -27,6 +27,7 @@ import {
   setCephHealth,
 } from '../support/gate.ts';
 import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -104,7 +105,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 describe('the Rook scenario', () => {

@@ -44,6 +44,7 @@ import {
   uniqueName,
   waitFor,
 } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -233,7 +234,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 describe('Managed execution', () => {

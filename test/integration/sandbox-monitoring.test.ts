@@ -11,6 +11,7 @@ import { startSandbox, type Sandbox } from '../../sandbox/cluster.ts';
 import { freePorts, isAlive } from '../../sandbox/processes.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import { waitFor } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 let dir = '';
 let sandbox: Sandbox | undefined;
@@ -21,8 +22,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller?.stop();
-  await sandbox?.stop();
+  await stopAll(controller, sandbox);
   await rm(dir, { recursive: true, force: true });
 });
 

@@ -26,6 +26,7 @@ import {
 } from '../support/gate.ts';
 import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 import { silencesForAction, startTestMonitoring, type ListedSilence } from '../support/monitoring.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -45,8 +46,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller?.stop();
-  await monitoring?.stop();
+  await stopAll(controller, monitoring);
 });
 
 /** Test nodes of their own, governed by a policy of their own that asks for silences. */

@@ -25,6 +25,7 @@ import {
 } from '../support/gate.ts';
 import { KubeApiError } from '../../src/kube/rest.ts';
 import { rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -109,7 +110,7 @@ before(async () => {
 });
 
 after(async () => {
-  await controller.stop();
+  await stopAll(controller);
 });
 
 describe('undo of pre-action hooks', () => {
