@@ -2,6 +2,8 @@
 // check holds; it never changes anything (checks are impact-free by contract).
 import { PROBES, type ClusterHealthCheckSpec, type ProbeName } from '../api/cluster-health-check.ts';
 import type { RestClient } from '../kube/rest.ts';
+import type { CheckIdentity } from './checker-job.ts';
+import type { CheckerJobs } from './checker-jobs.ts';
 import type { NodeTarget } from './node-target.ts';
 
 export interface ProbeResult {
@@ -25,6 +27,10 @@ export interface ProbeContext {
   namespace: string;
   /** The node a Node-scoped check is evaluated for; undefined for a Cluster-scoped one. */
   node?: NodeTarget;
+  /** The check being probed, and its timeout (a checker Job's deadline). */
+  check?: CheckIdentity & { timeoutMs: number };
+  /** Runs checker Jobs; absent on a replica that may not create them (only the leader does). */
+  jobs?: CheckerJobs;
 }
 
 /** A probe of one type; S is that probe's part of ClusterHealthCheck.spec. */
