@@ -42,29 +42,29 @@ const spec: JobProbeSpec = {
 test('the Job: named per check, generation and node; one verdict per run; bounded by the timeout', () => {
   const job = buildCheckerJob(spec, check, node, 120_000);
   assert.equal(job.metadata?.name, checkerJobName(check, 'worker-2'));
-  assert.match(job.metadata?.name ?? '', /^ceph-osd-ok-to-stop-[0-9a-f]{10}$/);
+  assert.match(job.metadata.name, /^ceph-osd-ok-to-stop-[0-9a-f]{10}$/);
   assert.notEqual(checkerJobName(check, 'worker-1'), checkerJobName(check, 'worker-2'));
-  assert.notEqual(checkerJobName({ ...check, generation: 3 }, 'worker-2'), job.metadata?.name);
-  assert.equal(job.metadata?.namespace, 'rook-ceph');
+  assert.notEqual(checkerJobName({ ...check, generation: 3 }, 'worker-2'), job.metadata.name);
+  assert.equal(job.metadata.namespace, 'rook-ceph');
   assert.deepEqual(
-    job.metadata?.ownerReferences?.map((o) => [o.kind, o.uid]),
+    job.metadata.ownerReferences?.map((o) => [o.kind, o.uid]),
     [['ClusterHealthCheck', 'uid-1']],
   );
   assert.equal(job.spec?.backoffLimit, 0);
-  assert.equal(job.spec?.activeDeadlineSeconds, 120);
-  assert.equal(job.spec?.ttlSecondsAfterFinished, 3600);
-  const pod = job.spec?.template.spec;
+  assert.equal(job.spec.activeDeadlineSeconds, 120);
+  assert.equal(job.spec.ttlSecondsAfterFinished, 3600);
+  const pod = job.spec.template.spec;
   assert.equal(pod?.restartPolicy, 'Never');
-  const env = pod?.containers[0]?.env?.map((e) => [e.name, e.value]);
+  const env = pod.containers[0]?.env?.map((e) => [e.name, e.value]);
   assert.deepEqual(env, [
     ['GATEHOUSE_CHECK', 'ceph-osd-ok-to-stop'],
     ['GATEHOUSE_NODE', 'worker-2'],
     ['GATEHOUSE_NODE_IP', '10.0.0.2'],
   ]);
-  assert.equal(pod?.containers[0]?.terminationMessagePolicy, 'FallbackToLogsOnError');
-  assert.equal(pod?.affinity, undefined, 'Anywhere by default');
-  assert.equal(job.spec?.template.metadata?.labels?.['talos.dev/check-uid'], 'uid-1');
-  assert.equal(job.spec?.template.metadata?.labels?.['talos.dev/node'], 'worker-2');
+  assert.equal(pod.containers[0]?.terminationMessagePolicy, 'FallbackToLogsOnError');
+  assert.equal(pod.affinity, undefined, 'Anywhere by default');
+  assert.equal(job.spec.template.metadata?.labels?.['talos.dev/check-uid'], 'uid-1');
+  assert.equal(job.spec.template.metadata.labels['talos.dev/node'], 'worker-2');
   // The template is not changed in place.
   assert.equal(spec.template.spec?.backoffLimit, 6);
 });
@@ -89,15 +89,14 @@ test('a Job under the name that does not claim to be the check is foreign', () =
   assert.equal(foreignJob(ours, check), undefined);
   const unlabelled: V1Job = { metadata: { name: ours.metadata?.name ?? '' } };
   assert.match(foreignJob(unlabelled, check) ?? '', /label app.kubernetes.io\/managed-by is missing/);
-  const unowned: V1Job = { metadata: { ...ours.metadata, ownerReferences: [] } };
+  const unowned: V1Job = { metadata: Object.assign({}, ours.metadata, { ownerReferences: [] }) };
   assert.match(foreignJob(unowned, check) ?? '', /not owned by ClusterHealthCheck ceph-osd-ok-to-stop/);
 });
 
 function finished(job: V1Job, type: string, reason?: string): V1Job {
-  return {
-    ...job,
+  return Object.assign({}, job, {
     status: { conditions: [{ type, status: 'True', ...(reason ? { reason } : {}) }] },
-  } as V1Job;
+  });
 }
 
 function podOf(
@@ -106,13 +105,13 @@ function podOf(
   message?: string,
   overrides: Partial<V1Pod['spec']> = {},
 ): V1Pod {
-  return {
+  const pod: V1Pod = {
     metadata: {
       name: 'p',
       namespace: 'rook-ceph',
       ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'j', uid: 'job-uid', controller: true }],
     },
-    spec: { ...job.spec?.template.spec, containers: job.spec?.template.spec?.containers ?? [], ...overrides },
+    spec: Object.assign({}, job.spec?.template.spec, overrides),
     status: {
       containerStatuses: [
         {
@@ -125,7 +124,8 @@ function podOf(
         },
       ],
     },
-  } as V1Pod;
+  };
+  return pod;
 }
 
 test('exit 0 is healthy, anything else unhealthy; the message is the last line of the termination message', () => {
@@ -152,16 +152,12 @@ test('a pod claiming the Job but running something else refuses the verdict (fai
   });
   const verdict = checkerVerdict(finished(job, 'Complete'), 'job-uid', [forged]);
   assert.equal(verdict?.healthy, false);
-  assert.match(
-    verdict?.message ?? '',
-    /verdict refused: pod rook-ceph\/p claims the checker Job but does not run/,
-  );
+  assert.match(verdict.message, /verdict refused: pod rook-ceph\/p claims the checker Job but does not run/);
   // A pod controlled by another Job is not this Job's at all: ignored.
   const other = podOf(job, 1, 'not mine');
-  other.metadata = {
-    ...other.metadata,
+  other.metadata = Object.assign({}, other.metadata, {
     ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'x', uid: 'other', controller: true }],
-  };
+  });
   assert.deepEqual(checkerVerdict(finished(job, 'Complete'), 'job-uid', [other]), {
     healthy: true,
     message: `checker Job rook-ceph/${job.metadata?.name ?? ''} succeeded`,
