@@ -11,16 +11,9 @@ import type { V1Job, V1OwnerReference, V1Pod } from '@kubernetes/client-node';
 import type { ProbeSpecs } from '../api/cluster-health-check.ts';
 import { CHECKER_JOB_ANNOTATIONS, CHECKER_JOB_LABELS } from '../api/names.ts';
 import type { NodeTarget } from './node-target.ts';
-import type { ProbeResult } from './probe.ts';
+import type { CheckIdentity, ProbeResult } from './probe.ts';
 
 export type JobProbeSpec = ProbeSpecs['job'];
-
-/** The check a checker Job is for. */
-export interface CheckIdentity {
-  name: string;
-  uid: string;
-  generation: number;
-}
 
 /** How long a finished checker Job stays if no later run replaces it (a node gone, a check changed). */
 export const CHECKER_JOB_TTL_SECONDS = 3600;

@@ -9,15 +9,8 @@ import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { CHECKER_JOB_LABELS, JOB_CONTROLLER_UID_LABEL } from '../api/names.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
 import { sleep } from '../wait.ts';
-import {
-  buildCheckerJob,
-  checkerVerdict,
-  foreignJob,
-  type CheckIdentity,
-  type JobProbeSpec,
-} from './checker-job.ts';
-import type { NodeTarget } from './node-target.ts';
-import type { ProbeResult } from './probe.ts';
+import { buildCheckerJob, checkerVerdict, foreignJob, type JobProbeSpec } from './checker-job.ts';
+import type { CheckerJobRun, CheckerJobRunner, CheckIdentity, ProbeResult } from './probe.ts';
 
 /** How often a running checker Job is looked at. */
 const POLL_MS = 500;
@@ -30,14 +23,7 @@ function notFound(error: unknown): boolean {
   return error instanceof KubeApiError && error.code === 404;
 }
 
-export interface CheckerJobRun {
-  check: CheckIdentity;
-  node: NodeTarget | undefined;
-  timeoutMs: number;
-  signal: AbortSignal;
-}
-
-export class CheckerJobs {
+export class CheckerJobs implements CheckerJobRunner {
   private readonly rest: RestClient;
   /** The run under way (or queued last) per check and node: runs never overlap. */
   private readonly chains = new Map<string, Promise<unknown>>();
