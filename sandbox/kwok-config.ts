@@ -13,6 +13,8 @@ export const KWOK_NODE_ANNOTATION_VALUE = 'fake';
  */
 export const POD_OUTCOME_ANNOTATION = 'sandbox.gatehouse.dev/outcome'; // Succeeded (default) | Failed | Hang
 export const POD_RUN_DURATION_ANNOTATION = 'sandbox.gatehouse.dev/run-duration'; // Go duration, default 1s
+/** What the simulated containers leave as their termination message (a checker Job's message). */
+export const POD_TERMINATION_MESSAGE_ANNOTATION = 'sandbox.gatehouse.dev/termination-message';
 
 /**
  * A simulated node carrying this annotation with the value `off` is powered off: kwok
@@ -183,6 +185,9 @@ containerStatuses:
     terminated:
       exitCode: ${exitCode}
       reason: ${reason}
+{{ with $.metadata.annotations }}{{ with index . "${POD_TERMINATION_MESSAGE_ANNOTATION}" }}
+      message: {{ . | Quote }}
+{{ end }}{{ end }}
       startedAt: {{ $started | Quote }}
       finishedAt: {{ $now | Quote }}
 {{ end }}

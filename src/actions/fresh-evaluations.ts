@@ -2,19 +2,21 @@
 // the health gate: when it is first seen, and when an admission pass expects to admit
 // it (in parallel with the pass's quorum list). The gate then judges on an evaluation
 // that is already under way or done instead of starting one — still one made for this
-// action, after it was requested, and taken at most once and only while young
-// (PREFETCH_FRESH_MS); anything else is evaluated anew, as before.
+// action, after it was requested, and taken at most once and only while young (still
+// under way, or finished at most PREFETCH_FRESH_MS ago); anything else is evaluated
+// anew, as before. A gate on a checker Job (minutes) leaves its evaluation under way
+// here and is decided again when it has finished.
 import type { CheckRunner } from '../checks/runner.ts';
 import type { FreshChecks } from './observations.ts';
 
-/** How long after it began an evaluation may still be what an action is judged on. */
+/** How long after it finished an evaluation may still be what an action is judged on. */
 export const PREFETCH_FRESH_MS = 2000;
 
 interface Begun {
   names: ReadonlySet<string>;
-  startedAt: number;
   result: Promise<FreshChecks>;
   done: boolean;
+  doneAt?: number;
 }
 
 export class FreshEvaluations {
@@ -36,11 +38,11 @@ export class FreshEvaluations {
     if (current && this.young(current) && sameSet(current.names, names)) return;
     const entry: Begun = {
       names: new Set(names),
-      startedAt: this.clock(),
       done: false,
       result: this.checks.evaluateNow(names, node).then((states) => {
         entry.done = true;
-        return { at: new Date(this.clock()), states };
+        entry.doneAt = this.clock();
+        return { at: new Date(entry.doneAt), states };
       }),
     };
     // A failed evaluation is nobody's to report: the gate evaluates anew.
@@ -83,8 +85,16 @@ export class FreshEvaluations {
     this.begun.delete(uid);
   }
 
+  /** Resolves when the action's evaluation finishes (at once if there is none). */
+  async done(uid: string): Promise<void> {
+    await this.begun.get(uid)?.result.then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
   private young(entry: Begun): boolean {
-    return this.clock() - entry.startedAt <= PREFETCH_FRESH_MS;
+    return this.clock() - (entry.doneAt ?? this.clock()) <= PREFETCH_FRESH_MS;
   }
 }
 

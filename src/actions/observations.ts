@@ -53,6 +53,11 @@ export interface ActionInput {
    * whether etcd can spare the action's control-plane node now (src/actions/etcd-guard.ts).
    */
   etcd?: EtcdCheckState;
+  /**
+   * The gate's fresh evaluation is still under way on checker Jobs (job probes): which
+   * check waits on which Job ("NS/NAME"; absent while it is being created).
+   */
+  evaluating?: readonly { check: string; job?: string }[];
   hooks: readonly HookObject[];
   jobs: ReadonlyMap<string, JobFacts>;
   webhooks: ReadonlyMap<string, WebhookFacts>;

@@ -66,6 +66,9 @@ export function instanceSelector(instance: string | undefined): string {
 
 export const ADMISSION_KEY = '@admission';
 
+/** How long a gate waits inline for checker Jobs before saying, in the status, that it waits on them. */
+const CHECKER_JOB_SETTLE_MS = 1000;
+
 /** A new action, set up by its reconciler (the finalizer) and with no status yet: its first status is the admission pass's. */
 function isNew(action: ActionObject): boolean {
   return (
@@ -417,6 +420,30 @@ export class ActionReconciler {
     if (names && names.length > 0) this.fresh.begin(action.metadata.uid, names, action.spec.nodeName);
   }
 
+  /**
+   * When these checks include `job` probes whose fresh evaluation takes longer than
+   * CHECKER_JOB_SETTLE_MS: the evaluation is left under way (the action is queued again
+   * when it finishes) and what it waits on is returned, for the action's status to say.
+   * Undefined: evaluate (or take the finished evaluation) now.
+   */
+  private async awaitCheckerJobs(
+    action: ActionObject,
+    checks: readonly string[],
+  ): Promise<{ check: string; job?: string }[] | undefined> {
+    const jobChecks = checks.filter((name) => this.o.checks.view(name)?.spec.job !== undefined);
+    if (jobChecks.length === 0) return undefined;
+    const { uid, name } = action.metadata;
+    const node = action.spec.nodeName;
+    this.fresh.begin(uid, checks, node);
+    await this.fresh.settle(uid, CHECKER_JOB_SETTLE_MS);
+    if (this.fresh.finished(uid)) return undefined;
+    void this.fresh.done(uid).then(() => this.queue.add(name));
+    return jobChecks.map((check) => {
+      const job = this.o.checks.runningJob(check, node);
+      return job ? { check, job } : { check };
+    });
+  }
+
   /** A fresh evaluation of these checks for the action: the one begun ahead of the gate, or one now. */
   private async evaluate(uid: string, names: string[], node: string): Promise<FreshChecks> {
     const begun = this.fresh.take(uid, names);
@@ -465,6 +492,13 @@ export class ActionReconciler {
     try {
       for (let round = 0; round < 3 && (decision.evaluateChecks || decision.readEtcd); round++) {
         const checks = decision.evaluateChecks;
+        const evaluating =
+          checks && !begun && !begunOnly ? await this.awaitCheckerJobs(action, checks) : undefined;
+        if (evaluating) {
+          now = new Date();
+          decision = decide({ ...input, now, evaluating });
+          break;
+        }
         if (decision.readEtcd && !release) release = await this.etcdLock();
         [fresh, etcd] = await Promise.all([
           checks

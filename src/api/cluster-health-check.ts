@@ -15,11 +15,13 @@ import {
   Resource,
   StringEnum,
   Text,
+  DURATION_REGEX,
   Timestamp,
   oneOf,
   rules,
   type KindDefinition,
 } from './common.ts';
+import { jobTemplate } from './hooks.ts';
 
 const HTTP_URL_RULE = (field: string) => ({
   rule: "isURL(self) && url(self).getScheme() in ['http', 'https']",
@@ -461,6 +463,37 @@ export const PrometheusProbe = Type.Object(
   },
 );
 
+/** Where a checker Job may run, relative to the node a Node-scoped check is evaluated for. */
+export const CHECKER_JOB_PLACEMENTS = ['Anywhere', 'AwayFromTarget', 'OnTarget'] as const;
+
+export const JobProbe = Type.Object(
+  {
+    namespace: DnsLabel(
+      'Namespace the checker Job runs in (checks are cluster-scoped, Jobs are not), e.g. rook-ceph for a Job that needs the Ceph admin keyring. Its editors can influence the verdict (docs/security.md): choose one whose editors you trust with the check.',
+    ),
+    placement: Type.Optional(
+      StringEnum(CHECKER_JOB_PLACEMENTS, {
+        description:
+          'Node-scoped checks: where the Job may run. Anywhere (the default): wherever the scheduler likes, since a check is impact-free and the node it asks about may be cordoned or down; AwayFromTarget: never on that node; OnTarget: only there (a Job that must look at the node itself). Cluster-scoped checks: Anywhere only.',
+        default: 'Anywhere',
+      }),
+    ),
+    template: jobTemplate({
+      what: 'a checker Job',
+      podSpec:
+        'The pod spec (core/v1 PodSpec). gatehouse sets restartPolicy Never, adds node affinity for the placement, and, for a Node-scoped check, the environment variables GATEHOUSE_NODE and GATEHOUSE_NODE_IP to every container. A container that writes nothing to its termination message path gets terminationMessagePolicy FallbackToLogsOnError, so a failure says its last log line.',
+      jobSpec:
+        "The Job spec (batch/v1 JobSpec). gatehouse sets backoffLimit 0 (one exit is one verdict), activeDeadlineSeconds to at most the check's timeout, and ttlSecondsAfterFinished.",
+      template:
+        "The checker Job (batch/v1 JobTemplateSpec), run in job.namespace, read-only by contract: exit code 0 is healthy, anything else unhealthy, and the container's termination message (its last line) is the check's message. The Job is owned by the check and labelled with it and the node.",
+    }),
+  },
+  {
+    description:
+      'Probe by running a checker Job, for what only a command can tell (ceph osd ok-to-stop). One Job at a time per check and node; the check timeout bounds it. Checks are impact-free by contract: give the Job read-only access (docs/checks.md).',
+  },
+);
+
 /**
  * The probe types, by the spec field that sets each: the one list every other probe
  * list derives from (the spec's fields, PROBES, the CEL rule, the probe registry in
@@ -474,6 +507,7 @@ const PROBE_SCHEMAS = {
   podDisruptionBudgets: PodDisruptionBudgetsProbe,
   nodes: NodesProbe,
   prometheus: PrometheusProbe,
+  job: JobProbe,
 };
 
 export type ProbeName = keyof typeof PROBE_SCHEMAS;
@@ -486,12 +520,14 @@ export const PROBES = Object.keys(PROBE_SCHEMAS) as readonly ProbeName[];
  * The probe types that can ask about one node (their text takes the node variables, their
  * CEL sees `node`), so a Node-scoped check may use them. The others judge the cluster.
  */
-export const NODE_SCOPED_PROBES = ['httpGet', 'resource'] as const satisfies readonly ProbeName[];
+export const NODE_SCOPED_PROBES = ['httpGet', 'resource', 'job'] as const satisfies readonly ProbeName[];
 
 export const SCOPES = ['Cluster', 'Node'] as const;
 export type CheckScope = (typeof SCOPES)[number];
 
 const NODE_SCOPE = "self.scope == 'Node'";
+/** A checker Job has to be scheduled, pulled and run within the check's timeout. */
+export const MIN_JOB_TIMEOUT = '30s';
 /** Whether any field of the spec uses a node variable (`$(`, as the field rules allow nothing else). */
 const USES_VARIABLES = [
   "has(self.httpGet) && has(self.httpGet.url) && self.httpGet.url.contains('$(')",
@@ -556,7 +592,7 @@ export const ClusterHealthCheckSpec = Type.Object(
     nodeInterval: Type.Optional(
       Duration(
         'nodeInterval',
-        'Node-scoped only: how often the controller evaluates the check for every selected node, on top of every interval for the nodes with an unfinished action. Defaults to 5m.',
+        'Node-scoped only: how often the controller evaluates the check for every selected node, on top of every interval for the nodes with an unfinished action. Defaults to 5m, except for a job probe (a Job per node): without nodeInterval it runs only for the nodes with an unfinished action and for gates.',
         { min: '10s', max: '24h' },
       ),
     ),
@@ -580,6 +616,17 @@ export const ClusterHealthCheckSpec = Type.Object(
           'spec.nodeInterval is only allowed with spec.scope: Node (a Cluster-scoped check has interval only)',
         fieldPath: '.nodeInterval',
         reason: 'FieldValueForbidden',
+      },
+      {
+        rule: `!has(self.job) || !has(self.job.placement) || self.job.placement == 'Anywhere' || (has(self.scope) && ${NODE_SCOPE})`,
+        message:
+          'spec.job.placement AwayFromTarget or OnTarget needs spec.scope: Node (a Cluster-scoped check has no node to run away from or on); remove it or set scope: Node',
+        fieldPath: '.job.placement',
+      },
+      {
+        rule: `!has(self.job) || !has(self.timeout) || !self.timeout.matches('${DURATION_REGEX}') || duration(self.timeout) >= duration('${MIN_JOB_TIMEOUT}')`,
+        message: `spec.job needs spec.timeout of at least ${MIN_JOB_TIMEOUT} (the default 5s is too short to schedule a pod and run it): set e.g. timeout: 2m`,
+        fieldPath: '.timeout',
       },
       {
         rule: `(has(self.scope) && ${NODE_SCOPE}) || !(${USES_VARIABLES})`,

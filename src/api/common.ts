@@ -87,7 +87,7 @@ export function StringMap(description: string) {
 // Durations are Go-style strings ("30s", "5m", "1h30m"), as everywhere in Kubernetes.
 // The regular expression guards `duration()`, which would fail the rule with an
 // evaluation error instead of the message on input it cannot parse.
-const DURATION_REGEX = '^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$';
+export const DURATION_REGEX = '^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$';
 
 export interface DurationBounds {
   min: string;

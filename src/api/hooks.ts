@@ -41,66 +41,84 @@ const TemplateMetadata = (what: string) =>
  * Not x-kubernetes-embedded-resource: a template has no apiVersion and kind. The
  * static type is client-node's V1JobTemplateSpec.
  */
-export const JobTemplate = Type.Unsafe<V1JobTemplateSpec>(
-  Type.Object(
-    {
-      metadata: Type.Optional(TemplateMetadata('Job')),
-      spec: Type.Object(
-        {
-          template: Type.Object(
-            {
-              metadata: Type.Optional(TemplateMetadata('pod')),
-              spec: Type.Object(
-                {
-                  restartPolicy: Type.String({
-                    description:
-                      "The pod's restart policy: Never or OnFailure, so that the Job can finish (Always, the pod default, is refused).",
-                    maxLength: 16,
-                  }),
-                  containers: Type.Array(
-                    Type.Object(
-                      {},
+export interface JobTemplateTexts {
+  /** What has to finish, in the restart policy's message: "a hook Job". */
+  what: string;
+  podSpec: string;
+  jobSpec: string;
+  template: string;
+}
+
+const HOOK_TEMPLATE_TEXTS: JobTemplateTexts = {
+  what: 'a hook Job',
+  podSpec:
+    "The pod spec (core/v1 PodSpec). gatehouse adds node affinity for the hook's placement, and environment variables GATEHOUSE_NODE, GATEHOUSE_ACTION, GATEHOUSE_ACTION_NAME, GATEHOUSE_BOOT_ID and GATEHOUSE_TARGET_IMAGE (when upgrading) to every container.",
+  jobSpec:
+    'The Job spec (batch/v1 JobSpec): template, backoffLimit, activeDeadlineSeconds and so on. The hook timeout bounds the Job as a whole.',
+  template:
+    "A Job template (batch/v1 JobTemplateSpec) run in the hook's namespace; the Job is owned by the NodeAction and labelled with the action and the hook.",
+};
+
+/** A JobTemplateSpec schema with descriptions for its user (hooks, checker Jobs). */
+export const jobTemplate = (texts: JobTemplateTexts) =>
+  Type.Unsafe<V1JobTemplateSpec>(
+    Type.Object(
+      {
+        metadata: Type.Optional(TemplateMetadata('Job')),
+        spec: Type.Object(
+          {
+            template: Type.Object(
+              {
+                metadata: Type.Optional(TemplateMetadata('pod')),
+                spec: Type.Object(
+                  {
+                    restartPolicy: Type.String({
+                      description:
+                        "The pod's restart policy: Never or OnFailure, so that the Job can finish (Always, the pod default, is refused).",
+                      maxLength: 16,
+                    }),
+                    containers: Type.Array(
+                      Type.Object(
+                        {},
+                        {
+                          description: 'A container (core/v1 Container).',
+                          'x-kubernetes-preserve-unknown-fields': true,
+                        },
+                      ),
                       {
-                        description: 'A container (core/v1 Container).',
-                        'x-kubernetes-preserve-unknown-fields': true,
+                        description: 'The containers of the pod (core/v1 Container); at least one.',
+                        minItems: 1,
+                        maxItems: 64,
                       },
                     ),
-                    {
-                      description: 'The containers of the pod (core/v1 Container); at least one.',
-                      minItems: 1,
-                      maxItems: 64,
-                    },
-                  ),
-                },
-                {
-                  description:
-                    "The pod spec (core/v1 PodSpec). gatehouse adds node affinity for the hook's placement, and environment variables GATEHOUSE_NODE, GATEHOUSE_ACTION, GATEHOUSE_ACTION_NAME, GATEHOUSE_BOOT_ID and GATEHOUSE_TARGET_IMAGE (when upgrading) to every container.",
-                  'x-kubernetes-preserve-unknown-fields': true,
-                  ...rules({
-                    rule: "!has(self.restartPolicy) || self.restartPolicy in ['Never', 'OnFailure']",
-                    message:
-                      'template.spec.template.spec.restartPolicy must be Never or OnFailure: a hook Job has to finish',
-                    fieldPath: '.restartPolicy',
-                  }),
-                },
-              ),
-            },
-            { description: 'The pod template of the Job (core/v1 PodTemplateSpec).' },
-          ),
-        },
-        {
-          description:
-            'The Job spec (batch/v1 JobSpec): template, backoffLimit, activeDeadlineSeconds and so on. The hook timeout bounds the Job as a whole.',
-          'x-kubernetes-preserve-unknown-fields': true,
-        },
-      ),
-    },
-    {
-      description:
-        "A Job template (batch/v1 JobTemplateSpec) run in the hook's namespace; the Job is owned by the NodeAction and labelled with the action and the hook.",
-    },
-  ),
-);
+                  },
+                  {
+                    description: texts.podSpec,
+                    'x-kubernetes-preserve-unknown-fields': true,
+                    ...rules({
+                      rule: "!has(self.restartPolicy) || self.restartPolicy in ['Never', 'OnFailure']",
+                      message: `template.spec.template.spec.restartPolicy must be Never or OnFailure: ${texts.what} has to finish`,
+                      fieldPath: '.restartPolicy',
+                    }),
+                  },
+                ),
+              },
+              { description: 'The pod template of the Job (core/v1 PodTemplateSpec).' },
+            ),
+          },
+          {
+            description: texts.jobSpec,
+            'x-kubernetes-preserve-unknown-fields': true,
+          },
+        ),
+      },
+      {
+        description: texts.template,
+      },
+    ),
+  );
+
+export const JobTemplate = jobTemplate(HOOK_TEMPLATE_TEXTS);
 
 export const Webhook = Type.Object(
   {

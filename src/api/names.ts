@@ -111,3 +111,21 @@ export const SILENCED_CONDITION: NodeActionConditionType = 'Silenced';
 
 /** An ActionPolicy's one condition: whether it can be applied (its windows open at all). */
 export const POLICY_VALID_CONDITION = 'Valid';
+
+/** The labels of the checker Jobs of `job` probes (src/checks/checker-job.ts). */
+export const CHECKER_JOB_LABELS = {
+  managedBy: HOOK_JOB_LABELS.managedBy,
+  check: 'talos.dev/check',
+  checkUID: 'talos.dev/check-uid',
+  checkGeneration: 'talos.dev/check-generation',
+  node: HOOK_JOB_LABELS.node,
+} as const;
+
+/** The annotations of checker Jobs: the full names a label value may be too short for. */
+export const CHECKER_JOB_ANNOTATIONS = {
+  check: 'talos.dev/check',
+  node: HOOK_JOB_ANNOTATIONS.node,
+} as const;
+
+/** The label the Job controller puts on a Job's pods (batch/v1, Kubernetes 1.27+). */
+export const JOB_CONTROLLER_UID_LABEL = 'batch.kubernetes.io/controller-uid';

@@ -1,6 +1,11 @@
 // What every probe type implements. A probe looks at the world and says whether a
 // check holds; it never changes anything (checks are impact-free by contract).
-import { PROBES, type ClusterHealthCheckSpec, type ProbeName } from '../api/cluster-health-check.ts';
+import {
+  PROBES,
+  type ClusterHealthCheckSpec,
+  type ProbeName,
+  type ProbeSpecs,
+} from '../api/cluster-health-check.ts';
 import type { RestClient } from '../kube/rest.ts';
 import type { NodeTarget } from './node-target.ts';
 
@@ -25,6 +30,29 @@ export interface ProbeContext {
   namespace: string;
   /** The node a Node-scoped check is evaluated for; undefined for a Cluster-scoped one. */
   node?: NodeTarget;
+  /** The check being probed, and its timeout (a checker Job's deadline). */
+  check?: CheckIdentity & { timeoutMs: number };
+  /** Runs checker Jobs (src/checks/checker-jobs.ts); absent on a replica that may not create them (only the leader does). */
+  jobs?: CheckerJobRunner;
+}
+
+/** The check a probe runs for (a checker Job's name and owner). */
+export interface CheckIdentity {
+  name: string;
+  uid: string;
+  generation: number;
+}
+
+/** One run of a check's checker Job. */
+export interface CheckerJobRun {
+  check: CheckIdentity;
+  node: NodeTarget | undefined;
+  timeoutMs: number;
+  signal: AbortSignal;
+}
+
+export interface CheckerJobRunner {
+  run(spec: ProbeSpecs['job'], run: CheckerJobRun): Promise<ProbeResult>;
 }
 
 /** A probe of one type; S is that probe's part of ClusterHealthCheck.spec. */

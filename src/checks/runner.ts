@@ -14,6 +14,7 @@ import type { Metrics } from '../metrics.ts';
 import { redactURLs } from '../redact.ts';
 import { errorMessage, formatDuration } from '../wait.ts';
 import { nodeSummaryState, summarizeNodes, type NodeResults } from './node-results.ts';
+import { CheckerJobs } from './checker-jobs.ts';
 import { nodeTarget, type NodeTarget } from './node-target.ts';
 import { probeTypeOf, type ProbeContext, type ProbeResult } from './probe.ts';
 import { matchesSelector } from '../kube/labels.ts';
@@ -123,9 +124,23 @@ export class CheckRunner {
   /** Scheduling lag of periodic probes (ms), kept for the benchmark. */
   readonly lagSamples: number[] = [];
   recordLag = false;
+  /** The checker Jobs of `job` probes, run by the leader only. */
+  private readonly jobs: CheckerJobs;
 
   constructor(options: CheckRunnerOptions) {
     this.options = { statusRefreshMs: 300_000, jitter: 0.1, ...options };
+    this.jobs = new CheckerJobs(options.rest);
+  }
+
+  /**
+   * "NS/NAME" of the checker Job a `job` check is running for this node (or, Cluster-
+   * scoped, for itself), if any: what a gate waiting on its fresh result is waiting for.
+   */
+  runningJob(name: string, node?: string): string | undefined {
+    const entry = this.entries.get(name);
+    const uid = entry?.check.metadata.uid;
+    if (!entry || entry.probeType !== 'job' || uid === undefined) return undefined;
+    return this.jobs.running(uid, entry.scope === 'Node' ? node : undefined);
   }
 
   /**
@@ -160,12 +175,13 @@ export class CheckRunner {
     if (existing) clearTimeout(existing.timer);
     const spec = check.spec;
     const scope = spec.scope ?? 'Cluster';
-    const nodeInterval = spec.nodeInterval ?? DEFAULT_NODE_INTERVAL;
+    // A job probe runs a Job per node: every node only when asked for (nodeInterval).
+    const nodeInterval = spec.nodeInterval ?? (spec.job ? undefined : DEFAULT_NODE_INTERVAL);
     const entry: Entry = {
       check,
       generation,
       scope,
-      nodeIntervalMs: parseDuration(nodeInterval),
+      nodeIntervalMs: nodeInterval === undefined ? undefined : parseDuration(nodeInterval),
       perNode: new Map(),
       state: unknownState(new Date()),
       thresholds: {
@@ -272,12 +288,19 @@ export class CheckRunner {
   }
 
   private fresh(entry: Entry, slot: Slot): Promise<CheckState> {
-    // Callers that arrive before the next probe starts all share it.
-    slot.freshWaiters ??= Promise.resolve().then(() => {
-      slot.freshWaiters = undefined;
-      return this.probe(entry, slot, 'gate');
-    });
+    // Callers that arrive before the next probe starts all share it. A checker Job still
+    // running is not doubled: the fresh one starts (and its timeout runs) after it.
+    const before = entry.probeType === 'job' ? slot.inflight : undefined;
+    slot.freshWaiters ??= (before ?? Promise.resolve()).then(
+      () => this.startFresh(entry, slot),
+      () => this.startFresh(entry, slot),
+    );
     return slot.freshWaiters;
+  }
+
+  private startFresh(entry: Entry, slot: Slot): Promise<CheckState> {
+    slot.freshWaiters = undefined;
+    return this.probe(entry, slot, 'gate');
   }
 
   /** The cached Nodes a Node-scoped check selects (its nodeSelector). */
@@ -397,6 +420,18 @@ export class CheckRunner {
             serviceResolution: this.options.serviceResolution,
             namespace: this.options.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
             ...(node ? { node } : {}),
+            ...(entry.check.metadata.uid !== undefined
+              ? {
+                  check: {
+                    name,
+                    uid: entry.check.metadata.uid,
+                    generation: entry.generation,
+                    timeoutMs: entry.timeoutMs,
+                  },
+                }
+              : {}),
+            // Only the leader creates checker Jobs (every replica probes the other kinds).
+            ...(!this.options.mayWrite || this.options.mayWrite() ? { jobs: this.jobs } : {}),
           })
     ).then(
       (r): Outcome => ({ ...r, reason: r.healthy ? 'ProbeSucceeded' : 'ProbeFailed' }),

@@ -55,6 +55,9 @@ export function controllerRules(): Rule[] {
     // Hook Jobs are owned by their NodeAction with blockOwnerDeletion.
     { apiGroups: [GROUP], resources: ['nodeactions/finalizers'], verbs: ['update'] },
     // Hook Jobs: created once per (action, hook, attempt), deleted on timeout or cancel.
+    // Checker Jobs (job probes): one per (check, node) at a time, in the check's
+    // job.namespace, deleted when replaced or cut by the timeout; their pods are read
+    // (rule below) for the termination message.
     { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
     // Boots, readiness, the preready taint, cordon.
     { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },

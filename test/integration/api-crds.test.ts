@@ -235,7 +235,16 @@ const pods = (resource: Record<string, unknown>, extra: Record<string, unknown> 
 const CLUSTER_ONLY =
   /spec\.scope: Invalid value: .*spec uses \$\(NODE_NAME\) or \$\(NODE_IP\), which are replaced only in a check with spec\.scope: Node; set scope: Node or remove them/;
 const CANNOT_USE_NODE =
-  /spec\.scope: Invalid value: .*spec\.scope: Node needs a probe that can use the node \(httpGet or resource\)/;
+  /spec\.scope: Invalid value: .*spec\.scope: Node needs a probe that can use the node \(httpGet or resource or job\)/;
+const checkerTemplate = (podSpec: Record<string, unknown> = {}) => ({
+  spec: {
+    template: {
+      spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'busybox' }], ...podSpec },
+    },
+  },
+});
+const checkerJob = (job: Record<string, unknown>, extra: Record<string, unknown> = { scope: 'Node' }) =>
+  check({ timeout: '2m', ...extra, job: { namespace: 'rook-ceph', template: checkerTemplate(), ...job } });
 
 const NODE_SCOPED_INVALID: [string, () => Obj, RegExp][] = [
   [
@@ -411,6 +420,51 @@ const NODE_SCOPED_INVALID: [string, () => Obj, RegExp][] = [
     'maxMatching with minMatching',
     () => pods({ maxMatching: 0, minMatching: 1 }),
     /spec\.resource\.maxMatching: Forbidden: resource\.maxMatching may not be combined with minMatching or all/,
+  ],
+  [
+    'a job probe without a template',
+    () => check({ scope: 'Node', timeout: '2m', job: { namespace: 'rook-ceph' } }),
+    /spec\.job\.template: Required value/,
+  ],
+  [
+    'a job probe without a namespace',
+    () => check({ scope: 'Node', timeout: '2m', job: { template: checkerTemplate() } }),
+    /spec\.job\.namespace: Required value/,
+  ],
+  [
+    'a checker Job template without containers',
+    () => checkerJob({ template: checkerTemplate({ containers: [] }) }),
+    /spec\.job\.template\.spec\.template\.spec\.containers: Invalid value: .*must have at least 1 items/,
+  ],
+  [
+    'a checker Job that restarts Always',
+    () => checkerJob({ template: checkerTemplate({ restartPolicy: 'Always' }) }),
+    /spec\.job\.template\.spec\.template\.spec\.restartPolicy: .*restartPolicy must be Never or OnFailure: a checker Job has to finish/,
+  ],
+  [
+    'a job probe with the default 5s timeout',
+    () => check({ scope: 'Node', job: { namespace: 'rook-ceph', template: checkerTemplate() } }),
+    /spec\.timeout: Invalid value: .*spec\.job needs spec\.timeout of at least 30s .*set e\.g\. timeout: 2m/,
+  ],
+  [
+    'a job probe with a 10s timeout',
+    () => checkerJob({}, { scope: 'Node', timeout: '10s' }),
+    /spec\.timeout: Invalid value: .*spec\.job needs spec\.timeout of at least 30s/,
+  ],
+  [
+    'a placement on a Cluster-scoped checker Job',
+    () => checkerJob({ placement: 'OnTarget' }, {}),
+    /spec\.job\.placement: Invalid value: .*spec\.job\.placement AwayFromTarget or OnTarget needs spec\.scope: Node/,
+  ],
+  [
+    'a placement that does not exist',
+    () => checkerJob({ placement: 'Elsewhere' }),
+    /spec\.job\.placement: Unsupported value: "Elsewhere": supported values: "Anywhere", "AwayFromTarget", "OnTarget"/,
+  ],
+  [
+    'a checker Job namespace that is no DNS label',
+    () => checkerJob({ namespace: 'Rook_Ceph' }),
+    /spec\.job\.namespace: Invalid value: "Rook_Ceph"/,
   ],
   [
     'maxMatching with all',

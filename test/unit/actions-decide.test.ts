@@ -153,6 +153,25 @@ describe('decide: health gate', () => {
     assert.deepEqual(d.effects, []);
   });
 
+  it('waiting on a checker Job says which, and looks again soon without asking for another evaluation', () => {
+    const d = run(
+      input({
+        action: gated,
+        now: at(10),
+        checks: [check('ok-to-stop', true)],
+        evaluating: [{ check: 'ok-to-stop', job: 'rook-ceph/ok-to-stop-0123456789' }],
+      }),
+    );
+    assert.equal(d.status.phase, 'WaitingForHealth');
+    assert.equal(d.evaluateChecks, undefined);
+    const c = d.status.conditions?.find((x) => x.type === 'HealthChecksPassed');
+    assert.deepEqual(
+      [c?.status, c?.reason, c?.message],
+      ['Unknown', 'Evaluating', 'running checker Job rook-ceph/ok-to-stop-0123456789 (check ok-to-stop)'],
+    );
+    assert.ok(d.requeueAfterMs !== undefined && d.requeueAfterMs <= 1000);
+  });
+
   it('holds on an unhealthy or unknown fresh result, listing every check, and asks again', () => {
     const i = input({
       action: gated,

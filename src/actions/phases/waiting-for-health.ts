@@ -37,6 +37,19 @@ function describeChecks(results: readonly CheckResult[]): string {
   return `${shown.join('; ')}${failing.length > 5 ? `; and ${failing.length - 5} more` : ''}`;
 }
 
+/** How often a gate waiting on a checker Job looks whether its evaluation finished. */
+export const EVALUATING_RETRY_MS = 1000;
+
+function describeEvaluating(evaluating: NonNullable<DecisionBuilder['input']['evaluating']>): string {
+  return evaluating
+    .map((e) =>
+      e.job
+        ? `running checker Job ${e.job} (check ${e.check})`
+        : `starting the checker Job of check ${e.check}`,
+    )
+    .join('; ');
+}
+
 export function waitingForHealth(b: DecisionBuilder): void {
   const { input, spec, node, nodeName, now, status, condition, transition } = b;
   if (!node) {
@@ -75,6 +88,14 @@ export function waitingForHealth(b: DecisionBuilder): void {
     return;
   }
   const fresh = input.fresh;
+  if (!fresh && input.evaluating && input.evaluating.length > 0) {
+    // A checker Job takes a while: say what the gate waits for, and look again soon.
+    const waiting = describeEvaluating(input.evaluating);
+    condition('HealthChecksPassed', 'Unknown', 'Evaluating', waiting);
+    b.say(`waiting for health checks: ${waiting}`);
+    b.wake(EVALUATING_RETRY_MS);
+    return;
+  }
   if ((gating.length > 0 && !fresh) || (etcdApplies && !input.etcd)) {
     // Held on a recent evaluation: probe again after HEALTH_RETRY_MS, or at once when
     // a check's latest state differs from what the action was judged on. (Without

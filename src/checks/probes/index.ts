@@ -7,6 +7,7 @@ import {
 } from '../../api/cluster-health-check.ts';
 import type { Probe, ProbeContext, ProbeResult } from '../probe.ts';
 import { httpGetProbe } from './http-get.ts';
+import { jobProbe } from './job.ts';
 import { nodesProbe } from './nodes.ts';
 import { podDisruptionBudgetsProbe } from './pod-disruption-budgets.ts';
 import { prometheusProbe } from './prometheus.ts';
@@ -25,6 +26,7 @@ export const PROBE_REGISTRY: ProbeRegistry = {
   podDisruptionBudgets: podDisruptionBudgetsProbe,
   nodes: nodesProbe,
   prometheus: prometheusProbe,
+  job: jobProbe,
 };
 
 /** The probe of type `name` on its part of the spec (a generic, so the two cannot mismatch). */
