@@ -7,6 +7,7 @@ import { addConnectionOptions } from './connection.ts';
 import { controllerCommand } from './controller.ts';
 import { demoCommand } from './demo.ts';
 import { EXIT, EXIT_CODES_HELP } from './exit.ts';
+import { gateCommand } from './gate.ts';
 import { manifestsCommand } from './manifests.ts';
 import { nodeActionCommands } from './node-actions.ts';
 import { sandboxCommand } from './sandbox.ts';
@@ -30,6 +31,7 @@ export function program(): Command {
   for (const command of nodeActionCommands()) gatehouse.addCommand(command);
   gatehouse
     .addCommand(actionsCommand())
+    .addCommand(gateCommand())
     .addCommand(sandboxCommand())
     .addCommand(manifestsCommand())
     .addCommand(controllerCommand())
