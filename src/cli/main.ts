@@ -12,6 +12,7 @@ import { manifestsCommand } from './manifests.ts';
 import { nodeActionCommands } from './node-actions.ts';
 import { sandboxCommand } from './sandbox.ts';
 import { statusCommand } from './status.ts';
+import { talosctlCommand } from './talosctl.ts';
 
 /** Commander's own refusals (unknown option, missing argument) exit 2 like every usage error; help exits 0. */
 function usageExits(command: Command): void {
@@ -32,6 +33,7 @@ export function program(): Command {
   gatehouse
     .addCommand(actionsCommand())
     .addCommand(gateCommand())
+    .addCommand(talosctlCommand())
     .addCommand(sandboxCommand())
     .addCommand(manifestsCommand())
     .addCommand(controllerCommand())
