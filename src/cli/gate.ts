@@ -109,7 +109,7 @@ export function keyConflict(existing: ActionObject, spec: RequestSpec, key: stri
     s.upgrade?.image === spec.upgrade?.image;
   if (same) return undefined;
   const what = `${s.execution ?? 'Managed'} ${s.action} of node ${s.nodeName}${s.upgrade ? ` to ${s.upgrade.image}` : ''}`;
-  return `--key ${key} already names NodeAction ${existing.metadata.name}, a ${what}, not this ${spec.action} of node ${spec.nodeName}${spec.upgrade ? ` to ${spec.upgrade.image}` : ''}: use another --key`;
+  return `--key ${key} already names NodeAction ${existing.metadata.name} (${what}), not this ${spec.action} of node ${spec.nodeName}${spec.upgrade ? ` to ${spec.upgrade.image}` : ''}: use another --key`;
 }
 
 /** Approved, or past it without having failed: the gate is open (a re-run after the act finds it so). */

@@ -120,7 +120,7 @@ describe('gatehouse gate', () => {
     assert.match(
       other.stderr,
       new RegExp(
-        `--key ${key} already names NodeAction ${name}, a External Reboot of node ${node}, not this Shutdown of node ${node}: use another --key`,
+        `--key ${key} already names NodeAction ${name} \\(External Reboot of node ${node}\\), not this Shutdown of node ${node}: use another --key`,
       ),
     );
 

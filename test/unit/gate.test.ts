@@ -78,11 +78,11 @@ describe('gate', () => {
     assert.equal(keyConflict(action('Approved'), spec, 'k'), undefined);
     assert.equal(
       keyConflict(action('Approved'), { ...spec, nodeName: 'n2' }, 'k'),
-      '--key k already names NodeAction a1, a External Reboot of node n1, not this Reboot of node n2: use another --key',
+      '--key k already names NodeAction a1 (External Reboot of node n1), not this Reboot of node n2: use another --key',
     );
     assert.match(
       keyConflict(action('Approved', { execution: 'Managed' }), spec, 'k') ?? '',
-      /a Managed Reboot/,
+      /\(Managed Reboot/,
     );
     assert.match(
       keyConflict(
@@ -90,7 +90,7 @@ describe('gate', () => {
         { ...spec, action: 'Upgrade', upgrade: { image: 'a:2' } },
         'k',
       ) ?? '',
-      /Upgrade of node n1 to a:1, not this Upgrade of node n1 to a:2/,
+      /Upgrade of node n1 to a:1\), not this Upgrade of node n1 to a:2/,
     );
   });
 });
