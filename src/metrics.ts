@@ -16,6 +16,14 @@ export class Metrics {
     labelNames: ['check'],
     registers: [this.registry],
   });
+  /** The actions each check gates, so an alert can tell "a check gating Reboot is unhealthy" (kured's gate). */
+  readonly checkGates = new Gauge({
+    name: 'gatehouse_check_gates',
+    help: 'The actions a ClusterHealthCheck gates (spec.actions; all when it lists none): 1 for each, by check and action.',
+    labelNames: ['check', 'action'],
+    registers: [this.registry],
+  });
+  private readonly gated = new Map<string, readonly string[]>();
   readonly probeDuration = new Histogram({
     name: 'gatehouse_probe_duration_seconds',
     help: 'How long probes took, by check and probe type.',
@@ -152,9 +160,18 @@ export class Metrics {
     this.source = view;
   }
 
+  /** What a check gates, from its spec: `actions` are the ones it lists, or every action. */
+  setCheckGates(check: string, actions: readonly string[]): void {
+    for (const action of this.gated.get(check) ?? []) this.checkGates.remove({ check, action });
+    for (const action of actions) this.checkGates.set({ check, action }, 1);
+    this.gated.set(check, actions);
+  }
+
   forgetCheck(check: string): void {
     this.checkHealthy.remove({ check });
     this.consecutiveFailures.remove({ check });
+    this.setCheckGates(check, []);
+    this.gated.delete(check);
   }
 }
 

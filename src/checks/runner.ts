@@ -5,6 +5,7 @@
 // at the check's timeout (its eventual answer is discarded) and delays nothing else.
 import { performance } from 'node:perf_hooks';
 import type { CheckScope, ClusterHealthCheck, ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
+import { ACTIONS } from '../api/common.ts';
 import { parseDuration } from '../duration.ts';
 import { rfc3339, type EventRecorder } from '../kube/events.ts';
 import type { KubeObject } from '../kube/informer.ts';
@@ -200,6 +201,7 @@ export class CheckRunner {
     }
     if (!existing) this.sortedNames = undefined;
     this.entries.set(name, entry);
+    this.options.metrics?.setCheckGates(name, spec.actions ?? ACTIONS);
     this.changed(name);
     // The first probe comes soon, spread over a fraction of the interval so that a
     // thousand checks appearing at once (a restart) do not probe in the same instant.

@@ -28,8 +28,13 @@ export interface Progress {
 }
 
 export interface CreateOptions {
-  /** With the HTTP API: makes a retried request return the same action. */
+  /** With the HTTP API: makes a retried request return the same action. With a kubeconfig: recorded. */
   idempotencyKey?: string;
+  /**
+   * With a kubeconfig: the action's name instead of a generated one. If an action of that
+   * name exists, it is returned as it is: the caller checks that it is the same request.
+   */
+  name?: string;
   /** With a kubeconfig: a file to hand to a Managed ConfigChange through a Secret. */
   configFile?: { content: Buffer; namespace: string };
 }
@@ -55,6 +60,11 @@ export interface Backend {
   action(name: string): Promise<ActionObject | undefined>;
   /** What is known of a node; `exists: false` when there is no such Node (or it cannot be told). */
   node(name: string): Promise<NodeView | undefined>;
+  /**
+   * The name of the Node whose name, InternalIP or Hostname address is `address`
+   * (talosctl's -n), undefined if there is none. Absent where nodes cannot be listed (the HTTP API).
+   */
+  nodeNamed?(address: string): Promise<string | undefined>;
   createAction(spec: RequestSpec, options?: CreateOptions): Promise<ActionObject>;
   /** Cancels (deletes) an unfinished action; throws a CliError if it has already ended. */
   cancel(name: string): Promise<void>;

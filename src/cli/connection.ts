@@ -43,9 +43,11 @@ export function addConnectionOptions(command: Command): Command {
       "the controller's namespace (where apply-config puts configuration Secrets)",
       'gatehouse-system',
     )
-    .option(
-      '--controller-instance <name>',
-      'with a kubeconfig: address the controller started with this instance name (e.g. a canary); its actions carry the label talos.dev/controller-instance',
+    .addOption(
+      new Option(
+        '--controller-instance <name>',
+        'with a kubeconfig: address the controller started with this instance name (e.g. a canary); its actions carry the label talos.dev/controller-instance',
+      ).env('GATEHOUSE_CONTROLLER_INSTANCE'),
     );
 }
 

@@ -12,6 +12,8 @@ export const EXIT = {
   cancelled: 3,
   /** The cluster or the gatehouse API cannot be reached, or does not accept our credentials. */
   unreachable: 4,
+  /** `gatehouse gate --timeout` ran out before the action was Approved (it was cancelled). */
+  timedOut: 5,
   /** Interrupted (Ctrl-C): the actions in flight were cancelled first. 128 + SIGINT, as shells report it. */
   interrupted: 130,
 } as const;
@@ -25,6 +27,7 @@ Exit codes:
   2    usage error: bad flags or arguments, or a request the API rejects as invalid
   3    an action was cancelled by someone else
   4    cannot reach the cluster or the gatehouse API, or the credentials were not accepted
+  5    gatehouse gate --timeout: not Approved in time (the action was cancelled)
   130  interrupted with Ctrl-C (actions in flight were cancelled first)
 `;
 

@@ -8,7 +8,12 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { instanceSelector } from '../actions/reconciler.ts';
 import type { ClusterHealthCheckSpec, ClusterHealthCheckStatus } from '../api/cluster-health-check.ts';
 import { API_VERSION } from '../api/common.ts';
-import { INSTANCE_LABEL, EXECUTED_ANNOTATION, REQUESTED_VIA_ANNOTATION } from '../api/names.ts';
+import {
+  INSTANCE_LABEL,
+  EXECUTED_ANNOTATION,
+  IDEMPOTENCY_KEY_ANNOTATION,
+  REQUESTED_VIA_ANNOTATION,
+} from '../api/names.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { isTerminal } from '../api/phases.ts';
 import { probeTypeOf } from '../checks/probe.ts';
@@ -251,6 +256,19 @@ export class KubeBackend implements Backend {
     return nodeView(name, node);
   }
 
+  async nodeNamed(address: string): Promise<string | undefined> {
+    const list = await this.call<{
+      items: (NodeObject & { status?: { addresses?: { type: string; address: string }[] } })[];
+    }>('list Nodes', '/api/v1/nodes');
+    const byName = list.items.find((n) => n.metadata.name === address);
+    if (byName) return byName.metadata.name;
+    return list.items.find((n) =>
+      (n.status?.addresses ?? []).some(
+        (a) => (a.type === 'InternalIP' || a.type === 'Hostname') && a.address === address,
+      ),
+    )?.metadata.name;
+  }
+
   /** A Secret holding the configuration, named after its content so every node of one run shares it. */
   private async configSecret(content: Buffer, namespace: string): Promise<string> {
     const name = `gatehouse-config-${createHash('sha256').update(content).digest('hex').slice(0, 16)}`;
@@ -297,23 +315,36 @@ export class KubeBackend implements Backend {
         configChange: { ...spec.configChange, configSecretRef: { name: secret.name, key: 'config.yaml' } },
       };
     }
-    const created = await this.call<ActionObject>(
-      `create a ${spec.action} NodeAction for node ${spec.nodeName}`,
-      NODE_ACTIONS_PATH,
-      {
-        method: 'POST',
-        body: {
-          apiVersion: API_VERSION,
-          kind: 'NodeAction',
-          metadata: {
-            generateName: actionNamePrefix(spec.nodeName, spec.action, 5),
-            ...(this.instance ? { labels: { [INSTANCE_LABEL]: this.instance } } : {}),
-            annotations: { [REQUESTED_VIA_ANNOTATION]: 'cli' },
-          },
-          spec: full,
+    const what = `create a ${spec.action} NodeAction for node ${spec.nodeName}`;
+    const body = {
+      apiVersion: API_VERSION,
+      kind: 'NodeAction',
+      metadata: {
+        ...(options.name !== undefined
+          ? { name: options.name }
+          : { generateName: actionNamePrefix(spec.nodeName, spec.action, 5) }),
+        ...(this.instance ? { labels: { [INSTANCE_LABEL]: this.instance } } : {}),
+        annotations: {
+          [REQUESTED_VIA_ANNOTATION]: 'cli',
+          ...(options.idempotencyKey !== undefined
+            ? { [IDEMPOTENCY_KEY_ANNOTATION]: options.idempotencyKey }
+            : {}),
         },
       },
-    );
+      spec: full,
+    };
+    let created: ActionObject;
+    try {
+      created = await this.rest.request<ActionObject>(NODE_ACTIONS_PATH, { method: 'POST', body });
+    } catch (error) {
+      const existing =
+        options.name !== undefined && error instanceof KubeApiError && error.code === 409
+          ? await this.action(options.name)
+          : undefined;
+      if (!existing) throw kubeFailure(error, what);
+      this.lastSeen.set(existing.metadata.name, existing);
+      return existing;
+    }
     this.lastSeen.set(created.metadata.name, created);
     if (secret) {
       // The Secret goes when the last action using it is garbage-collected.

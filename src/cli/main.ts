@@ -8,11 +8,13 @@ import { addConnectionOptions } from './connection.ts';
 import { controllerCommand } from './controller.ts';
 import { demoCommand } from './demo.ts';
 import { EXIT, EXIT_CODES_HELP } from './exit.ts';
+import { gateCommand } from './gate.ts';
 import { manifestsCommand } from './manifests.ts';
 import { nodeActionCommands } from './node-actions.ts';
 import { rolloutCommand } from './node-rollouts.ts';
 import { sandboxCommand } from './sandbox.ts';
 import { statusCommand } from './status.ts';
+import { talosctlCommand } from './talosctl.ts';
 
 /** Commander's own refusals (unknown option, missing argument) exit 2 like every usage error; help exits 0. */
 function usageExits(command: Command): void {
@@ -34,6 +36,8 @@ export function program(): Command {
   gatehouse
     .addCommand(actionsCommand())
     .addCommand(rolloutCommand())
+    .addCommand(gateCommand())
+    .addCommand(talosctlCommand())
     .addCommand(sandboxCommand())
     .addCommand(manifestsCommand())
     .addCommand(controllerCommand())

@@ -44,6 +44,7 @@ export interface RolloutResult {
 const PRECEDENCE: readonly ExitCode[] = [
   EXIT.interrupted,
   EXIT.unreachable,
+  EXIT.timedOut,
   EXIT.usage,
   EXIT.failed,
   EXIT.cancelled,

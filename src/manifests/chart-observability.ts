@@ -147,6 +147,20 @@ export function alertRules(): Record<string, unknown>[] {
       },
     },
     {
+      // kured's alert gate (--prometheus-url, --alert-filter-regexp): reboots wait while
+      // it fires. At once, with no `for`: kured must hold from the first failed probe. It
+      // fires too while no gatehouse replica is scraped: no word from the gate is no gate.
+      alert: 'GatehouseRebootHeld',
+      expr: `max by (check) (gatehouse_check_healthy{${sel}} < 1) and on (check) max by (check) (gatehouse_check_gates{action="Reboot",${sel}}) or on () (max(up{${sel}}) or vector(0)) == 0`,
+      labels: { severity: 'info' },
+      annotations: {
+        summary:
+          'Reboots are held: {{`{{ if $labels.check }}ClusterHealthCheck {{ $labels.check }} is not healthy{{ else }}gatehouse is not scraped{{ end }}`}}',
+        description:
+          'A check that gates Reboot is unhealthy or unknown (or gatehouse cannot be scraped): tools that gate on this alert, such as kured, hold their reboots until it clears.',
+      },
+    },
+    {
       alert: 'GatehouseActionStuck',
       expr: `time() - max by (action, node, phase) (gatehouse_action_phase_start_timestamp_seconds{${sel}}) > {{ .Values.prometheusRule.actionStuckAfterSeconds }}`,
       labels: { severity: 'warning' },

@@ -46,8 +46,10 @@ leaves them, and every NodeAction and check, in place.
 
 - \`metrics.serviceMonitor.enabled\`: a ServiceMonitor (prometheus-operator) scraping
   \`/metrics\` on the \`http\` port of the \`gatehouse\` Service; its job label is \`gatehouse\`.
-- \`prometheusRule.enabled\`: a PrometheusRule with five alerts on what the controller exports:
+- \`prometheusRule.enabled\`: a PrometheusRule with six alerts on what the controller exports:
   \`GatehouseCheckUnhealthy\` (\`gatehouse_check_healthy\` 0 for \`checkUnhealthyFor\`),
+  \`GatehouseRebootHeld\` (at once, while a check gating Reboot — \`gatehouse_check_gates\` — is
+  not healthy, or no replica is scraped: kured's alert gate, docs/integrations.md),
   \`GatehouseActionStuck\` (an unfinished NodeAction in one phase past
   \`actionStuckAfterSeconds\`, from \`gatehouse_action_phase_start_timestamp_seconds\`),
   \`GatehouseHookFailed\` (\`gatehouse_action_hook_failures\` > 0: a failed hook attempt,

@@ -54,7 +54,7 @@ describe("the chart's alert rules", () => {
     const file = join(monitoring?.dir ?? '', 'chart-rules.yml');
     await writeFile(file, stringify({ groups: await chartRules() }));
     const { stdout } = await promisify(execFile)(await ensureTool('promtool'), ['check', 'rules', file]);
-    assert.match(stdout, /SUCCESS: 5 rules found/);
+    assert.match(stdout, /SUCCESS: 6 rules found/);
   });
 
   it('load healthy into Prometheus, and an unhealthy check fires an alert Alertmanager receives', async () => {
@@ -67,6 +67,7 @@ describe("the chart's alert rules", () => {
       loaded.map((r) => [r.name, r.health]),
       [
         ['GatehouseCheckUnhealthy', 'ok'],
+        ['GatehouseRebootHeld', 'ok'],
         ['GatehouseActionStuck', 'ok'],
         ['GatehouseHookFailed', 'ok'],
         ['GatehouseNotReady', 'ok'],

@@ -1,7 +1,8 @@
 // Running the gatehouse CLI as a user would: a separate process, with a kubeconfig or
 // a server and token, its stdout, stderr and exit code — or inside a pseudo-terminal
 // (util-linux `script`), to see what a person sees.
-import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFile, spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { repoRoot } from './install.ts';
 
@@ -16,7 +17,14 @@ export interface CliResult {
 
 /** The CLI's environment: no colour forced either way, nothing inherited that changes its mind. */
 export function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const dropped = ['FORCE_COLOR', 'NO_COLOR', 'GATEHOUSE_SERVER', 'GATEHOUSE_TOKEN', 'NODE_TEST_CONTEXT'];
+  const dropped = [
+    'FORCE_COLOR',
+    'NO_COLOR',
+    'GATEHOUSE_SERVER',
+    'GATEHOUSE_TOKEN',
+    'GATEHOUSE_CONTROLLER_INSTANCE',
+    'NODE_TEST_CONTEXT',
+  ];
   return {
     ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !dropped.includes(key))),
     ...extra,
@@ -39,6 +47,75 @@ export function runCli(
       },
     );
   });
+}
+
+/** The CLI as a running process whose output the test reads while it runs (a pipe, not a terminal). */
+export class CliProcess {
+  stdout = '';
+  stderr = '';
+  readonly exited: Promise<number>;
+  private readonly child: ReturnType<typeof spawn>;
+
+  /** `command` runs instead of the CLI itself when given (e.g. a wrapper that execs it). */
+  constructor(args: string[], env: NodeJS.ProcessEnv = cliEnv(), command: string[] = [NODE, MAIN]) {
+    const [file = NODE, ...rest] = command;
+    this.child = spawn(file, [...rest, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child.stdout?.setEncoding('utf8');
+    this.child.stdout?.on('data', (text: string) => (this.stdout += text));
+    this.child.stderr?.setEncoding('utf8');
+    this.child.stderr?.on('data', (text: string) => (this.stderr += text));
+    this.exited = new Promise((resolve) =>
+      this.child.on('close', (code, signal) => resolve(code ?? (signal ? 128 : -1))),
+    );
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGKILL'): void {
+    this.child.kill(signal);
+  }
+}
+
+/** Whether this process may run the CLI as a Pod would see itself (root, util-linux unshare). */
+export function canRunAsPod(): { ok: true } | { ok: false; why: string } {
+  const probe = spawnSync('unshare', ['-m', 'true']);
+  return probe.status === 0
+    ? { ok: true }
+    : { ok: false, why: `needs unshare -m (root): ${probe.stderr.toString().trim() || String(probe.error)}` };
+}
+
+export interface PodIdentity {
+  /** The ServiceAccount token, CA certificate and namespace a Pod finds mounted. */
+  token: string;
+  ca: Buffer;
+  namespace: string;
+  /** The API server, as KUBERNETES_SERVICE_HOST/PORT tell a Pod. */
+  server: URL;
+}
+
+/**
+ * The CLI as a Pod runs it: no kubeconfig, its ServiceAccount's token and CA at the
+ * standard paths (/var/run/secrets/kubernetes.io/serviceaccount, shown to this process
+ * alone in a mount namespace of its own) and KUBERNETES_SERVICE_HOST/PORT. Needs
+ * canRunAsPod(); `dir` holds the files (the caller removes it).
+ */
+export async function podCli(
+  args: string[],
+  pod: PodIdentity,
+  dir: string,
+  env: Record<string, string> = {},
+): Promise<CliProcess> {
+  await writeFile(join(dir, 'token'), pod.token);
+  await writeFile(join(dir, 'ca.crt'), pod.ca);
+  await writeFile(join(dir, 'namespace'), pod.namespace);
+  const processEnv = cliEnv({
+    HOME: dir,
+    KUBERNETES_SERVICE_HOST: pod.server.hostname,
+    KUBERNETES_SERVICE_PORT: pod.server.port,
+    ...env,
+  });
+  delete processEnv.KUBECONFIG;
+  const script =
+    'mount -t tmpfs tmpfs /run && d=/run/secrets/kubernetes.io/serviceaccount && mkdir -p $d && cp "$0"/token "$0"/ca.crt "$0"/namespace $d && exec "$@"';
+  return new CliProcess(args, processEnv, ['unshare', '-m', 'sh', '-c', script, dir, NODE, MAIN]);
 }
 
 function shellQuote(word: string): string {

@@ -234,7 +234,7 @@ export async function setNodeReady(
 }
 
 /**
- * A ClusterHealthCheck gating Reboot on nodes labelled gatehouse.test/group=<group>, whose
+ * A ClusterHealthCheck gating Reboot (or `actions`) on nodes labelled gatehouse.test/group=<group>, whose
  * health the test switches: a `nodes` probe over a Node kwok does not manage, made Ready
  * or NotReady at will. Both are deleted when the test ends. `labels` go on the check (a
  * controller started with a checkSelector runs only the checks it selects).
@@ -245,6 +245,7 @@ export async function switchableCheck(
   group: string,
   healthy: boolean,
   labels: Record<string, string> = {},
+  actions: readonly string[] = ['Reboot'],
 ): Promise<{ name: string; set: (healthy: boolean) => Promise<void> }> {
   const client = rest(kc);
   const name = uniqueName(`switch-${group}`);
@@ -277,7 +278,7 @@ export async function switchableCheck(
         interval: '1s',
         timeout: '2s',
         failureThreshold: 1,
-        actions: ['Reboot'],
+        actions,
         nodeSelector: { matchLabels: { 'gatehouse.test/group': group } },
         nodes: { selector: { matchLabels: { 'gatehouse.test/switch': name } } },
       },
