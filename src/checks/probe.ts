@@ -28,6 +28,12 @@ export interface ProbeContext {
   serviceResolution: 'dns' | 'endpoints';
   /** The controller's own namespace: where Secrets a probe reads (credentials) live. */
   namespace: string;
+  /**
+   * When the evaluation was asked for (performance.now()): the latest gate's request, or
+   * the probe's own start. Reads sent since then are as fresh as this evaluation needs,
+   * so identical lists of several checks are made once (RestRequest.sharedSince).
+   */
+  readsSince?: number;
   /** The node a Node-scoped check is evaluated for; undefined for a Cluster-scoped one. */
   node?: NodeTarget;
   /** The check being probed, and its timeout (a checker Job's deadline). */

@@ -87,6 +87,8 @@ interface Slot {
   inflightStartedAt?: number;
   /** Gate requests waiting for a probe that starts after they asked. */
   freshWaiters?: Promise<CheckState>;
+  /** When the last of them asked (performance.now()): what the probe's reads must not precede. */
+  freshAskedAt?: number;
 }
 
 interface Entry extends Slot {
@@ -293,6 +295,7 @@ export class CheckRunner {
     // Callers that arrive before the next probe starts all share it. A checker Job still
     // running is not doubled: the fresh one starts (and its timeout runs) after it.
     const before = entry.probeType === 'job' ? slot.inflight : undefined;
+    slot.freshAskedAt = performance.now();
     slot.freshWaiters ??= (before ?? Promise.resolve()).then(
       () => this.startFresh(entry, slot),
       () => this.startFresh(entry, slot),
@@ -301,8 +304,10 @@ export class CheckRunner {
   }
 
   private startFresh(entry: Entry, slot: Slot): Promise<CheckState> {
+    const since = slot.freshAskedAt;
     slot.freshWaiters = undefined;
-    return this.probe(entry, slot, 'gate');
+    slot.freshAskedAt = undefined;
+    return this.probe(entry, slot, 'gate', since);
   }
 
   /** The cached Nodes a Node-scoped check selects (its nodeSelector). */
@@ -381,8 +386,13 @@ export class CheckRunner {
     entry.timer.unref();
   }
 
-  private probe(entry: Entry, slot: Slot, cause: 'periodic' | 'gate'): Promise<CheckState> {
-    const run = this.runProbe(entry, slot, cause);
+  private probe(
+    entry: Entry,
+    slot: Slot,
+    cause: 'periodic' | 'gate',
+    since = performance.now(),
+  ): Promise<CheckState> {
+    const run = this.runProbe(entry, slot, cause, since);
     slot.inflight = run;
     slot.inflightStartedAt = performance.now();
     void run.finally(() => {
@@ -397,7 +407,12 @@ export class CheckRunner {
     return node && nodeTarget(node);
   }
 
-  private async runProbe(entry: Entry, slot: Slot, cause: 'periodic' | 'gate'): Promise<CheckState> {
+  private async runProbe(
+    entry: Entry,
+    slot: Slot,
+    cause: 'periodic' | 'gate',
+    since: number,
+  ): Promise<CheckState> {
     const name = entry.check.metadata.name;
     const node = slot.node === undefined ? undefined : this.targetOf(slot);
     const started = performance.now();
@@ -419,6 +434,7 @@ export class CheckRunner {
         : this.options.probe(entry.check.spec, {
             rest: this.options.rest,
             signal: controller.signal,
+            readsSince: since,
             serviceResolution: this.options.serviceResolution,
             namespace: this.options.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
             ...(node ? { node } : {}),

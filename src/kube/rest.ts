@@ -67,6 +67,22 @@ export interface RestRequest {
   contentType?: string;
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  /**
+   * A read (GET) that may share an identical one already in flight, if that one was sent
+   * at or after this moment (performance.now()): what it answers is then no older than
+   * the caller asked for. The ten checks of one gate that list the same Nodes make one
+   * request, not ten. The shared answer is the same object for every caller: read-only.
+   */
+  sharedSince?: number;
+}
+
+/** A read in flight that later identical reads may join (RestRequest.sharedSince). */
+interface SharedRead {
+  sentAt: number;
+  result: Promise<unknown>;
+  /** Callers still waiting; the last one to give up aborts the request. */
+  waiting: number;
+  abort: AbortController;
 }
 
 export class RestClient {
@@ -81,7 +97,55 @@ export class RestClient {
     this.server = cluster.server.replace(/\/+$/, '');
   }
 
+  private readonly shared = new Map<string, SharedRead>();
+
   async request<T = unknown>(path: string, req: RestRequest = {}): Promise<T> {
+    if (req.sharedSince !== undefined && (req.method ?? 'GET') === 'GET' && req.body === undefined)
+      return this.sharedRequest<T>(path, req, req.sharedSince);
+    return this.sendRequest<T>(path, req);
+  }
+
+  /** A read joined to an identical one sent since `since`, or sent now for others to join. */
+  private async sharedRequest<T>(path: string, req: RestRequest, since: number): Promise<T> {
+    const { signal, sharedSince: _, ...rest } = req;
+    signal?.throwIfAborted();
+    const key = JSON.stringify([path, rest.query ?? {}, rest.headers ?? {}]);
+    let read = this.shared.get(key);
+    if (!read || read.sentAt < since) {
+      const abort = new AbortController();
+      const entry: SharedRead = {
+        sentAt: performance.now(),
+        waiting: 0,
+        abort,
+        result: this.sendRequest(path, { ...rest, signal: abort.signal }),
+      };
+      read = entry;
+      this.shared.set(key, entry);
+      const done = () => {
+        if (this.shared.get(key) === entry) this.shared.delete(key);
+      };
+      entry.result.then(done, done);
+    }
+    const joined = read;
+    joined.waiting++;
+    if (!signal) return (await joined.result) as T;
+    // Each caller stops waiting on its own signal; the request goes on while anyone waits.
+    let onAbort!: () => void;
+    const aborted = new Promise<never>((_resolve, reject) => {
+      onAbort = () => {
+        if (--joined.waiting === 0) joined.abort.abort(signal.reason);
+        reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return (await Promise.race([joined.result, aborted])) as T;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private async sendRequest<T>(path: string, req: RestRequest): Promise<T> {
     const method = req.method ?? 'GET';
     const { status, body: text } = await this.exchange(path, req, (res) => {
       let text = '';

@@ -34,6 +34,8 @@ export interface ListOptions {
   labelSelector?: string | undefined;
   fieldSelector?: string | undefined;
   signal: AbortSignal;
+  /** Share an identical list sent since then (ProbeContext.readsSince; RestRequest.sharedSince). */
+  sharedSince?: number | undefined;
 }
 
 /** Every object at a list path, page by page. */
@@ -53,6 +55,7 @@ export async function listObjects<T extends KubeObject = KubeObject>(
         fieldSelector: options.fieldSelector,
       },
       signal: options.signal,
+      ...(options.sharedSince !== undefined ? { sharedSince: options.sharedSince } : {}),
     });
     items.push(...(list.items ?? []));
     token = list.metadata?.continue || undefined;

@@ -17,6 +17,7 @@ export const nodesProbe: Probe<NodesProbeSpec> = async (spec, context) => {
   const nodes = await listObjects<Node>(context.rest, '/api/v1/nodes', {
     labelSelector,
     signal: context.signal,
+    sharedSince: context.readsSince,
   });
   const selection = labelSelector === undefined ? '' : ` labelled ${labelSelector}`;
   const allowance = `at most ${maxNotReady} may be not Ready`;

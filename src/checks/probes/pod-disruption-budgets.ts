@@ -38,6 +38,7 @@ export const podDisruptionBudgetsProbe: Probe<PodDisruptionBudgetsProbeSpec> = a
     {
       labelSelector,
       signal,
+      sharedSince: context.readsSince,
     },
   );
 

@@ -32,18 +32,21 @@ export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => 
       : spec.fieldSelector === undefined
         ? undefined
         : replaceNodeVariables(spec.fieldSelector, node, 'resource.fieldSelector', escapeFieldValue);
-  const items = await listObjects(rest, path, { labelSelector, fieldSelector, signal }).catch(
-    (error: unknown) => {
-      // The kind may have gone (CRD deleted) since discovery was cached.
-      if (error instanceof KubeApiError && error.code === 404) forgetDiscovery(rest, spec.apiVersion);
-      if (error instanceof KubeApiError && error.code === 400 && spec.fieldSelector !== undefined)
-        throw new Error(
-          `${spec.kind} (${spec.apiVersion}) cannot be selected by resource.fieldSelector ${fieldSelector ?? ''}: ${error.message}`,
-          { cause: error },
-        );
-      throw error;
-    },
-  );
+  const items = await listObjects(rest, path, {
+    labelSelector,
+    fieldSelector,
+    signal,
+    sharedSince: context.readsSince,
+  }).catch((error: unknown) => {
+    // The kind may have gone (CRD deleted) since discovery was cached.
+    if (error instanceof KubeApiError && error.code === 404) forgetDiscovery(rest, spec.apiVersion);
+    if (error instanceof KubeApiError && error.code === 400 && spec.fieldSelector !== undefined)
+      throw new Error(
+        `${spec.kind} (${spec.apiVersion}) cannot be selected by resource.fieldSelector ${fieldSelector ?? ''}: ${error.message}`,
+        { cause: error },
+      );
+    throw error;
+  });
 
   const selection = describeSelection(spec, resource.namespaced, labelSelector, fieldSelector);
   if (items.length === 0 && spec.maxMatching === undefined)

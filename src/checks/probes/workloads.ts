@@ -48,7 +48,11 @@ export const workloadsProbe: Probe<WorkloadsProbeSpec> = async (spec, context) =
   const kinds = spec.kinds?.length ? ALL_KINDS.filter((k) => spec.kinds?.includes(k)) : ALL_KINDS;
   const lists = await Promise.all(
     kinds.map((kind) =>
-      listInScope<Workload>(rest, '/apis/apps/v1', RESOURCES[kind], scope, { labelSelector, signal }),
+      listInScope<Workload>(rest, '/apis/apps/v1', RESOURCES[kind], scope, {
+        labelSelector,
+        signal,
+        sharedSince: context.readsSince,
+      }),
     ),
   );
 
