@@ -66,6 +66,12 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // Free text: why the undo of an ended action runs or not (status.undo.reason).
   'src/actions/phases/undo.ts: reason': [],
   'src/checks/cel.ts: message': [],
+  // A checker Job container's termination reason, as the kubelet wrote it: free text.
+  'src/checks/checker-job.ts: t.reason': [],
+  // The rollout conditions' reasons, stated (and extracted) where the states are built.
+  'src/rollouts/decide.ts: s.reason': [],
+  // Events planned by decide(), whose reasons are stated there; here only logged.
+  'src/rollouts/reconciler.ts: event.reason': [],
 };
 
 const CAMEL_CASE = /^[A-Z][A-Za-z]*$/;
