@@ -96,7 +96,9 @@ export function hookLine(
   const details = [
     h.jobName ? `job ${h.jobName}` : 'webhook',
     ...(h.attempt > 1 ? [`attempt ${String(h.attempt)}`] : []),
-    ...(h.failurePolicy === 'Ignore' ? ['failures ignored'] : []),
+    // An undo run is recorded with failurePolicy Ignore (its failure stops nothing), yet
+    // a failed one is a Warning and a condition: "failures ignored" would say otherwise.
+    ...(h.failurePolicy === 'Ignore' && what === 'hook' ? ['failures ignored'] : []),
   ];
   const message = h.message && h.phase !== 'Succeeded' ? `: ${oneLine(h.message, 120)}` : '';
   return `${icon} ${what} ${hookName(h)} ${phase}${duration ? ` ${duration}` : ''} (${details.join(', ')})${message}`;

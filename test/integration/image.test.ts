@@ -9,7 +9,7 @@
 // the container's user namespace; .ci/run runs as root or with sudo).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import { after, before, it } from 'node:test';
 import { promisify } from 'node:util';
 import packageJson from '../../package.json' with { type: 'json' };
 import { INSTANCE_LABEL } from '../../src/api/names.ts';
+import { WaitAbortedError } from '../../src/wait.ts';
 import {
   API,
   createTestNodes,
@@ -62,6 +63,8 @@ before(async () => {
   if (process.getuid?.() !== 0)
     throw new Error('the container test maps uids for its user namespace: run it as root (sudo)');
   dir = await mkdtemp(join(tmpdir(), 'gatehouse-image-'));
+  // mkdtemp makes it 0700; the container's root (host uid 200000) must reach the bundles in it.
+  await chmod(dir, 0o711);
   layout = process.env.GATEHOUSE_TEST_IMAGE ?? join(dir, 'image');
   if (!process.env.GATEHOUSE_TEST_IMAGE)
     await run('bash', [join(repoRoot, 'scripts', 'image.sh'), '--out', layout], {
@@ -123,7 +126,7 @@ it('runs the controller read-only as 65532: ready, and gating an action', async 
     'the controller in the container to answer /readyz',
     async (observe) => {
       if (exited !== undefined)
-        throw new Error(`the container exited (${String(exited)}):\n${container.output()}`);
+        throw new WaitAbortedError(`the container exited (${String(exited)}):\n${container.output()}`);
       const response = await fetch(`http://127.0.0.1:${String(port)}/readyz`).catch((e: unknown) => e);
       observe(response instanceof Response ? `HTTP ${String(response.status)}` : String(response));
       return response instanceof Response && response.ok ? true : undefined;

@@ -9,8 +9,8 @@
 // at /tmp, as the chart's Deployment runs it.
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { chown, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { chown, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -100,6 +100,23 @@ export async function ownForContainer(path: string, image: ImageConfig): Promise
   await chown(path, HOST_ID_BASE + (uid ?? 0), HOST_ID_BASE + (gid ?? uid ?? 0));
 }
 
+/**
+ * runc bind-mounts the rootfs onto itself from inside the user namespace, as the
+ * container's root (host uid HOST_ID_BASE, a stranger to the host): every directory
+ * above the bundle must let others search it, or the mount fails with a bare
+ * "permission denied". Says which one does not.
+ */
+async function reachableByContainer(bundle: string): Promise<void> {
+  for (let path = resolve(bundle); ; path = dirname(path)) {
+    const { mode } = await stat(path);
+    if ((mode & 0o001) === 0)
+      throw new Error(
+        `${path} (mode ${(mode & 0o777).toString(8)}) is not searchable by others: the container's root, host uid ${String(HOST_ID_BASE)}, cannot reach its rootfs in ${bundle} (chmod o+x it)`,
+      );
+    if (path === dirname(path)) return;
+  }
+}
+
 export interface Container {
   id: string;
   /** Everything the process wrote to stdout and stderr so far. */
@@ -126,6 +143,7 @@ export async function runImage(options: {
   const bundle = join(dir, 'bundle');
   const state = join(dir, 'runc');
   await mkdir(bundle, { recursive: true });
+  await reachableByContainer(bundle);
   const map = `0:${String(HOST_ID_BASE)}:${String(ID_RANGE)}`;
   await run('umoci', [
     'raw',

@@ -424,6 +424,8 @@ describe('what holds the drain, and what is undone', () => {
       runs: [
         {
           ...noout,
+          // As src/actions/phases/undo.ts records it: an undo's failure stops nothing.
+          failurePolicy: 'Ignore' as const,
           jobName: 'noout-undo-u1-1',
           phase: 'Running',
           startTime: '2026-01-10T12:00:21Z',

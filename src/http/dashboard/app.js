@@ -222,15 +222,21 @@ function policyRow(policy) {
   );
 }
 
-/** @param {HookRunRow} run */
-function hookRunItem(run) {
+/**
+ * One hook attempt. An undo run is recorded with failurePolicy Ignore (its failure
+ * stops nothing: the action has ended), but it is reported as a Warning and a
+ * condition, so "failures ignored" is said of hook runs only.
+ * @param {HookRunRow} run
+ * @param {boolean} [undo]
+ */
+function hookRunItem(run, undo = false) {
   const what = `${run.kind} ${run.namespace}/${run.name}, attempt ${String(run.attempt)}`;
   return h(
     'li',
     { class: 'hook-run' },
     badge('hook', run.phase, HOOK_SYMBOLS[run.phase] ?? '•'),
     ` ${what}`,
-    run.failurePolicy === 'Ignore' ? ' (failures ignored)' : '',
+    run.failurePolicy === 'Ignore' && !undo ? ' (failures ignored)' : '',
     run.job ? h('span', { class: 'muted', text: ` — Job ${run.job}` }) : '',
     h(
       'div',
@@ -263,7 +269,7 @@ function timeline(action) {
           h(
             'ul',
             { class: 'hook-runs', 'aria-label': `Hook runs in ${step.phase}` },
-            step.hooks.map(hookRunItem),
+            step.hooks.map((run) => hookRunItem(run)),
           ),
       );
     }),
@@ -316,7 +322,7 @@ function undoPart(action, undo) {
       h(
         'ul',
         { class: 'hook-runs', 'aria-label': `Undo runs of ${action.name}` },
-        undo.runs.map(hookRunItem),
+        undo.runs.map((run) => hookRunItem(run, true)),
       ),
     );
   return parts;
