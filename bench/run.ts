@@ -134,6 +134,7 @@ const benches: Record<string, () => Promise<void>> = {
   rest: () => withSandbox(1, (s) => restBench(s.kubeConfig(), RTT_SAMPLES)),
   checks: checksAtScale,
   gate: () => withSandbox(4, (s) => gateBench(s, GATE_SAMPLES)),
+  'gate-node': () => withSandbox(4, (s) => gateBench(s, GATE_SAMPLES, { nodeScoped: true })),
   scale: () => withSandbox(1, (s) => scaleBench(s, SCALE_NODES, SCALE_CHECKS, SCALE_RUNS)),
   'node-checks': () =>
     withSandbox(1, async (s) => {

@@ -234,12 +234,22 @@ export const ResourceProbe = Type.Object(
         ),
       }),
     ),
-    expression: Type.String({
-      description:
-        "CEL expression evaluated over each selected object (bound as `self`), true when that object is healthy, e.g. self.status.ceph.health == 'HEALTH_OK'. An evaluation error (a missing field, say) counts as unhealthy. A Node-scoped check also sees the Node it is evaluated for (bound as `node`).",
-      minLength: 1,
-      maxLength: 4096,
-    }),
+    expression: Type.Optional(
+      Type.String({
+        description:
+          "CEL expression evaluated over each selected object (bound as `self`), true when that object is healthy, e.g. self.status.ceph.health == 'HEALTH_OK'. An evaluation error (a missing field, say) counts as unhealthy. A Node-scoped check also sees the Node it is evaluated for (bound as `node`). Set exactly one of expression or listExpression.",
+        minLength: 1,
+        maxLength: 4096,
+      }),
+    ),
+    listExpression: Type.Optional(
+      Type.String({
+        description:
+          "CEL expression evaluated once over all the selected objects (a list bound as `items`; a Node-scoped check also sees `node`), for what no single object shows, e.g. a volume's replicas compared with each other. It gives true when healthy, false or a message saying what is wrong when not, or a list of messages, one per finding, healthy when empty, e.g. items.filter(r, ...).map(r, 'volume ' + r.spec.volumeName + ' has its only healthy replica here'). Selecting no object is healthy if the expression says so. An evaluation error is a probe error. Not combined with minMatching, maxMatching or all, which count objects the per-object expression matches.",
+        minLength: 1,
+        maxLength: 4096,
+      }),
+    ),
     minMatching: Type.Optional(
       Int32(
         'Healthy when at least this many selected objects satisfy the expression. Set at most one of minMatching or all.',
@@ -263,8 +273,16 @@ export const ResourceProbe = Type.Object(
   },
   {
     description:
-      'Probe any Kubernetes resource, including custom resources, with a CEL expression over each object. The controller needs read access to the kind: grant it with a ClusterRole labelled talos.dev/aggregate-to-gatehouse-probes: "true".',
+      'Probe any Kubernetes resource, including custom resources, with a CEL expression over each object, or one over all of them together (listExpression). The controller needs read access to the kind: grant it with a ClusterRole labelled talos.dev/aggregate-to-gatehouse-probes: "true".',
     ...rules(
+      oneOf(['expression', 'listExpression'], 'resource', true),
+      {
+        rule: '!has(self.listExpression) || (!has(self.minMatching) && !has(self.maxMatching) && !has(self.all))',
+        message:
+          'resource.listExpression judges the selection as a whole, so minMatching, maxMatching and all (which count the objects matching resource.expression) do not apply: remove them, or use expression instead',
+        fieldPath: '.listExpression',
+        reason: 'FieldValueForbidden',
+      },
       oneOf(['name', 'labelSelector'], 'resource', false),
       oneOf(['minMatching', 'all'], 'resource', false),
       {

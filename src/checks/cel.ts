@@ -128,6 +128,39 @@ export class CelProgram {
    * field, a type mismatch) or the result is not a boolean.
    */
   evaluate(bindings: Readonly<Record<string, unknown>>): boolean {
+    const result = this.value(bindings);
+    if (typeof result !== 'boolean') {
+      throw new CelExpressionError(
+        this.expression,
+        'evaluate',
+        `the expression must give a boolean (true when healthy), but it gave ${describeCelValue(result)}`,
+        undefined,
+      );
+    }
+    return result;
+  }
+
+  /**
+   * Evaluates an expression that may say what it found: `true` when healthy, `false` or a
+   * message (a string) when not, or a list of messages (the findings; healthy when empty).
+   * Throws like `evaluate` for a failure or any other result.
+   */
+  evaluateVerdict(bindings: Readonly<Record<string, unknown>>): boolean | string | string[] {
+    const result = this.value(bindings);
+    if (typeof result === 'boolean' || typeof result === 'string') return result;
+    if (isCelList(result)) {
+      const findings = [...result];
+      if (findings.every((f) => typeof f === 'string')) return findings;
+    }
+    throw new CelExpressionError(
+      this.expression,
+      'evaluate',
+      `the expression must give true (healthy), false or a message saying what is wrong, or a list of such messages (empty when healthy), but it gave ${describeCelValue(result)}`,
+      undefined,
+    );
+  }
+
+  private value(bindings: Readonly<Record<string, unknown>>): unknown {
     const result = this.run(this.input(bindings));
     if (isCelError(result)) {
       const { reason, at } = this.explainError(result.message, result.exprId);
@@ -136,14 +169,6 @@ export class CelProgram {
         'evaluate',
         reason,
         at === undefined ? undefined : this.positionOf(at),
-      );
-    }
-    if (typeof result !== 'boolean') {
-      throw new CelExpressionError(
-        this.expression,
-        'evaluate',
-        `the expression must give a boolean (true when healthy), but it gave ${describeCelValue(result)}`,
-        undefined,
       );
     }
     return result;

@@ -20,6 +20,8 @@ export interface CheckEntry {
   probe: string;
   message: string;
   lastProbeTime: string | null;
+  /** Node-scoped checks only: the unsafe nodes the status names (at most 20). */
+  unsafeNodes?: { name: string; message: string }[];
 }
 
 export interface PolicyEntry {
@@ -56,7 +58,18 @@ export function checkEntry(c: CheckSummary): CheckEntry {
     probe: c.probe,
     message: c.message,
     lastProbeTime: c.lastProbeTime,
+    ...(c.nodes
+      ? { unsafeNodes: c.nodes.unsafeNodes.map((n) => ({ name: n.name, message: n.message })) }
+      : {}),
   };
+}
+
+/** Below the checks table: one line per unsafe node of a Node-scoped check, "worker-2: NAME: message". */
+function unsafeNodeLines(checks: readonly CheckEntry[], style: Style): string {
+  const lines = checks.flatMap((c) =>
+    (c.unsafeNodes ?? []).map((n) => `  ${style.bad(n.name)}: ${c.name}: ${oneLine(n.message, 200)}`),
+  );
+  return lines.length ? `${lines.join('\n')}\n` : '';
 }
 
 export function policyEntry(p: PolicyObject): PolicyEntry {
@@ -131,7 +144,7 @@ export function statusText(doc: StatusDocument, now: Date, style: Style): string
             age(c.lastProbeTime, now),
             oneLine(c.message),
           ]),
-        )}`,
+        )}${unsafeNodeLines(doc.checks, style)}`,
   );
   sections.push(
     doc.policies.length === 0
@@ -183,7 +196,8 @@ export function statusCommand(): Command {
       'after',
       `
 -o json and -o yaml print {checks, policies, actions} with fixed fields:
-  checks:   name, state (Healthy|Unhealthy|Unknown), healthy, probe, message, lastProbeTime
+  checks:   name, state (Healthy|Unhealthy|Unknown|PerNode), healthy, probe, message, lastProbeTime,
+            and for a Node-scoped check unsafeNodes [{name, message}] (at most 20)
   policies: name, maxConcurrent, matchingNodes, activeActions, windowOpen, nextWindowStart
   actions:  name, node, action, phase, execution, requestedBy, createdAt, message
 Missing values are null. Actions: every unfinished one (oldest first), then the ${String(RECENT_FINISHED)} latest finished.`,

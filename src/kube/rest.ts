@@ -247,7 +247,15 @@ export class RestClient {
         method,
         headers: {
           Accept: 'application/json',
-          ...(payload !== undefined ? { 'Content-Type': req.contentType ?? 'application/json' } : {}),
+          // Content-Length always: Node frames no body of a DELETE by itself, so its
+          // DeleteOptions (propagationPolicy, preconditions) went unread by the API server
+          // and were taken, on a kept-alive connection, for the start of the next request.
+          ...(payload !== undefined
+            ? {
+                'Content-Type': req.contentType ?? 'application/json',
+                'Content-Length': String(Buffer.byteLength(payload)),
+              }
+            : {}),
           ...req.headers,
         },
         ...(req.signal ? { signal: req.signal } : {}),

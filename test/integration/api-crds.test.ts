@@ -434,7 +434,7 @@ const NODE_SCOPED_INVALID: [string, () => Obj, RegExp][] = [
   [
     'a checker Job template without containers',
     () => checkerJob({ template: checkerTemplate({ containers: [] }) }),
-    /spec\.job\.template\.spec\.template\.spec\.containers: Invalid value: .*must have at least 1 items/,
+    /spec\.job\.template\.spec\.template\.spec\.containers: Invalid value: .*should have at least 1 items/,
   ],
   [
     'a checker Job that restarts Always',
@@ -470,6 +470,16 @@ const NODE_SCOPED_INVALID: [string, () => Obj, RegExp][] = [
     'maxMatching with all',
     () => pods({ maxMatching: 0, all: true }),
     /spec\.resource\.maxMatching: Forbidden: resource\.maxMatching may not be combined with minMatching or all/,
+  ],
+  [
+    'a listExpression with maxMatching',
+    () => pods({ expression: undefined, listExpression: 'items.size() == 0', maxMatching: 0 }),
+    /spec\.resource\.listExpression: Forbidden: resource\.listExpression judges the selection as a whole, so minMatching, maxMatching and all .* do not apply/,
+  ],
+  [
+    'both expression and listExpression',
+    () => pods({ listExpression: 'items.size() == 0' }),
+    /spec\.resource: Invalid value: .*resource: set exactly one of expression or listExpression/,
   ],
 ];
 
@@ -565,7 +575,7 @@ const INVALID: [string, () => Obj, RegExp][] = [
   [
     'resource without an expression',
     () => check({ resource: { apiVersion: 'ceph.rook.io/v1', kind: 'CephCluster' } }),
-    /spec\.resource\.expression: Required value/,
+    /spec\.resource: Invalid value: .*resource: set exactly one of expression or listExpression/,
   ],
   [
     'resource with a malformed apiVersion',

@@ -15,6 +15,7 @@ import { nodeTarget } from '../../src/checks/node-target.ts';
 import { runProbe } from '../../src/checks/probes/index.ts';
 import type { Controller } from '../../src/controller.ts';
 import type { KubeObject } from '../../src/kube/informer.ts';
+import { KubeApiError } from '../../src/kube/rest.ts';
 import {
   POD_OUTCOME_ANNOTATION,
   POD_RUN_DURATION_ANNOTATION,
@@ -31,6 +32,7 @@ import {
   waitForPhase,
   whoami,
 } from '../support/gate.ts';
+import { runCli } from '../support/cli.ts';
 import { installGatehouseAPI, readManifests, repoRoot } from '../support/install.ts';
 import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
 
@@ -187,6 +189,23 @@ describe('checker Jobs', () => {
       status.unsafeNodes?.map((n) => [n.name, n.message]),
       [[node, held]],
     );
+    // The CLI says it per node: `check NAME --node X`, `check NAME`, and `status`.
+    const cli = [
+      '--kubeconfig',
+      process.env.GATEHOUSE_TEST_KUBECONFIG ?? '',
+      '--controller-instance',
+      instance,
+    ];
+    const perNode = `${node}: ${name}: ${held}`;
+    const forNode = await runCli(['check', name, '--node', node, ...cli], { NO_COLOR: '1' });
+    assert.equal(forNode.code, 1, forNode.stderr);
+    assert.ok(forNode.stdout.startsWith(`${node}: ${name}: Unhealthy (job probe`), forNode.stdout);
+    assert.ok(forNode.stdout.includes(`\n  ${held}\n`), forNode.stdout);
+    const summary = await runCli(['check', name, ...cli], { NO_COLOR: '1' });
+    assert.ok(summary.stdout.includes(`  ${perNode}\n`), summary.stdout);
+    const overview = await runCli(['status', ...cli], { NO_COLOR: '1' });
+    assert.equal(overview.code, 0, overview.stderr);
+    assert.ok(overview.stdout.includes(`  ${perNode}\n`), overview.stdout);
 
     // Ceph agrees now: a new generation of the check, and the action goes.
     const ok = 'OSDs 3 4 ok to stop';
@@ -300,12 +319,20 @@ describe('checker Jobs', () => {
       method: 'DELETE',
       body: { propagationPolicy: 'Background' },
     });
-    await waitFor('the foreign Job to go', async () =>
-      client.request(`${jobPath}/${jobName}`).then(
-        () => undefined,
-        () => true,
-      ),
-    );
+    // Gone means 404: a Job being deleted (its finalizers not yet removed) still holds the
+    // name, and any other error says nothing about it.
+    await waitFor('the foreign Job to go', async (observe) => {
+      try {
+        const job = await client.request<V1Job>(`${jobPath}/${jobName}`);
+        observe(
+          `deleting since ${job.metadata?.deletionTimestamp?.toString() ?? '?'}, finalizers ${job.metadata?.finalizers?.join(', ') ?? 'none'}`,
+        );
+        return undefined;
+      } catch (error) {
+        if (error instanceof KubeApiError && error.code === 404) return true;
+        throw error;
+      }
+    });
     const claims = {
       [CHECKER_JOB_LABELS.managedBy]: 'gatehouse',
       [CHECKER_JOB_LABELS.checkUID]: identity.uid,

@@ -2,13 +2,14 @@
 // gates (a database primary on that node holds it, one elsewhere does not), $(NODE_NAME)
 // replaced in an httpGet URL, and the periodic per-node summary in status and /v1/health.
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { ClusterHealthCheckStatus } from '../../src/api/cluster-health-check.ts';
 import type { Controller } from '../../src/controller.ts';
-import { installGatehouseAPI } from '../support/install.ts';
+import { installGatehouseAPI, readManifests, repoRoot } from '../support/install.ts';
 import {
   API,
   createAction,
@@ -19,7 +20,15 @@ import {
   waitForPhase,
   whoami,
 } from '../support/gate.ts';
-import { freshNamespace, rest, testKubeConfig, uniqueName, waitFor } from '../support/kube.ts';
+import {
+  freshNamespace,
+  rest,
+  serverSideApply,
+  testKubeConfig,
+  uniqueName,
+  waitFor,
+  waitForEstablished,
+} from '../support/kube.ts';
 import { stopAll } from '../support/teardown.ts';
 
 const kc = testKubeConfig();
@@ -71,6 +80,48 @@ async function instancePod(namespace: string, name: string, node: string, role: 
         tolerations: [{ operator: 'Exists' }],
         containers: [{ name: 'postgres', image: 'postgres:17' }],
       },
+    },
+  });
+}
+
+/**
+ * A stand-in for Longhorn's Replica kind under its real name (the shipped recipe names
+ * longhorn.io/v1beta2), without a status subresource: tests write status with the object.
+ */
+async function installLonghornReplicaKind(): Promise<void> {
+  await serverSideApply(kc, [
+    {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: 'replicas.longhorn.io' },
+      spec: {
+        group: 'longhorn.io',
+        scope: 'Namespaced',
+        names: { plural: 'replicas', singular: 'replica', kind: 'Replica' },
+        versions: [
+          {
+            name: 'v1beta2',
+            served: true,
+            storage: true,
+            schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+          },
+        ],
+      },
+    } as never,
+  ]);
+  await waitForEstablished(kc, ['replicas.longhorn.io']);
+}
+
+/** A Longhorn Replica of `volume` on `node`: running (healthy), or failed. */
+async function replica(namespace: string, name: string, volume: string, node: string, healthy: boolean) {
+  await client.request(`/apis/longhorn.io/v1beta2/namespaces/${namespace}/replicas`, {
+    method: 'POST',
+    body: {
+      apiVersion: 'longhorn.io/v1beta2',
+      kind: 'Replica',
+      metadata: { name },
+      spec: { nodeID: node, volumeName: volume, failedAt: healthy ? '' : '2026-12-01T10:00:00Z' },
+      status: { currentState: healthy ? 'running' : 'stopped' },
     },
   });
 }
@@ -163,6 +214,63 @@ describe('Node-scoped checks', () => {
     assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
   });
 
+  it("Longhorn: the node with a volume's only healthy replica is held; another node passes", async (t) => {
+    await installLonghornReplicaKind();
+    const objects = await readManifests(join(repoRoot, 'examples', 'node-safety.yaml'));
+    const recipe = (
+      objects as { kind?: string; metadata?: { name?: string }; spec?: Record<string, unknown> }[]
+    ).find((o) => o.kind === 'ClusterHealthCheck' && o.metadata?.name === 'not-last-longhorn-replica')?.spec;
+    assert.ok(recipe, 'examples/node-safety.yaml has the Longhorn recipe');
+    const group = uniqueName('longhorn');
+    const [lastNode, otherNode, thirdNode] = await createTestNodes(t, client, group, 3, {
+      'gatehouse.test/group': group,
+    });
+    assert.ok(lastNode && otherNode && thirdNode);
+    const namespace = await freshNamespace(t, kc);
+    // pvc-a: healthy only on lastNode (its copy on otherNode failed); pvc-b: on otherNode and thirdNode.
+    await replica(namespace, 'pvc-a-r1', 'pvc-a', lastNode, true);
+    await replica(namespace, 'pvc-a-r2', 'pvc-a', otherNode, false);
+    await replica(namespace, 'pvc-b-r1', 'pvc-b', otherNode, true);
+    await replica(namespace, 'pvc-b-r2', 'pvc-b', thirdNode, true);
+    const check = uniqueName('not-last-replica');
+    await createCheck(t, check, {
+      ...recipe,
+      interval: '2s',
+      nodeSelector: { matchLabels: { 'gatehouse.test/group': group } },
+      resource: { ...(recipe.resource as object), namespace },
+    });
+
+    const other = await createAction(client, instance, me, { nodeName: otherNode, action: 'Reboot' });
+    deleteActionsAfter(t, client, other.metadata.name);
+    const passed = await waitForPhase(client, other.metadata.name, ['Approved', 'Failed', 'Denied']);
+    assert.equal(passed.status?.phase, 'Approved', passed.status?.message);
+    assert.deepEqual(
+      passed.status.checks?.map((c) => [c.name, c.healthy]),
+      [[check, true]],
+    );
+    await client.request(`${API}/nodeactions/${other.metadata.name}`, { method: 'DELETE' });
+
+    const held = await createAction(client, instance, me, { nodeName: lastNode, action: 'Reboot' });
+    deleteActionsAfter(t, client, held.metadata.name);
+    const waiting = await waitFor(
+      `the action on ${lastNode} to be held by ${check}`,
+      async (observe) => {
+        const a = await client.request<typeof held>(`${API}/nodeactions/${held.metadata.name}`);
+        observe(`${a.status?.phase ?? '(none)'}: ${a.status?.message ?? ''}`);
+        return a.status?.phase === 'WaitingForHealth' && a.status.checks?.length ? a : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+    const result = waiting.status?.checks?.[0];
+    assert.equal(result?.name, check);
+    assert.equal(result.healthy, false);
+    assert.equal(result.message, 'volume pvc-a has its only healthy replica on this node');
+
+    // Longhorn rebuilds pvc-a's replica elsewhere: the held action passes.
+    await replica(namespace, 'pvc-a-r3', 'pvc-a', thirdNode, true);
+    const approved = await waitForPhase(client, held.metadata.name, ['Approved', 'Failed', 'Denied']);
+    assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
+  });
   it('replaces $(NODE_NAME) in an httpGet URL, and keeps a per-node summary in status', async (t) => {
     const group = uniqueName('osd');
     const [busyNode, idleNode] = await createTestNodes(t, client, group, 2, {

@@ -118,6 +118,27 @@ describe('CEL engine', () => {
     assert.match(text.message, /gave string 'x'$/);
   });
 
+  it('gives a verdict that may say what it found: a bool, a message, or a list of messages', () => {
+    const engine = new CelEngine();
+    const items = [
+      { v: 'a', ok: true },
+      { v: 'b', ok: false },
+      { v: 'c', ok: false },
+    ];
+    const verdict = (expression: string) => engine.compile(expression, ['items']).evaluateVerdict({ items });
+    assert.equal(verdict('items.all(i, i.ok)'), false);
+    assert.equal(verdict('items.size() == 3'), true);
+    assert.equal(verdict("'2 bad'"), '2 bad');
+    assert.deepEqual(verdict("items.filter(i, !i.ok).map(i, 'volume ' + i.v)"), ['volume b', 'volume c']);
+    assert.deepEqual(verdict('items.filter(i, i.v == "z").map(i, i.v)'), []);
+    const notText = celError(() => verdict('items.map(i, i.ok)'));
+    assert.match(
+      notText.message,
+      /must give true \(healthy\), false or a message .* but it gave a list of 3 elements$/,
+    );
+    assert.match(celError(() => verdict('items.size()')).message, /but it gave int 3$/);
+  });
+
   it('reports syntax errors with the expression and position', () => {
     const engine = new CelEngine();
     const error = celError(() => engine.compile("self.status.ceph.health == 'HEALTH_OK' &&", ['self']));

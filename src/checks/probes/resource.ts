@@ -13,7 +13,15 @@ export type ResourceProbeSpec = Static<typeof ResourceProbe>;
 
 export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => {
   const { rest, signal, node } = context;
-  const program = celEngine.compile(spec.expression, node ? ['self', 'node'] : ['self']);
+  // Compiled before anything is read, so a broken expression is reported as such.
+  const judgement =
+    spec.listExpression === undefined
+      ? undefined
+      : celEngine.compile(spec.listExpression, node ? ['items', 'node'] : ['items']);
+  const program =
+    spec.expression === undefined
+      ? undefined
+      : celEngine.compile(spec.expression, node ? ['self', 'node'] : ['self']);
   const resource = await discoverKind(rest, spec.apiVersion, spec.kind, signal);
   if (spec.namespace !== undefined && !resource.namespaced)
     throw new Error(
@@ -49,6 +57,21 @@ export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => 
   });
 
   const selection = describeSelection(spec, resource.namespaced, labelSelector, fieldSelector);
+  // List items of built-in kinds come without apiVersion and kind; give the objects both.
+  const objects = items.map((item): KubeObject => ({
+    apiVersion: spec.apiVersion,
+    kind: spec.kind,
+    ...item,
+  }));
+  if (judgement)
+    return judgeList(
+      judgement,
+      objects,
+      node?.object,
+      `${count(objects.length, `${spec.kind} object`)} ${selection}`,
+    );
+  if (!program) throw new Error('resource needs expression or listExpression'); // the schema requires one
+
   if (items.length === 0 && spec.maxMatching === undefined)
     return {
       healthy: false,
@@ -57,9 +80,7 @@ export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => 
 
   const failures: string[] = [];
   const matched: string[] = [];
-  for (const item of items) {
-    // List items of built-in kinds come without apiVersion and kind; give `self` both.
-    const object: KubeObject = { apiVersion: spec.apiVersion, kind: spec.kind, ...item };
+  for (const object of objects) {
     const verdict = judge(program, object, node?.object);
     if (verdict === true) matched.push(objectName(object));
     else failures.push(`${objectName(object)} ${verdict}`);
@@ -68,7 +89,7 @@ export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => 
 
   if (spec.maxMatching !== undefined) {
     // Here matching is the finding (a primary on this node): name what matched.
-    const summary = `${matching}/${count(items.length, `${spec.kind} object`)} ${selection} match \`${spec.expression}\` (at most ${spec.maxMatching} may)`;
+    const summary = `${matching}/${count(items.length, `${spec.kind} object`)} ${selection} match \`${program.expression}\` (at most ${spec.maxMatching} may)`;
     const healthy = matching <= spec.maxMatching;
     return { healthy, message: healthy || !matching ? summary : `${summary}: ${someOf(matched)}` };
   }
@@ -76,9 +97,32 @@ export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => 
   const needed = spec.minMatching ?? items.length;
   const healthy = matching >= needed;
   const rule = spec.minMatching === undefined ? 'all must' : `at least ${spec.minMatching} must`;
-  const summary = `${matching}/${count(items.length, `${spec.kind} object`)} ${selection} match \`${spec.expression}\` (${rule})`;
+  const summary = `${matching}/${count(items.length, `${spec.kind} object`)} ${selection} match \`${program.expression}\` (${rule})`;
   return { healthy, message: failures.length ? `${summary}: ${someOf(failures)}` : summary };
 };
+
+/**
+ * The verdict of an expression over the whole selection (bound as `items`), for what no
+ * object shows alone: "no volume whose only healthy replica is on this node" compares
+ * each replica with its siblings. An empty selection is the expression's to judge too.
+ */
+function judgeList(
+  program: CelProgram,
+  items: KubeObject[],
+  node: object | undefined,
+  selection: string,
+): { healthy: boolean; message: string } {
+  const verdict = program.evaluateVerdict(node ? { items, node } : { items });
+  // A list expression is often long; name it rather than quote it then.
+  const named = program.expression.length <= 120 ? `\`${program.expression}\`` : 'resource.listExpression';
+  const findings =
+    typeof verdict === 'string' ? [verdict] : verdict === false ? [''] : verdict === true ? [] : verdict;
+  const said = findings.map((f) => f.trim()).filter(Boolean);
+  if (!findings.length) return { healthy: true, message: `${selection}: ${named} holds` };
+  if (!said.length) return { healthy: false, message: `${selection}: ${named} is false` };
+  const message = someOf(said);
+  return { healthy: false, message: message.length > 1024 ? `${message.slice(0, 1023)}…` : message };
+}
 
 /** true, or what is wrong with the object: the fields the expression read, or its error. */
 function judge(program: CelProgram, self: KubeObject, node: object | undefined): true | string {
