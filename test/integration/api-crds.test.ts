@@ -434,7 +434,7 @@ const NODE_SCOPED_INVALID: [string, () => Obj, RegExp][] = [
   [
     'a checker Job template without containers',
     () => checkerJob({ template: checkerTemplate({ containers: [] }) }),
-    /spec\.job\.template\.spec\.template\.spec\.containers: Invalid value: .*must have at least 1 items/,
+    /spec\.job\.template\.spec\.template\.spec\.containers: Invalid value: .*should have at least 1 items/,
   ],
   [
     'a checker Job that restarts Always',
