@@ -195,7 +195,7 @@ export const RemoteCluster = Type.Object(
       {
         namespace: Type.Optional(
           DnsLabel(
-            "Namespace of the Secret. gatehouse reads Secrets only in its own namespace: absent means that one, and any other is refused.",
+            'Namespace of the Secret. gatehouse reads Secrets only in its own namespace: absent means that one, and any other is refused.',
           ),
         ),
         name: DnsSubdomain('Name of the Secret.'),

@@ -241,5 +241,8 @@ export function inlineKubeconfig(text: string): InlineKubeconfig {
     );
   const contextName = typeof doc['current-context'] === 'string' ? doc['current-context'] : '';
   const cluster = named(doc.contexts, contextName, 'context')?.cluster;
-  return { credentials: new PlainCredentials(plain), clusterName: typeof cluster === 'string' ? cluster : '' };
+  return {
+    credentials: new PlainCredentials(plain),
+    clusterName: typeof cluster === 'string' ? cluster : '',
+  };
 }

@@ -171,13 +171,19 @@ before(async () => {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
       metadata: { name: 'gatehouse-remote-reader' },
-      rules: [{ apiGroups: ['cluster.x-k8s.io'], resources: ['machinehealthchecks'], verbs: ['get', 'list'] }],
+      rules: [
+        { apiGroups: ['cluster.x-k8s.io'], resources: ['machinehealthchecks'], verbs: ['get', 'list'] },
+      ],
     } as never,
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRoleBinding',
       metadata: { name: 'gatehouse-remote-reader' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'gatehouse-remote-reader' },
+      roleRef: {
+        apiGroup: 'rbac.authorization.k8s.io',
+        kind: 'ClusterRole',
+        name: 'gatehouse-remote-reader',
+      },
       subjects: [{ kind: 'ServiceAccount', name: 'gatehouse-reader', namespace: 'default' }],
     } as never,
   ]);
@@ -238,7 +244,10 @@ describe('probes reading another cluster (cluster.kubeconfigSecretRef)', () => {
     const content = 'talosconfig: {contexts: {}, secret-material: s3cr3t-value}';
     await putSecret(t, secret, { value: content, other: 'x' });
     const notKubeconfig = await probeError(mhcCheck(secret, 'v1beta2'));
-    assert.match(notKubeconfig, new RegExp(`Secret ${NAMESPACE}/${secret}\\): key value is not a kubeconfig`));
+    assert.match(
+      notKubeconfig,
+      new RegExp(`Secret ${NAMESPACE}/${secret}\\): key value is not a kubeconfig`),
+    );
     assert.doesNotMatch(notKubeconfig, /s3cr3t/);
 
     const files = uniqueName('file-kubeconfig');

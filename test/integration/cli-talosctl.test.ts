@@ -167,7 +167,10 @@ describe('gatehouse talosctl', () => {
     );
     const firstDone = run.stderr.indexOf(`✓ ${names[0] ?? ''} Reboot Succeeded`);
     assert.ok(firstDone >= 0, run.stderr);
-    assert.ok(!run.stderr.slice(0, firstDone).includes(names[1] ?? ''), 'nothing about the second node before');
+    assert.ok(
+      !run.stderr.slice(0, firstDone).includes(names[1] ?? ''),
+      'nothing about the second node before',
+    );
     assert.match(run.stderr, new RegExp(`✓ ${names[1] ?? ''} Reboot Succeeded`));
   });
 
