@@ -75,6 +75,7 @@ async function clientFor(
     // inlineKubeconfig's messages never quote the text; RestClient's name no content either.
     throw new Error(
       `cluster (from ${secret}): key ${ref.key} ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
     );
   }
   clients.set(key, made);

@@ -33,7 +33,7 @@ const workload = testKubeConfig();
 const admin = rest(workload);
 let asController: RestClient;
 let dir: string;
-let mgmt: Sandbox;
+let mgmt: Sandbox | undefined;
 let mgmtKc: KubeConfig;
 let mgmtClient: RestClient;
 let token: string;
@@ -155,7 +155,7 @@ function mhcCheck(secret: string, version: string, extra: Record<string, unknown
       cluster: { kubeconfigSecretRef: { name: secret, key: 'value' } },
       ...extra,
     },
-  } as ProbeSpecFragment;
+  };
 }
 
 before(async () => {
@@ -163,7 +163,7 @@ before(async () => {
   mgmt = await startSandbox({ dir: join(dir, 'sandbox'), nodes: 1, talos: false, ownerPid: process.pid });
   mgmtKc = mgmt.kubeConfig();
   mgmtClient = rest(mgmtKc);
-  await serverSideApply(mgmtKc, [MHC_CRD as never]);
+  await serverSideApply(mgmtKc, [MHC_CRD]);
   await waitForEstablished(mgmtKc, [MHC_CRD.metadata.name]);
   // In the management cluster: a ServiceAccount that may read MachineHealthChecks, nothing else.
   await serverSideApply(mgmtKc, [
@@ -234,7 +234,7 @@ describe('probes reading another cluster (cluster.kubeconfigSecretRef)', () => {
     await putSecret(t, secret, { value: mgmtKubeconfig() });
     const forbidden = await probeError({
       nodes: { cluster: { kubeconfigSecretRef: { name: secret, key: 'value' } } },
-    } as ProbeSpecFragment);
+    });
     assert.match(forbidden, new RegExp(`^cluster mgmt \\(from Secret ${NAMESPACE}/${secret}\\): 403`));
     assert.match(forbidden, /cannot list resource "nodes"/);
   });
