@@ -188,8 +188,38 @@ const FIELD_SELECTABLE_CORE_KINDS = [
   'Service',
 ] as const;
 
+/** Another cluster a probe reads instead of this one (e.g. the Cluster API management cluster). */
+export const RemoteCluster = Type.Object(
+  {
+    kubeconfigSecretRef: Type.Object(
+      {
+        namespace: Type.Optional(
+          DnsLabel(
+            'Namespace of the Secret. gatehouse reads Secrets only in its own namespace: absent means that one, and any other is refused.',
+          ),
+        ),
+        name: DnsSubdomain('Name of the Secret.'),
+        key: Type.String({
+          description: 'Key of the Secret holding the kubeconfig, e.g. value (as Cluster API names it).',
+          minLength: 1,
+          maxLength: 253,
+        }),
+      },
+      {
+        description:
+          'A Secret holding a kubeconfig for the other cluster: a server, its CA, and a token or client certificate given inline (files, exec and auth-provider plugins are refused).',
+      },
+    ),
+  },
+  {
+    description:
+      "Read another cluster's API instead of this one, with the credentials of a kubeconfig Secret. Errors (unreachable, forbidden, expired credentials) make the check fail, naming the cluster.",
+  },
+);
+
 export const ResourceProbe = Type.Object(
   {
+    cluster: Type.Optional(RemoteCluster),
     apiVersion: Type.String({
       description: 'API version of the objects, e.g. ceph.rook.io/v1 or v1 for the core group.',
       minLength: 1,
@@ -330,6 +360,7 @@ const NamespaceScope = {
 export const WorkloadsProbe = Type.Object(
   {
     ...NamespaceScope,
+    cluster: Type.Optional(RemoteCluster),
     selector: Type.Optional(
       LabelSelector('Only workloads with matching labels. Absent: every workload in scope.'),
     ),
@@ -376,6 +407,7 @@ export const PodDisruptionBudgetsProbe = Type.Object(
 
 export const NodesProbe = Type.Object(
   {
+    cluster: Type.Optional(RemoteCluster),
     selector: Type.Optional(LabelSelector('Only nodes with matching labels. Absent: every node.')),
     maxNotReady: Type.Optional(
       Int32('How many selected nodes may be not Ready (or unreachable) while still healthy. Defaults to 0.', {

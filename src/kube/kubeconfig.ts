@@ -207,3 +207,42 @@ export async function loadCredentials(options: CredentialsOptions = {}): Promise
   }
   return clientNode(undefined, options.context);
 }
+
+/** A kubeconfig read from a Secret: its credentials and the name of its current cluster. */
+export interface InlineKubeconfig {
+  credentials: KubeCredentials;
+  clusterName: string;
+}
+
+/**
+ * A kubeconfig held in a Secret, with everything inline: a server, its CA, a token or a
+ * client certificate. Files, exec and auth-provider plugins are refused: whoever wrote the
+ * Secret must not make the controller read its own files (its ServiceAccount token sent to
+ * a server of their choosing) or run a program. Errors never quote the text, which may
+ * be some other Secret's content.
+ */
+export function inlineKubeconfig(text: string): InlineKubeconfig {
+  let doc: Record<string, unknown> | undefined;
+  try {
+    doc = record(parse(text));
+  } catch {
+    doc = undefined;
+  }
+  if (!doc) throw new Error('is not a kubeconfig (not a YAML mapping)');
+  const plain = plainKubeconfig(text, '/', undefined);
+  if (!plain)
+    throw new Error(
+      'is not a kubeconfig gatehouse reads from a Secret: its current context needs a cluster with a server and a user with a token or client certificate, given inline',
+    );
+  const sources = [plain.ca, plain.cert, plain.key, plain.token];
+  if (sources.some((source) => source !== undefined && 'file' in source))
+    throw new Error(
+      'refers to files (certificate-authority, client-certificate, client-key or tokenFile): a kubeconfig in a Secret must carry them inline (the *-data fields, token)',
+    );
+  const contextName = typeof doc['current-context'] === 'string' ? doc['current-context'] : '';
+  const cluster = named(doc.contexts, contextName, 'context')?.cluster;
+  return {
+    credentials: new PlainCredentials(plain),
+    clusterName: typeof cluster === 'string' ? cluster : '',
+  };
+}

@@ -157,9 +157,12 @@ export function rbacObjects(namespace: string): Record<string, unknown>[] {
           resources: ['nodeactions', 'noderollouts'],
           verbs: [...READ, 'create', 'patch', 'update', 'delete'],
         },
+        // The CLI a requester runs (gate, talosctl, rollout) checks the node exists, maps
+        // talosctl addresses to Node names and follows the node while it waits.
+        { apiGroups: [''], resources: ['nodes'], verbs: READ },
       ],
       {},
-      'Request node actions and rollouts, mark External actions executed, pause, resume and cancel them. Bind it cluster-wide to the people and automation that reboot and upgrade nodes.',
+      'Request node actions and rollouts, mark External actions executed, pause, resume and cancel them; read Nodes, which the CLI follows while it waits. Bind it cluster-wide to the people and automation that reboot and upgrade nodes.',
     ),
     clusterRole(
       CLUSTER_ROLES.bypass,

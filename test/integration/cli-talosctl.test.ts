@@ -99,6 +99,10 @@ function standInEnv(log: string, extra: Record<string, string> = {}): Record<str
   };
 }
 
+function wholeSecond(ms: number): number {
+  return Math.floor(ms / 1000) * 1000;
+}
+
 describe('gatehouse talosctl', () => {
   it('gates, reboots, marks and follows each node in turn, the next only after the first Succeeded', async (t) => {
     const { check, names, ips, boots } = await talosNodes(t, 2);
@@ -122,6 +126,8 @@ describe('gatehouse talosctl', () => {
     const first = await waitFor('the first node to wait for the check', async () => {
       const [a] = await actionsOf(names[0] ?? '');
       return a?.status?.phase === 'WaitingForHealth' ? a : undefined;
+    }).catch((error: unknown) => {
+      throw new Error(`${String(error)}; the CLI said: ${run.stderr}`);
     });
     deleteActionsAfter(t, client, first.metadata.name);
     assert.deepEqual(await invocations(log), [], 'talosctl does not run before the approval');
@@ -152,10 +158,18 @@ describe('gatehouse talosctl', () => {
       assert.equal(a.status.bootIDBefore, boots[i]);
       assert.notEqual(a.status.bootIDAfter, boots[i], 'the node came back with a new boot');
     }
+    // creationTimestamp has whole seconds, completionTime milliseconds: compare at the
+    // coarser of the two, and the order in which the CLI reported them to the second.
     assert.ok(
       Date.parse(String(actions[1]?.metadata.creationTimestamp)) >=
-        Date.parse(String(actions[0]?.status?.completionTime)),
+        wholeSecond(Date.parse(String(actions[0]?.status?.completionTime))),
       'the second node was asked for only once the first had Succeeded',
+    );
+    const firstDone = run.stderr.indexOf(`✓ ${names[0] ?? ''} Reboot Succeeded`);
+    assert.ok(firstDone >= 0, run.stderr);
+    assert.ok(
+      !run.stderr.slice(0, firstDone).includes(names[1] ?? ''),
+      'nothing about the second node before',
     );
     assert.match(run.stderr, new RegExp(`✓ ${names[1] ?? ''} Reboot Succeeded`));
   });

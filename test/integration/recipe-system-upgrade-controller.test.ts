@@ -30,6 +30,7 @@ import {
 } from '../support/gate.ts';
 import { installGatehouseAPI, readManifests, repoRoot } from '../support/install.ts';
 import {
+  bindClusterRole,
   controllerKubeConfig,
   rest,
   serverSideApply,
@@ -206,8 +207,11 @@ describe('the system-upgrade-controller recipe', () => {
     };
     const dir = await mkdtemp(join(tmpdir(), 'suc-pod-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
-    // Which controller answers: the test's own (a real install has one).
+    // Which controller answers: the test's own (a real install has one). Handing an action
+    // to a named instance takes the verb bypass (admission policy); a real install's
+    // requester names none, so this grant belongs to the test bed, not to the recipe.
     const podEnv = { ...env, GATEHOUSE_CONTROLLER_INSTANCE: instance };
+    await bindClusterRole(t, kc, 'gatehouse:bypass', { namespace: 'system-upgrade', name: 'system-upgrade' });
     const prepare = await podCli(args, identity, dir, podEnv);
     t.after(() => prepare.kill());
     await waitForPhase(client, name, 'WaitingForHealth');

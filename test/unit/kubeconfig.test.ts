@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
-import { loadCredentials, plainKubeconfig } from '../../src/kube/kubeconfig.ts';
+import { inlineKubeconfig, loadCredentials, plainKubeconfig } from '../../src/kube/kubeconfig.ts';
 
 let dir = '';
 before(async () => {
@@ -133,6 +133,45 @@ describe('the controller’s kubeconfig', () => {
       const path = join(dir, 'fallback');
       await writeFile(path, text);
       assert.ok((await loadCredentials({ kubeconfig: path, env: {} })) instanceof KubeConfig);
+    }
+  });
+});
+
+describe('inlineKubeconfig (a kubeconfig from a Secret)', () => {
+  const config = (user: Record<string, unknown>, cluster: Record<string, unknown> = {}) =>
+    stringify({
+      apiVersion: 'v1',
+      'current-context': 'c',
+      clusters: [{ name: 'mgmt', cluster: { server: 'https://10.0.0.1:6443', ...cluster } }],
+      users: [{ name: 'u', user }],
+      contexts: [{ name: 'c', context: { cluster: 'mgmt', user: 'u' } }],
+    });
+
+  it('reads a token and an inline CA, and names the current cluster', async () => {
+    const read = inlineKubeconfig(config({ token: 'abc' }, { 'certificate-authority-data': b64('CA') }));
+    assert.equal(read.clusterName, 'mgmt');
+    const options: RequestOptions = {};
+    await read.credentials.applyToHTTPSOptions(options);
+    assert.equal(String(options.ca), 'CA');
+    assert.deepEqual(options.headers, { Authorization: 'Bearer abc' });
+  });
+
+  it('refuses files and plugins, and never quotes the text', () => {
+    assert.throws(() => inlineKubeconfig(config({ tokenFile: '/var/run/secrets/token' })), /refers to files/);
+    assert.throws(
+      () => inlineKubeconfig(config({ token: 't' }, { 'certificate-authority': '/ca' })),
+      /refers to files/,
+    );
+    assert.throws(
+      () => inlineKubeconfig(config({ exec: { command: 'sh' } })),
+      /is not a kubeconfig gatehouse reads/,
+    );
+    for (const text of ['secret-value-123', 'a: [unclosed secret-value-123', 'password: secret-value-123']) {
+      assert.throws(
+        () => inlineKubeconfig(text),
+        (error: Error) =>
+          /is not a kubeconfig/.test(error.message) && !error.message.includes('secret-value'),
+      );
     }
   });
 });

@@ -6,6 +6,7 @@ import {
   type ProbeSpecs,
 } from '../../api/cluster-health-check.ts';
 import type { Probe, ProbeContext, ProbeResult } from '../probe.ts';
+import { onRemoteCluster, type RemoteClusterSpec } from '../remote-cluster.ts';
 import { httpGetProbe } from './http-get.ts';
 import { jobProbe } from './job.ts';
 import { nodesProbe } from './nodes.ts';
@@ -48,5 +49,14 @@ export async function runProbe(spec: ClusterHealthCheckSpec, context: ProbeConte
       `a ClusterHealthCheck must set exactly one probe (${PROBES.join(', ')}); this one sets ${set.length ? set.join(', ') : 'none'}`,
     );
   context.signal.throwIfAborted();
-  return probeOf(name, spec[name] as ProbeSpecs[typeof name], context);
+  const part = spec[name] as ProbeSpecs[typeof name];
+  const cluster = remoteClusterOf(part);
+  return cluster
+    ? onRemoteCluster(cluster, context, (remote) => probeOf(name, part, remote))
+    : probeOf(name, part, context);
+}
+
+/** The other cluster a probe reads (resource, workloads, nodes may), if it names one. */
+function remoteClusterOf(part: ProbeSpecs[ProbeName]): RemoteClusterSpec | undefined {
+  return 'cluster' in part ? part.cluster : undefined;
 }
