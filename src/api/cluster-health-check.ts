@@ -309,7 +309,7 @@ export const ResourceProbe = Type.Object(
       {
         rule: '!has(self.listExpression) || (!has(self.minMatching) && !has(self.maxMatching) && !has(self.all))',
         message:
-          'resource.listExpression judges the selection as a whole, so minMatching, maxMatching and all (which count the objects matching resource.expression) do not apply: remove them, or use expression instead',
+          'resource.listExpression is a verdict on the selection as a whole, so minMatching, maxMatching and all (which count the objects matching resource.expression) do not apply: remove them, or use expression instead',
         fieldPath: '.listExpression',
         reason: 'FieldValueForbidden',
       },

@@ -474,7 +474,7 @@ const NODE_SCOPED_INVALID: [string, () => Obj, RegExp][] = [
   [
     'a listExpression with maxMatching',
     () => pods({ expression: undefined, listExpression: 'items.size() == 0', maxMatching: 0 }),
-    /spec\.resource\.listExpression: Forbidden: resource\.listExpression judges the selection as a whole, so minMatching, maxMatching and all .* do not apply/,
+    /spec\.resource\.listExpression: Forbidden: resource\.listExpression is a verdict on the selection as a whole, so minMatching, maxMatching and all .* do not apply/,
   ],
   [
     'both expression and listExpression',
