@@ -98,17 +98,23 @@ export function rolloutEvents(
   if (counts && counts !== (previous ? countsLine(previous) : undefined)) events.push(counts);
   else if (!counts && !previous) events.push('not processed by the controller yet');
   const message = next.status?.message;
-  if (message && message !== previous?.status?.message) events.push(oneLine(message, 200));
+  const newMessage = message && message !== previous?.status?.message ? message : undefined;
+  let said = false;
+  const conditionEvents: string[] = [];
   for (const type of ['Halted', 'Complete']) {
     const now = condition(next, type);
     const was = condition(previous, type);
     if (now?.status === 'True' && (was?.status !== 'True' || was.reason !== now.reason)) {
+      // The condition's message is often the rollout's: said once, with the condition.
       const why = now.message ? `: ${oneLine(now.message, 200)}` : '';
-      events.push(`${type === 'Halted' ? 'halted' : 'complete'} (${now.reason})${why}`);
+      if (now.message === newMessage) said = true;
+      conditionEvents.push(`${type === 'Halted' ? 'halted' : 'complete'} (${now.reason})${why}`);
     } else if (type === 'Halted' && was?.status === 'True' && now?.status !== 'True') {
-      events.push('no longer halted');
+      conditionEvents.push('no longer halted');
     }
   }
+  if (newMessage && !said) events.push(oneLine(newMessage, 200));
+  events.push(...conditionEvents);
   return events.map((e) => `rollout ${name}: ${e}`);
 }
 

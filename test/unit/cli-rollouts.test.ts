@@ -135,5 +135,12 @@ describe('gatehouse rollout', () => {
       followedLines.includes('rollout r: halted (FailureBudgetExhausted): 1 failed, first w1: Failed'),
     );
     assert.ok(rolloutEvents(running, failed).includes('rollout r: w1 failed: upgrade refused'));
+    const done = rollout({
+      ...running.status,
+      message: 'complete: 1 done',
+      conditions: [{ ...condition('Complete', 'True', 'AllNodesDone'), message: 'complete: 1 done' }],
+    });
+    const doneLines = rolloutEvents(running, done, new Set(['w1']));
+    assert.deepEqual(doneLines, ['rollout r: complete (AllNodesDone): complete: 1 done'], 'said once');
   });
 });
