@@ -5,25 +5,39 @@ import { Command, InvalidArgumentError } from 'commander';
 import { INSTANCE_LABEL } from '../api/names.ts';
 import type { NodeRolloutSpec, ObservedNodeRollout, RolloutNode } from '../api/node-rollout.ts';
 import { NODE_ROLLOUTS_PATH } from '../api/paths.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { KubeApiError, RestClient } from '../kube/rest.ts';
 import { errorMessage } from '../wait.ts';
 import { wholeNumber } from './arguments.ts';
 import { clusterCommand, loadKubeConfig, type ConnectionOptions } from './connection.ts';
 import { CliError, EXIT, handled, type ExitCode } from './exit.ts';
+import { LiveDisplay } from './display.ts';
+import { KubeBackend } from './kube-backend.ts';
+import { followRollout } from './rollout-follow.ts';
 import { formatDocument, outputOption, type Format } from './output.ts';
 import { colourWanted, makeStyle, type Style } from './style.ts';
 import { age, oneLine, table } from './table.ts';
 
 type Rollout = ObservedNodeRollout & { metadata: { creationTimestamp?: string } };
 
+interface Connection {
+  rest: RestClient;
+  kubeConfig: KubeConfig;
+}
+
 async function client(options: ConnectionOptions): Promise<RestClient> {
+  return (await connection(options)).rest;
+}
+
+async function connection(options: ConnectionOptions): Promise<Connection> {
   if (options.server !== undefined)
     throw new CliError(
       'rollout needs a kubeconfig (--kubeconfig/--context): the HTTP API does not serve NodeRollouts',
       EXIT.usage,
     );
   try {
-    return new RestClient(await loadKubeConfig(options));
+    const kubeConfig = await loadKubeConfig(options);
+    return { rest: new RestClient(kubeConfig), kubeConfig };
   } catch (error) {
     throw new CliError(`cannot load the kubeconfig: ${errorMessage(error)}`, EXIT.unreachable);
   }
@@ -58,20 +72,6 @@ function selector(value: string): Record<string, string> {
     labels[key.trim()] = v.trim();
   }
   return labels;
-}
-
-const condition = (r: Rollout, type: string) => r.status?.conditions?.find((c) => c.type === type);
-
-/** What the exit code of a rollout that stopped moving is: 0 done without failures, 1 halted or failed. */
-export function rolloutCode(r: Rollout): ExitCode | undefined {
-  if (
-    condition(r, 'Halted')?.reason === 'FailureBudgetExhausted' ||
-    condition(r, 'Halted')?.reason === 'TooManyNodes'
-  )
-    return EXIT.failed;
-  if (condition(r, 'Complete')?.status === 'True')
-    return (r.status?.counts?.failed ?? 0) > 0 ? EXIT.failed : EXIT.ok;
-  return undefined;
 }
 
 function nodeMark(n: RolloutNode, style: Style): string {
@@ -122,50 +122,24 @@ function listText(rollouts: readonly Rollout[], now: Date): string {
   );
 }
 
-/** Follows a rollout until it is complete or halted on failures; prints each change. */
-async function follow(rest: RestClient, name: string, style: Style, signal: AbortSignal): Promise<ExitCode> {
-  let last = '';
-  for (;;) {
-    let r: Rollout;
-    try {
-      r = await rest.request<Rollout>(`${NODE_ROLLOUTS_PATH}/${name}`);
-    } catch (error) {
-      if (error instanceof KubeApiError && error.code === 404) {
-        process.stderr.write(`gatehouse: NodeRollout ${name} was deleted\n`);
-        return EXIT.cancelled;
-      }
-      throw error;
-    }
-    const text = statusText(r, style);
-    if (text !== last) {
-      process.stdout.write(`${last ? '\n' : ''}${new Date().toISOString()}\n${text}`);
-      last = text;
-    }
-    const code = rolloutCode(r);
-    if (code !== undefined) return code;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, 1000);
-      signal.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        { once: true },
-      );
-    });
-    if (signal.aborted) return EXIT.interrupted;
-  }
-}
-
-async function followUntilDone(rest: RestClient, name: string, style: Style): Promise<void> {
+/** Follows a rollout to its end with the node commands' live progress; sets the exit code. */
+async function followUntilDone({ rest, kubeConfig }: Connection, name: string): Promise<void> {
+  const style = makeStyle(colourWanted(process.stdout));
+  const display = new LiveDisplay(process.stdout, { live: process.stdout.isTTY, style });
   const interrupt = new AbortController();
   const onSigint = () => interrupt.abort();
   process.once('SIGINT', onSigint);
   try {
-    process.exitCode = await follow(rest, name, style, interrupt.signal);
+    const backend = new KubeBackend(kubeConfig);
+    const code = await followRollout(name, { rest, backend, display, style, signal: interrupt.signal });
+    if (code === EXIT.interrupted)
+      display.note(
+        `stopped following NodeRollout ${name}; it goes on without us (gatehouse rollout status ${name})`,
+      );
+    process.exitCode = code;
   } finally {
     process.off('SIGINT', onSigint);
+    display.close();
   }
 }
 
@@ -256,7 +230,8 @@ export async function upgradeAsRollout(
   nodes: readonly string[],
   flags: CreateFlags & { stage?: boolean },
 ): Promise<void> {
-  const rest = await client(flags);
+  const conn = await connection(flags);
+  const { rest } = conn;
   const spec = rolloutSpec({ ...flags, reboot: false }, await call('learn who you are', () => whoami(rest)));
   await createRollout(
     rest,
@@ -270,7 +245,7 @@ export async function upgradeAsRollout(
     flags.controllerInstance,
   );
   process.stdout.write(`NodeRollout ${name} created for ${nodes.join(', ')}\n`);
-  await followUntilDone(rest, name, makeStyle(colourWanted(process.stdout)));
+  await followUntilDone(conn, name);
 }
 
 /** The label the kubelet sets to the node's host name, which on Talos is the Node's name. */
@@ -321,11 +296,12 @@ export function rolloutCommand(): Command {
       .option('-w, --watch', 'follow it to the end (exit codes as `rollout status -w`)')
       .action(
         handled(async (name: string, flags: CreateFlags) => {
-          const rest = await client(flags);
+          const conn = await connection(flags);
+          const { rest } = conn;
           const spec = rolloutSpec(flags, await call('learn who you are', () => whoami(rest)));
           await createRollout(rest, name, spec, flags.controllerInstance);
           process.stdout.write(`NodeRollout ${name} created\n`);
-          if (flags.watch) await followUntilDone(rest, name, makeStyle(colourWanted(process.stdout)));
+          if (flags.watch) await followUntilDone(conn, name);
         }),
       ),
   );
@@ -340,10 +316,11 @@ export function rolloutCommand(): Command {
       .addOption(outputOption())
       .action(
         handled(async (name: string, flags: ConnectionOptions & { watch?: boolean; output?: Format }) => {
-          const rest = await client(flags);
+          const conn = await connection(flags);
+          const { rest } = conn;
           const style = makeStyle(colourWanted(process.stdout));
           if (flags.watch) {
-            await followUntilDone(rest, name, style);
+            await followUntilDone(conn, name);
             return;
           }
           const r = await call(`read NodeRollout ${name}`, () =>

@@ -2,7 +2,8 @@
 // in a few minutes — the sandbox's control plane and simulated Talos nodes, gatehouse's
 // API and controller with its Talos executor, the Rook/Ceph recipe from examples/
 // (health check, noout hooks) with a Ceph stand-in that degrades while a node is down,
-// and a rolling Talos upgrade through the CLI, the gate waiting Ceph out between nodes.
+// and a rolling Talos upgrade as a NodeRollout the CLI follows, the gate waiting Ceph out
+// between nodes, its controller restarted mid-roll.
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -10,7 +11,10 @@ import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { attachSandbox, startSandbox, type Sandbox } from '../../sandbox/cluster.ts';
 import { defaultNodeSpecs, TALOS_VERSION } from '../../sandbox/nodes.ts';
-import { Controller } from '../controller.ts';
+import { ROLLOUT_LABEL } from '../api/names.ts';
+import type { ObservedNodeRollout } from '../api/node-rollout.ts';
+import { NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH } from '../api/paths.ts';
+import { Controller, type ControllerOptions } from '../controller.ts';
 import { serverSideApply, type Manifest } from '../kube/apply.ts';
 import { RestClient } from '../kube/rest.ts';
 import { silentLogger } from '../log.ts';
@@ -32,6 +36,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const examples = join(root, 'examples');
 const CHECK = 'ceph-health-ok';
 const WORKERS = ['worker-1', 'worker-2', 'worker-3'];
+const ROLLOUT = 'demo-upgrade';
 /** The release the demo upgrades the simulated nodes to: the sandbox's next patch. */
 const TARGET_VERSION = TALOS_VERSION.replace(/\d+$/, (patch) => String(Number(patch) + 1));
 const TARGET_IMAGE = `ghcr.io/siderolabs/installer:${TARGET_VERSION}`;
@@ -105,6 +110,38 @@ function runCli(args: readonly string[], signal: AbortSignal): Promise<number> {
   });
 }
 
+/**
+ * Once the rollout's first node is done, stops the controller and starts a new one (as a
+ * crash and a restart, or a new leader, would), and says so; resolves with the new one.
+ */
+async function restartMidRoll(
+  client: RestClient,
+  controller: Controller,
+  options: ControllerOptions,
+  signal: AbortSignal,
+  out: (line: string) => void,
+): Promise<Controller> {
+  const done = await waitFor(
+    `NodeRollout ${ROLLOUT} to finish its first node`,
+    async () => {
+      if (signal.aborted) return '';
+      const r = await client
+        .request<ObservedNodeRollout>(`${NODE_ROLLOUTS_PATH}/${ROLLOUT}`)
+        .catch(() => undefined);
+      const first = r?.status?.nodes?.find((n) => n.phase === 'Succeeded');
+      return first?.node;
+    },
+    { timeoutMs: 300_000, intervalMs: 500 },
+  );
+  if (signal.aborted) return controller;
+  out(`\n  >>> ${done} is done: the demo stops the controller mid-roll…`);
+  await controller.stop();
+  const restarted = await Controller.start(options);
+  await restarted.waitForSync();
+  out(`  >>> …and starts a new one (${restarted.url}); the rollout goes on where it was\n`);
+  return restarted;
+}
+
 export async function runDemo(options: DemoOptions): Promise<void> {
   const out = options.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   const steps = 6;
@@ -142,14 +179,15 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     out('  applied the install set of `gatehouse manifests` (the controller runs here, not as a Deployment)');
 
     step(3, 'start the controller, with the Talos executor');
-    controller = await Controller.start({
+    const controllerOptions: ControllerOptions = {
       kubeConfig: sandbox.kubeConfig(),
       log: silentLogger(),
       host: '127.0.0.1',
       port: 0,
       leaderElection: { leaseDurationMs: 5000, renewDeadlineMs: 4000, retryPeriodMs: 1000 },
       talos: { config: await loadTalosConfig({ path: talosconfig }) },
-    });
+    };
+    controller = await Controller.start(controllerOptions);
     await controller.waitForSync();
     out(`  serving ${controller.url} — dashboard ${controller.url}/, health ${controller.url}/v1/health`);
     out(`  Managed actions go to the Talos API of the simulated nodes (talosconfig ${talosconfig})`);
@@ -188,7 +226,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       `  GET /v1/health?action=Reboot&node=cp-1 → ${String(cp.status)}: ${etcd ? `${ETCD_CHECK_NAME}: ${etcd.message}` : 'etcd not judged'}`,
     );
 
-    step(5, `a rolling upgrade to Talos ${TARGET_VERSION}, through the gate`);
+    step(5, `a rolling upgrade to Talos ${TARGET_VERSION}: a NodeRollout, through the gate`);
     const before = await nodeFacts(client);
     const args = [
       'upgrade',
@@ -196,16 +234,35 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       sandbox.kubeconfig,
       '--image',
       TARGET_IMAGE,
+      '--rollout',
+      ROLLOUT,
       '--concurrency',
       String(WORKERS.length),
       ...WORKERS,
     ];
     out(`  $ gatehouse ${args.join(' ')}`);
-    out('  (all three asked for at once: the policy lets one through at a time, and Ceph must be');
-    out('  HEALTH_OK again before the next; the CLI shows what each action waits for)\n');
-    const code = await runCli(args, interrupted.signal);
+    out('  (a NodeRollout: the controller carries it out, the CLI only follows it. All three at');
+    out('  once as far as the rollout goes: the policy lets one through at a time, and Ceph must');
+    out('  be HEALTH_OK again before the next; the CLI shows what each action waits for. Once the');
+    out('  first node is done, the demo restarts the controller: the rollout goes on from its status)\n');
+    // The restart waits for the first node; it gives up when the CLI ends first (a failure).
+    const rolled = new AbortController();
+    const cli = runCli(args, interrupted.signal).finally(() => rolled.abort());
+    const watching = AbortSignal.any([interrupted.signal, rolled.signal]);
+    const restart = restartMidRoll(client, controller, controllerOptions, watching, out).then(
+      (restarted) => (controller = restarted),
+    );
+    const code = await cli;
+    await restart;
     if (interrupted.signal.aborted) return;
     out(`\n  the CLI exited ${String(code)}${code === 0 ? ': every node upgraded' : ''}`);
+    const actions = await client.request<{ items: { spec: { nodeName: string } }[] }>(
+      `${NODE_ACTIONS_PATH}?labelSelector=${encodeURIComponent(`${ROLLOUT_LABEL}=${ROLLOUT}`)}`,
+    );
+    const perNode = actions.items.map((a) => a.spec.nodeName).sort();
+    out(
+      `  NodeRollout ${ROLLOUT} made ${String(perNode.length)} NodeActions, one per node (${perNode.join(', ')}), across the controller restart`,
+    );
 
     step(6, 'what happened');
     const after = await nodeFacts(client);
@@ -227,7 +284,8 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     out(`  export KUBECONFIG=${sandbox.kubeconfig}`);
     out(`  export TALOSCONFIG=${talosconfig}`);
     out('  kubectl get gatehouse                       # checks, hooks, policies, actions');
-    out('  kubectl get nodeactions -o wide             # the three upgrades');
+    out(`  kubectl get noderollout ${ROLLOUT}           # the rollout: counts, conditions`);
+    out('  kubectl get nodeactions -o wide             # its three NodeActions');
     out(`  kubectl describe clusterhealthcheck ${CHECK}  # status, conditions, events`);
     out(`  npm run gatehouse -- reboot --kubeconfig ${sandbox.kubeconfig} worker-2   # one more, live`);
     out(`  curl -s '${controller.url}/v1/health?action=Reboot&node=worker-1'`);

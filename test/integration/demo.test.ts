@@ -1,6 +1,7 @@
 // The README's first command: the demo runs to completion with --exit, on a sandbox of
-// its own, and shows what a newcomer should see — the rolling upgrade through the CLI,
-// the policy letting one node through at a time, the gate waiting for Ceph to recover.
+// its own, and shows what a newcomer should see — the rolling upgrade as a NodeRollout the
+// CLI follows, surviving a controller restart, the policy letting one node through at a
+// time, the gate waiting for Ceph to recover.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { access, mkdtemp, rm } from 'node:fs/promises';
@@ -35,7 +36,7 @@ function inOrder(output: string, expected: readonly RegExp[]): void {
   }
 }
 
-it('runs the demo to completion: a rolling upgrade through the CLI, gated by Ceph and a policy', async (t) => {
+it('runs the demo to completion: a NodeRollout the CLI follows, gated by Ceph and a policy, through a controller restart', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-demo-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const { code, output } = await demo(join(dir, 'sandbox'));
@@ -49,9 +50,15 @@ it('runs the demo to completion: a rolling upgrade through the CLI, gated by Cep
     /ClusterHealthCheck ceph-health-ok/,
     /GET \/v1\/health → 200: all 1 checks healthy/,
     /\[5\/6\] a rolling upgrade to Talos v\d+\.\d+\.\d+/,
-    /\$ gatehouse upgrade --kubeconfig \S+ --image ghcr\.io\/siderolabs\/installer:v\S+ --concurrency 3 worker-1 worker-2 worker-3/,
-    /NODE\s+ACTION\s+NAME\s+PHASE\nworker-1\s+Upgrade\s+\S+\s+Succeeded\nworker-2\s+Upgrade\s+\S+\s+Succeeded\nworker-3\s+Upgrade\s+\S+\s+Succeeded/,
+    /\$ gatehouse upgrade --kubeconfig \S+ --image ghcr\.io\/siderolabs\/installer:v\S+ --rollout demo-upgrade --concurrency 3 worker-1 worker-2 worker-3/,
+    /NodeRollout demo-upgrade created for worker-1, worker-2, worker-3/,
+    // The controller is restarted once the first node is done, and a node finishes after it.
+    />>> worker-\d is done: the demo stops the controller mid-roll/,
+    />>> …and starts a new one \(http:\/\/127\.0\.0\.1:\d+\); the rollout goes on where it was/,
+    /✓ worker-\d Upgrade Succeeded/,
+    /rollout demo-upgrade: complete \(\w+\)/,
     /the CLI exited 0: every node upgraded/,
+    /NodeRollout demo-upgrade made 3 NodeActions, one per node \(worker-1, worker-2, worker-3\), across the controller restart/,
     /\[6\/6\] what happened/,
     /worker-1: Talos \(v\S+\) → Talos \(v\S+\), boot \w+ → \w+/,
     /HEALTH_WARN OSD_DOWN: 1 osds down \(osd\.\d on worker-\d\)/,

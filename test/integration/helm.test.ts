@@ -135,6 +135,7 @@ describe('Helm chart', () => {
       rule.spec.groups.flatMap((g) => g.rules.map((r) => r.alert)),
       [
         'GatehouseCheckUnhealthy',
+        'GatehouseRebootHeld',
         'GatehouseActionStuck',
         'GatehouseHookFailed',
         'GatehouseNotReady',

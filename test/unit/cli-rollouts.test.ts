@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ObservedNodeRollout } from '../../src/api/node-rollout.ts';
 import { CliError, EXIT } from '../../src/cli/exit.ts';
-import { rolloutCode, rolloutSpec, statusText } from '../../src/cli/node-rollouts.ts';
+import { rolloutSpec, statusText } from '../../src/cli/node-rollouts.ts';
+import { rolloutCode, rolloutEvents, runningActions } from '../../src/cli/rollout-follow.ts';
 import { PLAIN } from '../../src/cli/style.ts';
 
 const base = { maxParallel: 2, maxFailures: 0 };
@@ -81,5 +82,65 @@ describe('gatehouse rollout', () => {
     assert.match(text, /▶ running {3}w2 \(Executing\): upgrading/);
     assert.match(text, /= skipped {3}w3/);
     assert.match(text, /1 succeeded, 1 running, 1 pending, 0 failed, 1 skipped/);
+  });
+
+  it('tells a followed rollout as lines, one per change, and leaves a followed node to its action', () => {
+    const counts = { pending: 2, running: 0, succeeded: 0, failed: 0, skipped: 1, vanished: 0 };
+    const first = rollout({
+      counts,
+      message: '2 to go',
+      nodes: [
+        { node: 'w1', phase: 'Pending' },
+        { node: 'w2', phase: 'Waiting', message: 'waiting for the next window: w2 needs ~14m, 9m left' },
+        { node: 'w3', phase: 'Skipped', message: 'already runs v1.13.1' },
+      ],
+    });
+    assert.deepEqual(rolloutEvents(undefined, first), [
+      'rollout r: NodeRollout r: Upgrade to x/installer:v1.13.1',
+      'rollout r: w2 waiting: waiting for the next window: w2 needs ~14m, 9m left',
+      'rollout r: w3 skipped: already runs v1.13.1',
+      'rollout r: 0 succeeded, 0 running, 2 pending, 0 failed, 1 skipped',
+      'rollout r: 2 to go',
+    ]);
+    assert.deepEqual(rolloutEvents(first, first), [], 'nothing changed, nothing said');
+    const running = rollout({
+      counts: { ...counts, pending: 1, running: 1 },
+      message: '2 to go',
+      nodes: [
+        { node: 'w1', phase: 'Running', action: 'r-w1', actionPhase: 'Executing' },
+        { node: 'w2', phase: 'Waiting', message: 'waiting for the next window: w2 needs ~14m, 9m left' },
+        { node: 'w3', phase: 'Skipped', message: 'already runs v1.13.1' },
+      ],
+    });
+    assert.deepEqual(runningActions(running), [{ node: 'w1', action: 'r-w1' }]);
+    assert.deepEqual(rolloutEvents(first, running, new Set(['w1'])), [
+      'rollout r: w1 started (r-w1)',
+      'rollout r: 0 succeeded, 1 running, 1 pending, 0 failed, 1 skipped',
+    ]);
+    const failed = rollout({
+      counts: { ...counts, pending: 1, failed: 1 },
+      message: 'halted',
+      nodes: [
+        { node: 'w1', phase: 'Failed', action: 'r-w1', message: 'upgrade refused' },
+        { node: 'w2', phase: 'Waiting', message: 'waiting for the next window: w2 needs ~14m, 9m left' },
+        { node: 'w3', phase: 'Skipped', message: 'already runs v1.13.1' },
+      ],
+      conditions: [
+        { ...condition('Halted', 'True', 'FailureBudgetExhausted'), message: '1 failed, first w1: Failed' },
+      ],
+    });
+    const followedLines = rolloutEvents(running, failed, new Set(['w1']));
+    assert.ok(!followedLines.some((l) => l.includes('w1 failed')), 'its action tells how it ended');
+    assert.ok(
+      followedLines.includes('rollout r: halted (FailureBudgetExhausted): 1 failed, first w1: Failed'),
+    );
+    assert.ok(rolloutEvents(running, failed).includes('rollout r: w1 failed: upgrade refused'));
+    const done = rollout({
+      ...running.status,
+      message: 'complete: 1 done',
+      conditions: [{ ...condition('Complete', 'True', 'AllNodesDone'), message: 'complete: 1 done' }],
+    });
+    const doneLines = rolloutEvents(running, done, new Set(['w1']));
+    assert.deepEqual(doneLines, ['rollout r: complete (AllNodesDone): complete: 1 done'], 'said once');
   });
 });
