@@ -670,7 +670,7 @@ describe('runProbe', () => {
   it('refuses a spec with no probe or with two', async () => {
     await assert.rejects(runProbe({}, probeContext()), {
       message:
-        'a ClusterHealthCheck must set exactly one probe (httpGet, tcpSocket, resource, workloads, podDisruptionBudgets, nodes, prometheus); this one sets none',
+        'a ClusterHealthCheck must set exactly one probe (httpGet, tcpSocket, resource, workloads, podDisruptionBudgets, nodes, prometheus, job); this one sets none',
     });
     await assert.rejects(runProbe({ nodes: {}, tcpSocket: { host: '127.0.0.1', port: 1 } }, probeContext()), {
       message: /this one sets tcpSocket, nodes$/,
