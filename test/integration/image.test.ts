@@ -147,8 +147,14 @@ it('runs the controller read-only as 65532: ready, and gating an action', async 
     },
   });
   deleteActionsAfter(t, client, name);
-  const held = await waitForPhase(client, name, 'WaitingForHealth');
-  assert.match(held.status?.message ?? '', new RegExp(check.name));
+  // WaitingForHealth first says it is evaluating; the message names the check once its
+  // fresh result is in.
+  const held = await waitFor(`NodeAction ${name} to be held by ${check.name}`, async (observe) => {
+    const a = await getAction(client, name);
+    observe(`${a.status?.phase ?? '(none)'}: ${a.status?.message ?? ''}`);
+    return a.status?.message?.includes(check.name) ? a : undefined;
+  });
+  assert.equal(held.status?.phase, 'WaitingForHealth');
   await check.set(true);
   await waitForPhase(client, name, 'Approved');
   assert.equal((await getAction(client, name)).status?.phase, 'Approved');
