@@ -3,7 +3,13 @@
 import type { Server } from 'node:http';
 import type { KubeCredentials } from './kube/kubeconfig.ts';
 import { isTerminal } from './api/phases.ts';
-import { ActionReconciler, instanceSelector, type ActionObject } from './actions/reconciler.ts';
+import {
+  ActionReconciler,
+  foreignInstanceSelector,
+  instanceSelector,
+  slimForeignAction,
+  type ActionObject,
+} from './actions/reconciler.ts';
 import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
 import { HOOK_JOB_SELECTOR } from './api/names.ts';
 import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH, CHECKS_PATH } from './api/paths.ts';
@@ -116,6 +122,8 @@ export class Controller {
   readonly metrics: Metrics;
   readonly leader: LeaderElector | undefined;
   readonly actionInformer: Informer<ActionObject>;
+  /** Other controller instances' actions, trimmed to what the admission pass reads of them. */
+  private readonly foreignActionInformer: Informer<ActionObject>;
   readonly policyInformer: Informer<ActionPolicy & KubeObject>;
   readonly hookInformers: ReadonlyMap<HookKindName, Informer<KubeObject & { spec: HookSpec }>>;
   readonly jobInformer: Informer<KubeObject>;
@@ -195,6 +203,12 @@ export class Controller {
       path: NODE_ACTIONS_PATH,
       labelSelector: instanceSelector(options.instance),
     });
+    this.foreignActionInformer = new Informer<ActionObject>({
+      ...common,
+      path: NODE_ACTIONS_PATH,
+      labelSelector: foreignInstanceSelector(options.instance),
+      transform: slimForeignAction,
+    });
     this.policyInformer = new Informer({ ...common, path: ACTION_POLICIES_PATH });
     // Rollouts are assigned to an instance like actions: the instance creates their actions.
     this.rolloutInformer = new Informer<RolloutObject>({
@@ -261,6 +275,7 @@ export class Controller {
             metrics: this.metrics,
             checks: this.checks,
             actions: this.actionInformer,
+            foreignActions: this.foreignActionInformer,
             policies: this.policyInformer,
             nodes: this.nodeInformer,
             hooks: this.hookInformers,
@@ -325,6 +340,7 @@ export class Controller {
       ...(this.actions || this.boots
         ? [
             ['actionpolicies', this.policyInformer],
+            ...(this.actions ? [['nodeactions of other instances', this.foreignActionInformer]] : []),
             ...(this.rollouts ? [['noderollouts', this.rolloutInformer]] : []),
             ['jobs', this.jobInformer],
             ...[...this.hookInformers].map(([kind, i]) => [`${kind.toLowerCase()}s`, i]),

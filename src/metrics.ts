@@ -42,6 +42,12 @@ export class Metrics {
     help: 'Status updates written to the API server.',
     registers: [this.registry],
   });
+  readonly admissionReads = new Counter({
+    name: 'gatehouse_admission_reads_total',
+    help: 'Admission passes by where they counted slots from: quorum (a consistent list) or cache (the watch had shown every slot).',
+    labelNames: ['source'],
+    registers: [this.registry],
+  });
 
   readonly actionTransitions = new Counter({
     name: 'gatehouse_action_transitions_total',

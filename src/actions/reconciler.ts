@@ -43,6 +43,12 @@ import { NO_TALOSCONFIG } from '../talos/etcd-check.ts';
 import type { EtcdCheckState } from '../talos/etcd-health.ts';
 import type { TalosExecutor } from '../talos/execution.ts';
 import { errorMessage } from '../wait.ts';
+import {
+  afterWrite,
+  cacheShowsEverySlot,
+  parseResourceVersion,
+  type AdmissionReadState,
+} from './admission-read.ts';
 import { actionRef, isCandidate, planAdmissions } from './admission.ts';
 import { checkGates } from '../checks/selection.ts';
 import {
@@ -62,6 +68,28 @@ import { holdSilences } from './silences.ts';
 /** The label selector of the actions an instance (or the default, unnamed one) reconciles. */
 export function instanceSelector(instance: string | undefined): string {
   return instance ? `${INSTANCE_LABEL}=${instance}` : `!${INSTANCE_LABEL}`;
+}
+
+/** Every action instanceSelector(instance) leaves out: those of the other controller instances. */
+export function foreignInstanceSelector(instance: string | undefined): string {
+  return instance ? `${INSTANCE_LABEL}!=${instance}` : INSTANCE_LABEL;
+}
+
+/** What the admission pass reads of another instance's action: who, where, and whether it holds a slot. */
+export function slimForeignAction(a: ActionObject): ActionObject {
+  const { name, uid, resourceVersion, labels, creationTimestamp, deletionTimestamp } = a.metadata;
+  return {
+    metadata: {
+      name,
+      uid,
+      ...(resourceVersion !== undefined ? { resourceVersion } : {}),
+      ...(labels ? { labels } : {}),
+      ...(creationTimestamp !== undefined ? { creationTimestamp } : {}),
+      ...(deletionTimestamp !== undefined ? { deletionTimestamp } : {}),
+    },
+    spec: { nodeName: a.spec.nodeName, action: a.spec.action },
+    ...(a.status?.phase !== undefined ? { status: { phase: a.status.phase } } : {}),
+  } as ActionObject;
 }
 
 export const ADMISSION_KEY = '@admission';
@@ -88,6 +116,7 @@ const RETENTION_INTERVAL_MS = 10 * 60_000;
 const FOLD_WAIT_MS = 250;
 
 export type ActionObject = ObservedNodeAction & KubeObject;
+type UnfinishedList = { items: ActionObject[]; metadata?: { resourceVersion?: string } };
 type PolicyObject = ActionPolicy & KubeObject;
 type HookKubeObject = KubeObject & { spec: HookSpec };
 
@@ -98,6 +127,12 @@ export interface ActionReconcilerOptions {
   metrics?: Metrics;
   checks: CheckRunner;
   actions: Informer<ActionObject>;
+  /**
+   * Every other controller instance's actions (the complement of `actions`' selector):
+   * with it, the admission pass counts from the caches once they show every slot
+   * (admission-read.ts); without it, every pass makes a quorum read.
+   */
+  foreignActions?: Informer<ActionObject>;
   policies: Informer<PolicyObject>;
   nodes: Informer<KubeObject>;
   hooks: ReadonlyMap<HookKindName, Informer<HookKubeObject>>;
@@ -174,6 +209,10 @@ export class ActionReconciler {
   private etcdTurn: Promise<void> = Promise.resolve();
   private started = false;
   private leading = false;
+  /** What the admission pass knows of the caches' completeness (admission-read.ts). */
+  private admissionRead: AdmissionReadState = {};
+  /** Bumped whenever leadership may have changed hands: a quorum read begun before does not count. */
+  private leadership = 0;
 
   constructor(options: ActionReconcilerOptions) {
     this.o = { retention: DEFAULT_RETENTION, ...options };
@@ -195,6 +234,7 @@ export class ActionReconciler {
     const o = this.o;
     await Promise.all([
       o.actions.waitForSync(signal),
+      ...(o.foreignActions ? [o.foreignActions.waitForSync(signal)] : []),
       o.policies.waitForSync(signal),
       o.nodes.waitForSync(signal),
       o.jobs.waitForSync(signal),
@@ -213,6 +253,8 @@ export class ActionReconciler {
 
   /** Every action, the admission pass and retention: after a start or on becoming leader. */
   enqueueAll(): void {
+    // Called on becoming leader: another may have taken slots since our last quorum read.
+    this.forgetQuorum();
     if (!this.started) return;
     for (const a of this.o.actions.list()) this.queue.add(a.metadata.name);
     this.queue.add(ADMISSION_KEY);
@@ -247,6 +289,14 @@ export class ActionReconciler {
       this.o.runner.forget(`action/${a.metadata.uid}/`);
       this.o.executor?.forget(a.metadata.uid);
       this.silences.forget(a.metadata.uid);
+      if (holdsSlot(a.status?.phase)) this.queue.add(ADMISSION_KEY);
+    });
+    // Another instance's action that takes or frees a node: ours waiting for it look again.
+    const foreign = this.o.foreignActions;
+    foreign?.on('update', (old, a) => {
+      if (holdsSlot(old.status?.phase) !== holdsSlot(a.status?.phase)) this.queue.add(ADMISSION_KEY);
+    });
+    foreign?.on('delete', (a) => {
       if (holdsSlot(a.status?.phase)) this.queue.add(ADMISSION_KEY);
     });
     const onNode = (old: KubeObject | undefined, node: KubeObject) => {
@@ -311,6 +361,7 @@ export class ActionReconciler {
   private async reconcile(key: string): Promise<ReconcileResult | undefined> {
     if (!this.o.isLeader()) {
       this.leading = false;
+      this.forgetQuorum();
       return undefined;
     }
     if (!this.leading) {
@@ -746,6 +797,7 @@ export class ActionReconciler {
     );
     if (action.metadata.resourceVersion)
       this.superseded.set(action.metadata.name, action.metadata.resourceVersion);
+    this.admissionRead = afterWrite(this.admissionRead, written.metadata.resourceVersion);
     this.o.actions.applyWritten(action.metadata.resourceVersion, written);
     this.o.metrics?.statusWrites.inc();
     return written;
@@ -764,6 +816,7 @@ export class ActionReconciler {
       );
       if (action.metadata.resourceVersion)
         this.superseded.set(action.metadata.name, action.metadata.resourceVersion);
+      this.admissionRead = afterWrite(this.admissionRead, written.metadata.resourceVersion);
       this.o.actions.applyWritten(action.metadata.resourceVersion, written);
     } catch (error) {
       if (error instanceof KubeApiError && (error.code === 409 || error.code === 404)) return;
@@ -807,10 +860,11 @@ export class ActionReconciler {
         policies: this.policyFacts(),
       });
       for (const { action } of foretold.admit) this.beginEvaluation(action);
-      // A quorum read, not the cache: the cache may not show an admission written a
-      // moment ago, and counting from it could give one slot out twice.
-      // Every instance's: another instance's action on a node keeps ours off it.
-      const list = await this.listUnfinished();
+      // Every instance's unfinished actions: another instance's action on a node keeps
+      // ours off it. From the caches when they show every slot taken (admission-read.ts),
+      // else a quorum read: a cache that missed an admission written a moment ago could
+      // give one slot out twice.
+      const list = this.unfinishedFromCaches() ?? (await this.listUnfinished());
       const mine = (a: ActionObject) => a.metadata.labels?.[INSTANCE_LABEL] === this.o.instance;
       // New actions enter the pass as their own decision records them: requested, Pending.
       const requested = new Map<string, ActionDecision>();
@@ -844,7 +898,9 @@ export class ActionReconciler {
           written = await this.writeStatus(action, onward?.status ?? status);
         } catch (error) {
           if (error instanceof KubeApiError && (error.code === 409 || error.code === 404)) {
-            // It changed since the list (a deadline, a deletion): judge everyone again.
+            // It changed since the list (a deadline, a deletion): judge everyone again,
+            // from a quorum read (a cache behind the write would only conflict again).
+            this.forgetQuorum();
             return { requeueAfterMs: 0 };
           }
           throw error;
@@ -902,10 +958,37 @@ export class ActionReconciler {
    * An API server older than selectable CRD fields (Kubernetes 1.31) refuses the
    * selector; then the whole list is read and filtered here, from then on.
    */
+  private forgetQuorum(): void {
+    this.leadership++;
+    this.admissionRead = { ...this.admissionRead, quorum: undefined };
+  }
+
   private async listUnfinished(): Promise<{ items: ActionObject[] }> {
+    const leadership = this.leadership;
+    const list = await this.readUnfinished();
+    if (this.o.isLeader() && leadership === this.leadership)
+      this.admissionRead = {
+        ...this.admissionRead,
+        quorum: parseResourceVersion(list.metadata?.resourceVersion),
+      };
+    this.o.metrics?.admissionReads.inc({ source: 'quorum' });
+    return list;
+  }
+
+  /** Every instance's unfinished actions from the caches, when they show every slot taken; else undefined. */
+  private unfinishedFromCaches(): { items: ActionObject[] } | undefined {
+    const foreign = this.o.foreignActions;
+    if (!foreign || !cacheShowsEverySlot(this.admissionRead, this.o.actions.watchedVersion)) return undefined;
+    this.o.metrics?.admissionReads.inc({ source: 'cache' });
+    return {
+      items: [...this.o.actions.list(), ...foreign.list()].filter((a) => !isTerminal(a.status?.phase)),
+    };
+  }
+
+  private async readUnfinished(): Promise<UnfinishedList> {
     if (this.fieldSelectors) {
       try {
-        return await this.o.rest.request<{ items: ActionObject[] }>(
+        return await this.o.rest.request<UnfinishedList>(
           `${NODE_ACTIONS_PATH}?fieldSelector=${encodeURIComponent(UNFINISHED_FIELD_SELECTOR)}`,
         );
       } catch (error) {
@@ -917,8 +1000,8 @@ export class ActionReconciler {
         this.fieldSelectors = false;
       }
     }
-    const all = await this.o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
-    return { items: all.items.filter((a) => !isTerminal(a.status?.phase)) };
+    const all = await this.o.rest.request<UnfinishedList>(NODE_ACTIONS_PATH);
+    return { ...all, items: all.items.filter((a) => !isTerminal(a.status?.phase)) };
   }
 
   /** The effects (Events) of a new action's being recorded as requested, once that is written. */

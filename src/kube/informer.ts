@@ -106,6 +106,14 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
     return this.hasSynced;
   }
 
+  /**
+   * The resourceVersion up to which the list and the watch have delivered every change
+   * (objects written back by applyWritten may be newer): undefined before the first list.
+   */
+  get watchedVersion(): string | undefined {
+    return this.resourceVersion;
+  }
+
   list(): T[] {
     return [...this.store.values()];
   }

@@ -142,6 +142,11 @@ describe('ActionPolicy', () => {
     assert.ok(maxApproved <= 3, `at most 3 approved and unfinished; saw ${maxApproved}`);
     assert.ok(maxSlots <= 3, `at most 3 holding slots (pre-hooks included); saw ${maxSlots}`);
     assert.equal(maxSlots, 3, 'the budget was used: three at once');
+    // The passes above counted slots from the caches once these showed every slot
+    // (src/actions/admission-read.ts): the budget held on that path too.
+    const reads = await controller.metrics.admissionReads.get();
+    const fromCache = reads.values.find((v) => v.labels.source === 'cache')?.value ?? 0;
+    assert.ok(fromCache > 0, 'some admission passes counted from the caches');
     // Two actions per node, never at once: each node's second action started after its first finished.
     for (let i = 0; i < 10; i++) {
       const [first, second] = [finished[i], finished[i + 10]].sort(
