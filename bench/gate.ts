@@ -285,6 +285,22 @@ export async function gateBench(
     );
     const listAllActions = await timed(50, () => api.request(`${API}/nodeactions`));
     const listNodes = await timed(50, () => api.request('/api/v1/nodes'));
+    // The same LIST just after a write of another kind, as a gate's fresh probe meets it:
+    // etcd's revision has moved, so the quorum read waits until the Nodes watch cache is
+    // known to have caught up — an etcd progress notification, which kube-apiserver
+    // requests at most every 100 ms per resource.
+    const listNodesAfterWrite: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      await api.request(`${API}/nodeactions/gate-0`, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: { metadata: { annotations: { 'bench.gatehouse.dev/moved': String(i) } } },
+      });
+      const s = performance.now();
+      await api.request('/api/v1/nodes');
+      listNodesAfterWrite.push(performance.now() - s);
+      await sleep(20 + Math.random() * 60);
+    }
     const write = await timed(50, (i) =>
       api.request(`${API}/nodeactions/gate-0`, {
         method: 'PATCH',
@@ -346,6 +362,10 @@ export async function gateBench(
       ["LIST unfinished nodeactions (the admission's quorum read)", ms(listActions)],
       [`LIST every nodeaction (${String(samples)} finished kept: what it read before)`, ms(listAllActions)],
       ['LIST nodes (one probe of a check)', ms(listNodes)],
+      [
+        'LIST nodes just after a write of another kind (the wait for the watch cache a fresh probe pays)',
+        ms(percentile(listNodesAfterWrite, 50)),
+      ],
       ['a write (PATCH of a NodeAction)', ms(write)],
     ]);
     report('API requests per completed action (apiserver_request_total, idle background subtracted)', [

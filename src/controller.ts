@@ -120,6 +120,8 @@ export class Controller {
   readonly checkInformer: Informer<ObservedCheck>;
   readonly nodeInformer: Informer<KubeObject>;
   readonly metrics: Metrics;
+  /** Every reconciler's Events, sent in the background; flushed on stop. */
+  private readonly events: EventRecorder;
   readonly leader: LeaderElector | undefined;
   readonly actionInformer: Informer<ActionObject>;
   /** Other controller instances' actions, trimmed to what the admission pass reads of them. */
@@ -153,6 +155,7 @@ export class Controller {
   private constructor(options: ControllerOptions, probe: ProbeFunction, clusterCA: string | undefined) {
     this.log = options.log;
     this.rest = new RestClient(options.kubeConfig);
+    this.events = new EventRecorder(this.rest, options.log);
     const serviceResolution =
       options.serviceResolution ?? (process.env.KUBERNETES_SERVICE_HOST ? 'dns' : 'endpoints');
     this.metrics = options.metrics ?? new Metrics();
@@ -177,7 +180,7 @@ export class Controller {
       probe,
       log: options.log,
       metrics: this.metrics,
-      events: new EventRecorder(this.rest, options.log),
+      events: this.events,
       serviceResolution,
       mayWrite: () => this.isLeader(),
       // The informers below exist before any check is probed (probes start on their events).
@@ -271,7 +274,7 @@ export class Controller {
         : new ActionReconciler({
             rest: this.rest,
             log: options.log,
-            events: new EventRecorder(this.rest, options.log),
+            events: this.events,
             metrics: this.metrics,
             checks: this.checks,
             actions: this.actionInformer,
@@ -293,7 +296,7 @@ export class Controller {
         ? new BootReconciler({
             rest: this.rest,
             log: options.log.child({ reconciler: 'boots' }),
-            events: new EventRecorder(this.rest, options.log),
+            events: this.events,
             nodes: this.nodeInformer,
             hooks: this.hookInformers,
             jobs: this.jobInformer,
@@ -309,7 +312,7 @@ export class Controller {
         : new RolloutReconciler({
             rest: this.rest,
             log: options.log.child({ reconciler: 'rollouts' }),
-            events: new EventRecorder(this.rest, options.log),
+            events: this.events,
             metrics: this.metrics,
             rollouts: this.rolloutInformer,
             actions: this.actionInformer,
@@ -463,6 +466,7 @@ export class Controller {
     this.executor?.close();
     await this.leader?.stop();
     this.checks.stop();
+    await this.events.flush(2000);
     await Promise.all(this.informers().map((i) => i.stop()));
     await new Promise<void>((resolve) => {
       if (!this.server) {

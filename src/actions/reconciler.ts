@@ -224,6 +224,8 @@ export class ActionReconciler {
       name: 'nodeactions',
       log: options.log,
       concurrency: options.concurrency ?? 4,
+      // The admission pass is on every gate's path: it never waits behind slow reconciles.
+      express: new Set([ADMISSION_KEY]),
       reconcile: (key) => this.reconcile(key),
     });
     this.wire();

@@ -13,11 +13,26 @@ export type { EventSpec } from './event-spec.ts';
 
 export { rfc3339 } from './time.ts';
 
+/**
+ * Events waiting to be sent, at most: past it new ones are dropped (and logged), as
+ * client-go's broadcaster drops past its queue of 1,000. An Event is a record for people;
+ * the status is the truth.
+ */
+export const EVENT_BACKLOG = 1000;
+
+/**
+ * Sends Events in the background, in order per object: a reconcile records and goes on,
+ * so a slow Event write never holds up a gate (client-go's recorder is asynchronous too).
+ */
 export class EventRecorder {
   private readonly rest: RestClient;
   private readonly log: Logger;
   private readonly component: string;
   private readonly instance: string;
+  /** Per object (its uid, or namespace/name): the last send queued, so its Events keep their order. */
+  private readonly chains = new Map<string, Promise<void>>();
+  private backlog = 0;
+  private dropped = 0;
 
   constructor(
     rest: RestClient,
@@ -31,8 +46,44 @@ export class EventRecorder {
     this.instance = instance;
   }
 
-  /** Records an event about `object`; cluster-scoped objects' events go to the default namespace. Never throws. */
-  async record(object: KubeObject, event: EventSpec): Promise<void> {
+  /**
+   * Records an event about `object` (cluster-scoped objects' events go to the default
+   * namespace): queued at once and sent in the background. Never throws.
+   */
+  record(object: KubeObject, event: EventSpec): Promise<void> {
+    if (this.backlog >= EVENT_BACKLOG) {
+      if (this.dropped++ % 100 === 0)
+        this.log.warn(
+          { object: object.metadata.name, reason: event.reason, dropped: this.dropped },
+          'too many Events waiting to be sent: dropping this one',
+        );
+      return Promise.resolve();
+    }
+    const key = object.metadata.uid ?? `${object.metadata.namespace ?? ''}/${object.metadata.name}`;
+    const previous = this.chains.get(key) ?? Promise.resolve();
+    this.backlog++;
+    const sent = previous.then(() => this.send(object, event));
+    const chained = sent.finally(() => {
+      this.backlog--;
+      if (this.chains.get(key) === chained) this.chains.delete(key);
+    });
+    this.chains.set(key, chained);
+    return Promise.resolve();
+  }
+
+  /** Resolves once every Event recorded so far was sent (or failed), or after `timeoutMs`. */
+  async flush(timeoutMs = 5000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all([...this.chains.values()]),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
+  private async send(object: KubeObject, event: EventSpec): Promise<void> {
     const namespace = object.metadata.namespace ?? 'default';
     const now = rfc3339(new Date());
     const body = {

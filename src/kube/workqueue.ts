@@ -2,6 +2,9 @@
 // a burst of changes to one object is one reconcile; a key is never processed by two
 // workers at once (a change during processing queues it once more); failures retry
 // with per-key exponential backoff; a reconcile can ask to be called again later.
+// Express keys (a controller's singletons on its critical path, such as the admission
+// pass) start as soon as they are added, beside the `concurrency` workers: a burst of
+// slow reconciles never holds them up.
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../wait.ts';
 
@@ -15,6 +18,8 @@ export interface WorkQueueOptions {
   reconcile: (key: string) => Promise<ReconcileResult | undefined>;
   log: Logger;
   concurrency?: number;
+  /** Keys that never wait for a worker (each still never processed twice at once). */
+  express?: ReadonlySet<string>;
   baseDelayMs?: number;
   maxDelayMs?: number;
 }
@@ -22,18 +27,20 @@ export interface WorkQueueOptions {
 export class WorkQueue {
   private readonly options: Required<WorkQueueOptions>;
   private readonly queue: string[] = [];
+  private readonly expressQueue: string[] = [];
   private readonly queued = new Set<string>();
   private readonly processing = new Set<string>();
   private readonly dirty = new Set<string>();
   private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, { timer: NodeJS.Timeout; dueAt: number }>();
+  /** Workers busy with keys that are not express: what `concurrency` bounds. */
   private workers = 0;
   private running = false;
   private idleWaiters: (() => void)[] = [];
   readonly stats = { reconciles: 0, failures: 0 };
 
   constructor(options: WorkQueueOptions) {
-    this.options = { concurrency: 4, baseDelayMs: 50, maxDelayMs: 60_000, ...options };
+    this.options = { concurrency: 4, express: new Set(), baseDelayMs: 50, maxDelayMs: 60_000, ...options };
   }
 
   start(): void {
@@ -54,7 +61,7 @@ export class WorkQueue {
     }
     if (this.queued.has(key)) return;
     this.queued.add(key);
-    this.queue.push(key);
+    (this.options.express.has(key) ? this.expressQueue : this.queue).push(key);
     this.pump();
   }
 
@@ -77,7 +84,7 @@ export class WorkQueue {
   }
 
   get length(): number {
-    return this.queue.length + this.processing.size;
+    return this.queue.length + this.expressQueue.length + this.processing.size;
   }
 
   /** Resolves when nothing is queued or being processed (delayed keys excluded). */
@@ -87,16 +94,20 @@ export class WorkQueue {
   }
 
   private pump(): void {
+    while (this.running && this.expressQueue.length > 0) this.begin(this.expressQueue.shift() as string);
     while (this.running && this.workers < this.options.concurrency && this.queue.length > 0) {
-      const key = this.queue.shift() as string;
-      this.queued.delete(key);
-      this.processing.add(key);
       this.workers++;
-      void this.work(key);
+      this.begin(this.queue.shift() as string);
     }
     if (this.length === 0) {
       for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
+  }
+
+  private begin(key: string): void {
+    this.queued.delete(key);
+    this.processing.add(key);
+    void this.work(key);
   }
 
   private async work(key: string): Promise<void> {
@@ -117,7 +128,7 @@ export class WorkQueue {
       this.addAfter(key, delay);
     } finally {
       this.processing.delete(key);
-      this.workers--;
+      if (!this.options.express.has(key)) this.workers--;
       if (this.dirty.delete(key)) this.add(key);
       this.pump();
     }

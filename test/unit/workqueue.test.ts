@@ -36,6 +36,51 @@ describe('WorkQueue', () => {
     assert.deepEqual(runs.filter((k) => k === 'b').length, 1);
   });
 
+  it('starts an express key at once while every worker is busy, and never twice at once', async () => {
+    const started: string[] = [];
+    let expressActive = 0;
+    let expressOverlaps = 0;
+    const release = Promise.withResolvers<undefined>();
+    const q = new WorkQueue({
+      name: 't',
+      log: silentLogger(),
+      concurrency: 1,
+      express: new Set(['@pass']),
+      reconcile: async (key) => {
+        started.push(key);
+        if (key === '@pass') {
+          if (expressActive > 0) expressOverlaps++;
+          expressActive++;
+          await sleep(10);
+          expressActive--;
+        } else {
+          await release.promise;
+        }
+        return undefined;
+      },
+    });
+    q.start();
+    q.add('slow');
+    q.add('waits');
+    q.add('@pass');
+    await waitFor('the express key to run', () => (started.includes('@pass') ? true : undefined));
+    assert.deepEqual(
+      started,
+      ['slow', '@pass'],
+      'the express key ran beside the busy worker; the other waits',
+    );
+    q.add('@pass'); // while it runs: once more, after it
+    q.add('@pass');
+    await waitFor('the second express run', () =>
+      started.filter((k) => k === '@pass').length === 2 ? true : undefined,
+    );
+    release.resolve(undefined);
+    await waitFor('the queue to drain', () => (q.length === 0 ? true : undefined));
+    q.stop();
+    assert.equal(expressOverlaps, 0);
+    assert.deepEqual(started.filter((k) => k === 'waits').length, 1);
+  });
+
   it('retries failures with growing delays, and honours requeueAfter', async () => {
     const times: number[] = [];
     const q = new WorkQueue({
