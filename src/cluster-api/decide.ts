@@ -138,6 +138,8 @@ export function decideMachine(input: MachineInput): MachinePlan {
       `released ${what}: its Node ${machine.nodeName} is gone from the workload cluster`,
       action,
     );
+  // Not known either way (the reconciler always asks): decide nothing on a guess.
+  if (node !== 'present') return {};
   const name = machineActionName(machine.uid);
   if (!action)
     return {
