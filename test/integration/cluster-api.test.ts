@@ -25,15 +25,18 @@ import type { RestClient } from '../../src/kube/rest.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   API,
+  createGroupHook,
   createTestNodes,
   deleteActionsAfter,
   getAction,
+  hookTemplate,
   startGateController,
   waitForPhase,
   whoami,
   type ActionObject,
 } from '../support/gate.ts';
 import {
+  freshNamespace,
   rest,
   serverSideApply,
   serviceAccountToken,
@@ -197,7 +200,12 @@ function heldCondition(a: ActionObject) {
   return a.status?.conditions?.find((c) => c.type === 'MachineHeld');
 }
 
-async function waitForHeld(name: string, status: string, reason: string): Promise<ActionObject> {
+async function waitForHeld(
+  name: string,
+  status: string,
+  reason: string,
+  timeoutMs = 30_000,
+): Promise<ActionObject> {
   return waitFor(
     `NodeAction ${name} to say MachineHeld ${status} ${reason}`,
     async (observe) => {
@@ -206,7 +214,7 @@ async function waitForHeld(name: string, status: string, reason: string): Promis
       observe(`${a?.status?.phase ?? '(no action)'}: MachineHeld ${c?.status ?? '-'} ${c?.reason ?? '-'}`);
       return a && c?.status === status && c.reason === reason ? a : undefined;
     },
-    { timeoutMs: 30_000, intervalMs: 200 },
+    { timeoutMs, intervalMs: 200 },
   );
 }
 
@@ -225,7 +233,7 @@ async function gatedNode(t: TestContext, prefix: string) {
   const group = uniqueName(prefix);
   const [node = ''] = await createTestNodes(t, client, group, 1, { 'gatehouse.test/group': group });
   const check = await switchableCheck(t, kc, group, false, { [INSTANCE_LABEL]: instance }, ['Reset']);
-  return { node, check };
+  return { node, check, group };
 }
 
 let controller: Controller | undefined;
@@ -398,5 +406,48 @@ describe('Cluster API mode: gatehouse holds deleting Machines on its pre-drain h
     await check.set(true);
     await waitForHook(name, undefined);
     assert.equal((await actionsOf(machine.metadata.uid)).length, 1);
+  });
+
+  it('keeps holding a Machine whose PreResetJob failed; a new action, once the failed one is deleted, lets it go', async (t) => {
+    const { node, check, group } = await gatedNode(t, 'capi-failed');
+    await check.set(true);
+    const namespace = await freshNamespace(t, kc);
+    await createGroupHook(client, { namespace, group }, 'PreResetJob', 'purge-osds', {
+      failurePolicy: 'Fail',
+      template: hookTemplate('Failed'),
+    });
+    const name = uniqueName('machine');
+    const machine = await createMachine(t, name, node);
+    await waitForHook(name, MACHINE_HOOK_OWNER);
+    await deleteMachine(name);
+    const actionName = `machine-${machine.metadata.uid}`;
+    deleteActionsAfter(t, client, actionName);
+    const failed = await waitForHeld(actionName, 'True', 'ActionFailed', 90_000);
+    assert.equal(failed.status?.phase, 'Failed');
+    assert.match(heldCondition(failed)?.message ?? '', /delete the NodeAction to try again/);
+    await waitFor(
+      `a Warning Event on Machine ${name}`,
+      async () =>
+        (await machineEvents(name)).some((e) => e.type === 'Warning' && e.message.includes('ended Failed'))
+          ? true
+          : undefined,
+      { timeoutMs: 10_000, intervalMs: 200 },
+    );
+    // Several resyncs later, still held.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    assert.equal((await getMachine(name)).metadata.annotations?.[MACHINE_PRE_DRAIN_HOOK], MACHINE_HOOK_OWNER);
+
+    // The operator fixes the hook and deletes the failed action: gatehouse makes a new one.
+    await client.request(`${API}/namespaces/${namespace}/preresetjobs/purge-osds`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { spec: { template: hookTemplate('Succeeded') } },
+    });
+    await client.request(`${API}/nodeactions/${actionName}`, { method: 'DELETE' });
+    await waitForHook(name, undefined, 90_000);
+    const [again, ...more] = await actionsOf(machine.metadata.uid);
+    assert.deepEqual(more, []);
+    assert.notEqual(again?.metadata.uid, failed.metadata.uid);
+    assert.equal(heldCondition(again as ActionObject)?.reason, 'Approved');
   });
 });
