@@ -348,7 +348,7 @@ describe('Cluster API mode: gatehouse holds deleting Machines on its pre-drain h
     assert.equal((await actionsOf(machine.metadata.uid)).length, 1);
   });
 
-  it('never touches a Machine it did not annotate, and lets one without a Node go at once', async (t) => {
+  it('never touches a Machine it did not annotate, and lets one without a Node, or whose Node is gone, go at once', async (t) => {
     const { node } = await gatedNode(t, 'capi-foreign');
     // Someone else's hook of the same name (another owner value): gatehouse adds none.
     const foreign = uniqueName('foreign');
@@ -361,10 +361,19 @@ describe('Cluster API mode: gatehouse holds deleting Machines on its pre-drain h
     // No Node yet: annotated, then let go at once when deleted.
     const nodeless = uniqueName('nodeless');
     const bare = await createMachine(t, nodeless, undefined);
+    // Its Node already gone from the workload cluster: let go at once too.
+    const orphan = uniqueName('orphan');
+    const orphaned = await createMachine(t, orphan, uniqueName('gone-node'));
     await waitForHook(nodeless, MACHINE_HOOK_OWNER);
-    await Promise.all([deleteMachine(foreign), deleteMachine(elsewhere), deleteMachine(nodeless)]);
+    await waitForHook(orphan, MACHINE_HOOK_OWNER);
+    await Promise.all([foreign, elsewhere, nodeless, orphan].map(deleteMachine));
     await waitForHook(nodeless, undefined);
+    await waitForHook(orphan, undefined);
     assert.ok((await machineEvents(nodeless)).some((e) => e.message.includes('it has no Node')));
+    assert.ok(
+      (await machineEvents(orphan)).some((e) => e.message.includes('is gone from the workload cluster')),
+    );
+    assert.deepEqual(await actionsOf(orphaned.metadata.uid), []);
 
     // Several resyncs later, nothing was done to the other two.
     await new Promise((resolve) => setTimeout(resolve, 3000));
