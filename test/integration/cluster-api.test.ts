@@ -5,7 +5,8 @@
 // (deletionTimestamp set) while gatehouse's hook holds it. The controller runs in the
 // workload sandbox (the shared one) and reaches the management cluster through a
 // kubeconfig Secret in its namespace, with a token allowed to read and patch Machines and
-// to create Events only.
+// to create Events only; the controller starts before that Secret exists, and keeps reading
+// it until it can.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -270,6 +271,8 @@ before(async () => {
       subjects: [{ kind: 'ServiceAccount', name: 'gatehouse-workload', namespace: 'default' }],
     } as never,
   ]);
+  // Started before its kubeconfig Secret exists: it keeps reading it until it can.
+  controller = await startController();
   const token = await serviceAccountToken(mgmtKc, 'default', 'gatehouse-workload');
   const cluster = mgmtKc.getCurrentCluster();
   assert.ok(cluster?.caData);
@@ -283,7 +286,6 @@ before(async () => {
     },
     'test',
   );
-  controller = await startController();
 });
 
 after(async () => {
