@@ -26,7 +26,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['api/'],
   ['kube/'],
   ['checks/', 'hooks/', 'talos/', 'policies/', 'silences/', 'manifests/'],
-  ['actions/', 'boots/', 'rollouts/'],
+  ['actions/', 'boots/', 'rollouts/', 'cluster-api/'],
   ['http/'],
   ['controller.ts'],
   ['demo/'],

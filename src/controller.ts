@@ -14,6 +14,7 @@ import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts'
 import { HOOK_JOB_SELECTOR } from './api/names.ts';
 import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH, CHECKS_PATH } from './api/paths.ts';
 import { BootReconciler } from './boots/reconciler.ts';
+import { MachineReconciler, type ClusterApiOptions } from './cluster-api/reconciler.ts';
 import type { ActionPolicy } from './api/action-policy.ts';
 import { hookKinds, type HookKindName, type HookSpec } from './api/hooks.ts';
 import { CheckRunner, type ObservedCheck, type ProbeFunction } from './checks/runner.ts';
@@ -112,6 +113,12 @@ export interface ControllerOptions {
         /** Between evictions a PodDisruptionBudget refused; default 5s. */
         drainRetryMs?: number;
       };
+  /**
+   * The Cluster API management-cluster mode (docs/integrations.md): hold the deletion of
+   * the Machines of one Cluster, through gatehouse's pre-drain hook on them, until an
+   * External Reset NodeAction of their Node is Approved. Needs `actions`.
+   */
+  clusterApi?: ClusterApiOptions;
 }
 
 export class Controller {
@@ -144,6 +151,8 @@ export class Controller {
   readonly rolloutInformer: Informer<RolloutObject>;
   /** Undefined when the controller was started with `actions: false`: a rollout is made of actions. */
   readonly rollouts: RolloutReconciler | undefined;
+  /** The Cluster API mode's reconciler, with `clusterApi` (and `actions`). */
+  readonly machines: MachineReconciler | undefined;
   /** Undefined when the controller was started with `dashboard: false`. */
   dashboard: Dashboard | undefined;
   private server: Server | undefined;
@@ -321,7 +330,22 @@ export class Controller {
             isLeader: () => this.isLeader(),
             ...(options.instance ? { instance: options.instance } : {}),
           });
+    this.machines =
+      options.actions === false || !options.clusterApi
+        ? undefined
+        : new MachineReconciler({
+            ...options.clusterApi,
+            rest: this.rest,
+            log: options.log.child({ reconciler: 'machines' }),
+            namespace: process.env.POD_NAMESPACE ?? 'gatehouse-system',
+            actions: this.actionInformer,
+            nodes: this.nodeInformer,
+            isLeader: () => this.isLeader(),
+            ...(options.instance ? { instance: options.instance } : {}),
+            ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),
+          });
     this.leader?.on('started', () => {
+      this.machines?.enqueueAll();
       this.actions?.enqueueAll();
       this.rollouts?.enqueueAll();
       this.boots?.enqueueAll();
@@ -380,6 +404,10 @@ export class Controller {
     void controller.rollouts?.start(stopping.signal).catch((error: unknown) => {
       if (!stopping.signal.aborted)
         options.log.error({ err: String(error) }, 'the rollout reconciler could not start');
+    });
+    void controller.machines?.start(stopping.signal).catch((error: unknown) => {
+      if (!stopping.signal.aborted)
+        options.log.error({ err: String(error) }, 'the Cluster API machine reconciler could not start');
     });
     const router = new Router();
     router.on('GET', '/healthz', () => ({ status: 200, body: { ok: true } }));
@@ -462,6 +490,7 @@ export class Controller {
     this.actions?.stop();
     this.boots?.stop();
     this.rollouts?.stop();
+    this.machines?.stop();
     this.talosConfig?.stop();
     this.executor?.close();
     await this.leader?.stop();

@@ -129,3 +129,30 @@ export const CHECKER_JOB_ANNOTATIONS = {
 
 /** The label the Job controller puts on a Job's pods (batch/v1, Kubernetes 1.27+). */
 export const JOB_CONTROLLER_UID_LABEL = 'batch.kubernetes.io/controller-uid';
+
+/**
+ * Cluster API's pre-drain hook on a Machine that gatehouse owns in its management-cluster
+ * mode (src/cluster-api): while it is there, Cluster API does not drain nor delete the
+ * Machine's Node. gatehouse adds it to the Machines it gates and removes it once the
+ * Machine's Reset NodeAction is Approved (docs/decisions.md).
+ */
+export const MACHINE_PRE_DRAIN_HOOK = 'pre-drain.delete.hook.machine.cluster.x-k8s.io/gatehouse';
+/**
+ * The value gatehouse writes in its hook: the hook's owner, as Cluster API asks of hook
+ * annotations. A hook of that name with any other value is not gatehouse's, and is left alone.
+ */
+export const MACHINE_HOOK_OWNER = 'talos.dev/gatehouse';
+/** The label Cluster API puts on each Machine, naming its Cluster. */
+export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
+/**
+ * On a NodeAction gatehouse made for a Machine's deletion: the Machine's UID (its name is
+ * derived from it, src/cluster-api/decide.ts) and, in an annotation, `namespace/name`.
+ */
+export const MACHINE_UID_LABEL = 'talos.dev/machine-uid';
+export const MACHINE_ANNOTATION = 'talos.dev/machine';
+/**
+ * The condition gatehouse writes on a Machine's NodeAction: True while it holds the
+ * Machine (and why), False once it let the Machine go. The action reconciler keeps it:
+ * it decides on a copy of the stored status (src/actions/decision.ts).
+ */
+export const MACHINE_HELD_CONDITION = 'MachineHeld';

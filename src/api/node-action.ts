@@ -535,7 +535,7 @@ export const NodeActionStatus = Type.Object(
     ),
     conditions: Type.Optional(
       Conditions(
-        "Standard conditions: Admitted (whether its ActionPolicies let it in now), HealthChecksPassed, PreHooksSucceeded, Approved, Drained and DrainBlocked (Managed: whether PodDisruptionBudgets hold the drain now), Executed, NodeReturned, PostHooksSucceeded, Bypassed (naming who bypassed what, and why), Silenced (whether the node's alerts are silenced in Alertmanager, when a policy asks for it), and Undone (whether the undo of the pre-action hooks succeeded, for an action that ended without touching the node).",
+        "Standard conditions: Admitted (whether its ActionPolicies let it in now), HealthChecksPassed, PreHooksSucceeded, Approved, Drained and DrainBlocked (Managed: whether PodDisruptionBudgets hold the drain now), Executed, NodeReturned, PostHooksSucceeded, Bypassed (naming who bypassed what, and why), Silenced (whether the node's alerts are silenced in Alertmanager, when a policy asks for it), Undone (whether the undo of the pre-action hooks succeeded, for an action that ended without touching the node), and MachineHeld (Cluster API mode: whether gatehouse holds the deletion of the Machine this action is for, and why).",
       ),
     ),
     checks: Type.Optional(

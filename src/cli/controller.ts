@@ -6,6 +6,14 @@ import { createLogger, type Logger } from '../log.ts';
 import { IN_CLUSTER_TALOSCONFIG, TalosConfigError } from '../talos/config.ts';
 import { TalosConfigReloader } from '../talos/config-reload.ts';
 
+/** `NAMESPACE/NAME` of a Cluster API Cluster. */
+function namespacedName(value: string): { namespace: string; name: string } {
+  const match = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-.a-z0-9]*[a-z0-9])?)$/.exec(value);
+  if (!match?.[1] || !match[3])
+    throw new InvalidArgumentError('must be NAMESPACE/NAME, e.g. default/workload');
+  return { namespace: match[1], name: match[3] };
+}
+
 function port(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || n > 65535)
@@ -70,6 +78,16 @@ export function controllerCommand(): Command {
       'act only on NodeActions and policies labelled talos.dev/controller-instance=<name> (several gatehouses in one cluster)',
     )
     .option('--check-selector <selector>', 'run only the ClusterHealthChecks matching this label selector')
+    .option(
+      '--cluster-api-kubeconfig-secret <name>',
+      "Cluster API mode: a Secret in the controller's namespace holding the management cluster's kubeconfig (key: --cluster-api-kubeconfig-key); needs --cluster-api-cluster",
+    )
+    .option('--cluster-api-kubeconfig-key <key>', 'the key of that Secret holding the kubeconfig', 'value')
+    .option(
+      '--cluster-api-cluster <namespace/name>',
+      'Cluster API mode: the Cluster (in the management cluster) whose Machines are the Nodes of this cluster; their deletion waits for a gated Reset of their Node',
+      namespacedName,
+    )
     .option('--no-leader-elect', 'act without taking the Lease (only when no other replica runs)')
     .option('--no-dashboard', 'do not serve the read-only dashboard at / and /v1/dashboard')
     .option(
@@ -91,7 +109,14 @@ export function controllerCommand(): Command {
         dashboardAnonymousActions?: boolean;
         talosconfig?: string;
         talosContext?: string;
+        clusterApiKubeconfigSecret?: string;
+        clusterApiKubeconfigKey: string;
+        clusterApiCluster?: { namespace: string; name: string };
       }) => {
+        if ((opts.clusterApiKubeconfigSecret === undefined) !== (opts.clusterApiCluster === undefined))
+          throw new InvalidArgumentError(
+            'the Cluster API mode needs both --cluster-api-kubeconfig-secret and --cluster-api-cluster',
+          );
         const log = createLogger({ level: opts.logLevel });
         const talos = await controllerTalosConfig(opts, log);
         const controller = await Controller.start({
@@ -106,6 +131,17 @@ export function controllerCommand(): Command {
           dashboard: opts.dashboard,
           ...(opts.dashboardAnonymousActions ? { dashboardAnonymousActions: true } : {}),
           talos: { config: talos },
+          ...(opts.clusterApiKubeconfigSecret && opts.clusterApiCluster
+            ? {
+                clusterApi: {
+                  kubeconfigSecretRef: {
+                    name: opts.clusterApiKubeconfigSecret,
+                    key: opts.clusterApiKubeconfigKey,
+                  },
+                  cluster: opts.clusterApiCluster,
+                },
+              }
+            : {}),
         });
         await new Promise<void>((resolve) => {
           const shutdown = (signal: string) => {

@@ -19,6 +19,7 @@ const RESOURCES = '__GATEHOUSE_RESOURCES__';
 const PULL_POLICY = '__GATEHOUSE_PULL_POLICY__';
 const LOG_LEVEL = '__GATEHOUSE_LOG_LEVEL__';
 const DASHBOARD_ARG = '__GATEHOUSE_DASHBOARD_ARG__';
+const CLUSTER_API_ARGS = '__GATEHOUSE_CLUSTER_API_ARGS__';
 const EXTRA_ARGS = '__GATEHOUSE_EXTRA_ARGS__';
 const EXTRA_ENV = '__GATEHOUSE_EXTRA_ENV__';
 const PRIORITY_CLASS = '__GATEHOUSE_PRIORITY_CLASS__';
@@ -55,7 +56,13 @@ function withPlaceholders(objects: ManifestObject[]): ManifestObject[] {
         for (const container of copy.spec.template?.spec?.containers ?? []) {
           container.resources = RESOURCES;
           container.imagePullPolicy = PULL_POLICY;
-          container.args = ['controller', `--log-level=${LOG_LEVEL}`, DASHBOARD_ARG, EXTRA_ARGS];
+          container.args = [
+            'controller',
+            `--log-level=${LOG_LEVEL}`,
+            DASHBOARD_ARG,
+            CLUSTER_API_ARGS,
+            EXTRA_ARGS,
+          ];
           container.env = [...(container.env ?? []), EXTRA_ENV];
         }
         const pod = copy.spec.template?.spec;
@@ -82,6 +89,15 @@ function templated(yaml: string): string {
       (_, indent: string) =>
         `${indent}{{- if not .Values.dashboard.enabled }}\n${indent}- --no-dashboard\n${indent}{{- end }}\n` +
         `${indent}{{- if .Values.dashboard.anonymousActions }}\n${indent}- --dashboard-anonymous-actions\n${indent}{{- end }}`,
+    )
+    .replace(
+      new RegExp(`^( *)- ${CLUSTER_API_ARGS}$`, 'gm'),
+      (_, indent: string) =>
+        `${indent}{{- with .Values.clusterAPI.kubeconfigSecret }}\n` +
+        `${indent}- --cluster-api-kubeconfig-secret={{ . }}\n` +
+        `${indent}- --cluster-api-kubeconfig-key={{ $.Values.clusterAPI.kubeconfigKey }}\n` +
+        `${indent}- --cluster-api-cluster={{ required "clusterAPI.cluster (NAMESPACE/NAME of the Cluster) is needed with clusterAPI.kubeconfigSecret" $.Values.clusterAPI.cluster }}\n` +
+        `${indent}{{- end }}`,
     )
     .replace(
       new RegExp(`^( *)- ${EXTRA_ARGS}$`, 'gm'),
@@ -126,6 +142,7 @@ export const chartValues = {
   replicaCount: 2,
   logLevel: 'info',
   dashboard: { enabled: true, anonymousActions: false },
+  clusterAPI: { kubeconfigSecret: '', kubeconfigKey: 'value', cluster: '' },
   resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } },
   ...observabilityValues,
 };
@@ -166,6 +183,30 @@ const valuesSchema = {
           type: 'boolean',
           description:
             "Show the dashboard's actions, with their requesters and bypass reasons, to readers without a bearer token allowed to list nodeactions (GET /v1/actions needs that). Off by default.",
+        },
+      },
+    },
+    clusterAPI: {
+      type: 'object',
+      additionalProperties: false,
+      description:
+        "The Cluster API management-cluster mode (docs/integrations.md): hold each deleting Machine of one Cluster on gatehouse's pre-drain hook until a gated Reset of its Node is Approved. Off while kubeconfigSecret is empty.",
+      properties: {
+        kubeconfigSecret: {
+          type: 'string',
+          description:
+            "A Secret in the release's namespace holding a kubeconfig of the management cluster (inline credentials only).",
+        },
+        kubeconfigKey: {
+          type: 'string',
+          minLength: 1,
+          description: 'The key of that Secret holding the kubeconfig.',
+        },
+        cluster: {
+          type: 'string',
+          pattern: '^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$',
+          description:
+            'NAMESPACE/NAME of the Cluster in the management cluster whose Machines are these Nodes.',
         },
       },
     },

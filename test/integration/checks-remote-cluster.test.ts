@@ -26,6 +26,7 @@ import {
   uniqueName,
   waitForEstablished,
 } from '../support/kube.ts';
+import { installGatehouseAPI } from '../support/install.ts';
 import type { ProbeSpecFragment } from '../support/probe-scenarios.ts';
 
 const NAMESPACE = 'gatehouse-system';
@@ -159,6 +160,8 @@ function mhcCheck(secret: string, version: string, extra: Record<string, unknown
 }
 
 before(async () => {
+  // The controller's namespace and ServiceAccount, which the probes run as.
+  await installGatehouseAPI(workload);
   dir = await mkdtemp(join(tmpdir(), 'gatehouse-mgmt-'));
   mgmt = await startSandbox({ dir: join(dir, 'sandbox'), nodes: 1, talos: false, ownerPid: process.pid });
   mgmtKc = mgmt.kubeConfig();

@@ -19,7 +19,7 @@ describe('Helm chart', () => {
     await assert.rejects(helm('template', 'gh', chart, '--set', 'dashboard.enabled=maybe'), /dashboard/);
   });
 
-  it('serves the dashboard unless dashboard.enabled is false', async () => {
+  it('serves the dashboard unless dashboard.enabled is false; turns the Cluster API mode on with a Secret and a Cluster', async () => {
     const args = async (...set: string[]) => {
       const rendered = await helm('template', 'gh', chart, ...set);
       const deployment = parseAllDocuments(rendered)
@@ -34,6 +34,22 @@ describe('Helm chart', () => {
       '--log-level=info',
       '--no-dashboard',
     ]);
+    assert.deepEqual(
+      await args(
+        '--set',
+        'clusterAPI.kubeconfigSecret=mgmt-kubeconfig',
+        '--set',
+        'clusterAPI.cluster=default/workload',
+      ),
+      [
+        'controller',
+        '--log-level=info',
+        '--cluster-api-kubeconfig-secret=mgmt-kubeconfig',
+        '--cluster-api-kubeconfig-key=value',
+        '--cluster-api-cluster=default/workload',
+      ],
+    );
+    await assert.rejects(args('--set', 'clusterAPI.kubeconfigSecret=mgmt-kubeconfig'), /clusterAPI.cluster/);
   });
 
   it('adds the finalizer policy only where the API server serves MutatingAdmissionPolicy', async () => {

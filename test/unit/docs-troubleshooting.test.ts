@@ -51,6 +51,10 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // values are extracted at their call sites.
   'src/actions/decision.ts: reason': [],
   'src/actions/phases/executing.ts: reason': [],
+  // The Cluster API mode's hold() and release() helpers take a MachineHeldReason (the
+  // type alias, extracted); the stored condition's reason is read back, not written anew.
+  'src/cluster-api/decide.ts: reason': [],
+  'src/cluster-api/reconciler.ts: c.reason': [],
   // planSilences()'s event() helper, like decide()'s.
   'src/silences/plan.ts: reason': [],
   // Effects and EventSpecs passed on to the recorder.
