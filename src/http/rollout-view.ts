@@ -26,7 +26,7 @@ export type TileState = 'done' | 'skipped' | 'running' | 'waiting' | 'failed' | 
 
 export const TILE_WORDS: Record<TileState, string> = {
   done: 'done',
-  skipped: 'done (already at target)',
+  skipped: 'done: at target',
   running: 'running',
   waiting: 'waiting',
   failed: 'failed',

@@ -495,7 +495,7 @@ const TILE_STYLE = {
   done: ['pat-none', '✓'],
   skipped: ['pat-horizontal', '–'],
   running: ['pat-stripes', '▶'],
-  waiting: ['pat-dots', '⏸'],
+  waiting: ['pat-dots', '‖'],
   failed: ['pat-cross', '✗'],
   notYet: ['pat-none', '○'],
   vanished: ['pat-grid', '?'],
@@ -603,6 +603,7 @@ function nodeMap(rollout) {
         const [pattern, symbol] = TILE_STYLE[t.state] ?? ['pat-none', '•'];
         const label = `${t.node}: ${t.word}${t.controlPlane ? ' (control plane)' : ''}`;
         const name = t.node.length > 20 ? `${t.node.slice(0, 19)}…` : t.node;
+        const word = t.word.length > 20 ? `${t.word.slice(0, 19)}…` : t.word;
         return svg(
           'g',
           {
@@ -619,7 +620,7 @@ function nodeMap(rollout) {
           filled({ x: 0, y: 0, width: TILE.width, height: TILE.height, rx: 4 }, pattern),
           svg('rect', { x: 0, y: 0, width: TILE.width, height: TILE.height, rx: 4, class: 'outline' }),
           svg('text', { x: 8, y: 18, class: 'tile-name', text: `${name}${t.controlPlane ? ' ◆' : ''}` }),
-          svg('text', { x: 8, y: 36, class: 'tile-word', text: `${symbol} ${t.word}` }),
+          svg('text', { x: 8, y: 36, class: 'tile-word', text: `${symbol} ${word}` }),
         );
       }),
     );
@@ -694,7 +695,7 @@ function swimlanes(rollout, nowIso) {
               width: x1 - x0,
               height: laneHeight,
               class: 'window-band',
-              fill: 'url(#pat-grid)',
+              fill: 'url(#pat-window)',
             },
             title(`window of ActionPolicy ${band.policy} open ${open.start} to ${open.end}`),
           ),
@@ -716,14 +717,14 @@ function swimlanes(rollout, nowIso) {
           : textWidth(short, 11) + 4 <= x1 - x0
             ? short
             : '';
-      const box = { x: x0, y: top + 5, width: x1 - x0, height: laneHeight - 10 };
+      const box = { x: x0, y: top + 4, width: x1 - x0, height: laneHeight - 13 };
       return svg(
         'g',
         { class: 'segment', 'data-phase': seg.phase, role: 'listitem', 'aria-label': label },
         title(label),
         filled(box, pattern),
         svg('rect', { ...box, class: 'outline' }),
-        text && svg('text', { x: x0 + 3, y: top + laneHeight / 2 + 4, class: 'segment-label', text }),
+        text && svg('text', { x: x0 + 3, y: top + 18, class: 'segment-label', text }),
       );
     });
     const marks = lane.marks.map((mark) => {
@@ -741,7 +742,7 @@ function swimlanes(rollout, nowIso) {
           svg('line', { x1: x0, x2: x0, y1: top + 2, y2: top + laneHeight - 2, class: 'mark-line' }),
           svg('text', {
             x: x0 + 70 < width ? x0 + 4 : x0 - 64,
-            y: top + laneHeight / 2 + 4,
+            y: top + 18,
             class: 'mark-text',
             text: '✗ failed',
           }),
@@ -760,23 +761,29 @@ function swimlanes(rollout, nowIso) {
         x1 > x0 &&
           svg('rect', {
             x: x0,
-            y: top + laneHeight - 8,
+            y: top + laneHeight - 7,
             width: x1 - x0,
-            height: 6,
+            height: 5,
             class: 'hold-bar',
             fill: 'url(#pat-back-stripes)',
           }),
-        svg('text', {
-          x: x0 + 80 < width ? x0 + 2 : x0 - 72,
-          y: top + laneHeight / 2 + 4,
-          class: 'mark-text',
-          text: mark.time ? '⏸ held' : '⏸ held back',
-        }),
+        // A hold along a segment is the bar under it; one with no segment (held back now) says so.
+        !mark.time &&
+          svg('text', {
+            x: x0 + 80 < width ? x0 + 2 : x0 - 72,
+            y: top + 18,
+            class: 'mark-text',
+            text: '‖ held back',
+          }),
       );
     });
     const state = rollout.groups.flatMap((g) => g.tiles).find((t) => t.node === lane.node);
     parts.push(
-      svg('text', { x: 8, y: top + laneHeight / 2 + 4, class: 'lane-label', text: lane.node }),
+      svg('text', { x: 8, y: top + 20, class: 'lane-label', text: lane.node }),
+      // A lane with nothing drawn says why: not yet, already at target, gone.
+      segments.length + marks.length === 0 &&
+        state &&
+        svg('text', { x: left + 4, y: top + 20, class: 'lane-note', text: state.word }),
       svg(
         'g',
         {
@@ -836,12 +843,19 @@ function legend(rollout) {
       ),
     ),
     h('li', {}, h('span', { class: 'legend-symbol', 'data-kind': 'failed', text: '✗' }), ' failed'),
-    h('li', {}, h('span', { class: 'legend-symbol', 'data-kind': 'hold', text: '⏸' }), ' held'),
+    h(
+      'li',
+      {},
+      swatch('hold-swatch', 'pat-back-stripes', {}),
+      ' held (drain refused), ',
+      h('span', { class: 'legend-symbol', 'data-kind': 'hold', text: '‖' }),
+      ' held back',
+    ),
     rollout.windows.length > 0 &&
       h(
         'li',
         {},
-        swatch('window-swatch', 'pat-grid', {}),
+        swatch('window-swatch', 'pat-window', {}),
         ` maintenance window open (${rollout.windows.map((w) => `ActionPolicy ${w.policy}`).join(', ')})`,
       ),
     closed.length > 0 &&
@@ -850,7 +864,7 @@ function legend(rollout) {
 }
 
 /** @type {Record<RolloutView['state'], string>} */
-const ROLLOUT_SYMBOLS = { Complete: '✓', Halted: '✗', Paused: '⏸', Progressing: '▶', New: '○' };
+const ROLLOUT_SYMBOLS = { Complete: '✓', Halted: '✗', Paused: '‖', Progressing: '▶', New: '○' };
 
 /**
  * @param {RolloutView} rollout
