@@ -253,10 +253,24 @@ export function rolloutView(input: RolloutViewInput, rollout: RolloutObject): Ro
     ]) ?? now.getTime();
   const complete = condition(rollout, 'Complete') && status.completionTime !== undefined;
   const start = new Date(startMs);
-  const end = complete ? new Date(Math.max(startMs, Date.parse(status.completionTime ?? ''))) : undefined;
-  // Windows up to the end, or (still going) to the next full hour after the next one: the
-  // bands change once an hour, not with every snapshot.
-  const windowsEnd = end ?? new Date((Math.floor(now.getTime() / HOUR_MS) + 2) * HOUR_MS);
+  // Complete: to its completion, or to the last thing drawn if that came later (the
+  // rollout's time is whole seconds, its actions' are not).
+  const drawnUntil = lanes.flatMap((l) => [
+    ...l.segments.map((s) => s.end ?? ''),
+    ...l.marks.map((m) => m.end ?? m.time ?? ''),
+  ]);
+  const end = complete
+    ? new Date(
+        Math.max(
+          startMs,
+          Date.parse(status.completionTime ?? ''),
+          ...drawnUntil.map((t) => Date.parse(t) || 0),
+        ),
+      )
+    : undefined;
+  // Windows to the full hour after the one that ends the range (still going: now's): the
+  // page clips them to what it draws, and they change once an hour, not every snapshot.
+  const windowsEnd = new Date((Math.floor((end ?? now).getTime() / HOUR_MS) + 2) * HOUR_MS);
 
   const labels = new Map(input.nodes.map((n) => [n.metadata.name, n.metadata.labels ?? {}]));
   const windows: WindowBand[] = [];

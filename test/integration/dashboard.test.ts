@@ -438,7 +438,13 @@ describe('dashboard in a browser', () => {
       kubernetesVersion: sandbox.kubernetesVersion,
       talosVersion: 'v1.13.0',
       addressBlock: 50,
-      annotations: { [BOOT_DELAY_ANNOTATION]: '1s' },
+      // Phases long enough to be drawn with their names: a reboot of 4s, a pre-hook of 2s.
+      annotations: { [BOOT_DELAY_ANNOTATION]: '4s' },
+    });
+    const namespace = await freshNamespace(t, kc);
+    await createGroupHook(client, { namespace, group }, 'PreUpgradeJob', 'noout', {
+      template: hookTemplate('Succeeded', '2s'),
+      placement: 'Anywhere',
     });
     const bad = nodes[1] ?? '';
     const good = nodes.filter((n) => n !== bad);
@@ -491,8 +497,9 @@ describe('dashboard in a browser', () => {
     const map = page.getByRole('group', { name: `Node map of ${name}` });
     const lanes = page.getByRole('group', { name: `Swimlanes of ${name}` });
     const tile = (node: string, word: string) => map.getByRole('img', { name: `${node}: ${word}` });
+    // What is drawn: the SVG text elements' words (not the titles, which show on hover).
     const text = async (locator: Locator) =>
-      ((await locator.textContent()) ?? '').replace(/\s+/g, ' ').trim();
+      (await locator.locator('text').allTextContents()).join(' ').replace(/\s+/g, ' ').trim();
     const seen = async (what: string, locator: Locator, timeoutMs = 240_000) =>
       waitFor(what, async () => ((await locator.count()) > 0 ? true : undefined), {
         timeoutMs,
@@ -527,7 +534,13 @@ describe('dashboard in a browser', () => {
           items.map((i) => i.getAttribute('aria-label') ?? ''),
         );
       const phases = labels.map((l) => l.replace(/^\S+: /, '').replace(/ from .*/, ''));
-      for (const phase of ['waiting for policies', 'waiting for health', 'executing', 'waiting for node'])
+      for (const phase of [
+        'waiting for policies',
+        'waiting for health',
+        'pre-hooks',
+        'executing',
+        'waiting for node',
+      ])
         assert.ok(phases.includes(phase), `${phase} in ${JSON.stringify(phases)}`);
       assert.ok(phases.indexOf('executing') < phases.indexOf('waiting for node'), 'in their order');
       assert.ok(
@@ -548,7 +561,7 @@ describe('dashboard in a browser', () => {
         failed.getByRole('listitem', { name: new RegExp(`^${bad}: Failed: `) }),
         5000,
       );
-      assert.match(await text(failed.locator('.mark[data-kind="failed"] .mark-text')), /^✗ failed$/);
+      assert.match(await text(failed.locator('.mark[data-kind="failed"]')), /^✗ failed$/);
 
       assert.ok((await lanes.locator('.window-band').count()) >= 3, 'the window shaded behind each lane');
       const legend = page.getByRole('list', { name: `Legend of ${name}` });

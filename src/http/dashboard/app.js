@@ -657,7 +657,7 @@ function swimlanes(rollout, nowIso) {
   const laneHeight = 32;
   const start = Date.parse(rollout.range.start);
   const now = Date.parse(nowIso);
-  const end = Math.max(Date.parse(rollout.range.end ?? nowIso), start + 60_000);
+  const end = Math.max(Date.parse(rollout.range.end ?? nowIso), start + 15_000);
   /** @param {number} t */
   const x = (t) =>
     left + ((Math.min(Math.max(t, start), end) - start) / (end - start)) * (width - left - right);
@@ -699,8 +699,11 @@ function swimlanes(rollout, nowIso) {
             },
             title(`window of ActionPolicy ${band.policy} open ${open.start} to ${open.end}`),
           ),
-          svg('line', { x1: x0, x2: x0, y1: top, y2: top + laneHeight, class: 'window-edge' }),
-          svg('line', { x1: x1, x2: x1, y1: top, y2: top + laneHeight, class: 'window-edge' }),
+          // An edge is drawn where the window opens or closes, not where the drawing cuts it.
+          Date.parse(open.start) > start &&
+            svg('line', { x1: x0, x2: x0, y1: top, y2: top + laneHeight, class: 'window-edge' }),
+          Date.parse(open.end) < end &&
+            svg('line', { x1: x1, x2: x1, y1: top, y2: top + laneHeight, class: 'window-edge' }),
         );
       }
     }
