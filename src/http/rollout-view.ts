@@ -311,7 +311,8 @@ export function rolloutView(input: RolloutViewInput, rollout: RolloutObject): Ro
     groups: groups(rollout, entries),
     lanes,
     windows,
-    range: { start: rfc3339(start), end: end ? rfc3339(end) : null },
+    // The end to the millisecond: an action's times have them, and the drawing must hold them.
+    range: { start: rfc3339(start), end: end ? end.toISOString() : null },
   };
 }
 

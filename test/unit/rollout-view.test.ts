@@ -261,7 +261,24 @@ describe('rollout view: windows', () => {
       },
     ]);
     assert.equal(view.state, 'Complete');
-    assert.deepEqual(view.range, { start: '2026-03-02T10:00:00Z', end: '2026-03-02T12:00:00Z' });
+    assert.deepEqual(view.range, { start: '2026-03-02T10:00:00Z', end: '2026-03-02T12:00:00.000Z' });
+  });
+
+  it('ends a complete rollout where its last segment ends, when that is after its completion time', () => {
+    const late = walked('ro-w1', 'w1', MAIN);
+    // Succeeded at 10:01:20.600, the rollout's completion written in whole seconds.
+    const done = new Date(at(80).getTime() + 600).toISOString();
+    const last = late.status?.phaseHistory?.at(-1);
+    if (late.status && last) {
+      late.status.completionTime = done;
+      last.since = done;
+    }
+    const view = viewOf({
+      actions: [late],
+      rollouts: [rollout({ ...status, completionTime: iso(80).replace('.000', ''), conditions: [complete] })],
+    });
+    assert.equal(view.range.end, '2026-03-02T10:01:20.600Z');
+    assert.equal(view.lanes[0]?.segments.at(-1)?.end, '2026-03-02T10:01:20.600Z');
   });
 
   it('lists the open times of windows within a range: clipped, merged, and never for one that cannot open', () => {
