@@ -518,6 +518,31 @@ describe('dashboard in a browser', () => {
         },
         { timeoutMs: 240_000, intervalMs: 500 },
       );
+      // The segments' times are the actions' own record, written with each phase.
+      const list = await client.request<{
+        items: { spec: { nodeName: string }; status?: { phaseHistory?: { phase: string }[] } }[];
+      }>(`${API}/nodeactions?labelSelector=${encodeURIComponent(`${ROLLOUT_LABEL}=${name}`)}`);
+      const history = list.items.find((a) => a.spec.nodeName === good[0])?.status?.phaseHistory;
+      assert.ok(history, 'the action has a phase history');
+      assert.deepEqual(
+        history.map((e) => e.phase),
+        [
+          'Pending',
+          'WaitingForHealth',
+          'RunningPreHooks',
+          'Approved',
+          'Executing',
+          'WaitingForNode',
+          'RunningPostHooks',
+          'Succeeded',
+        ].filter((p) => history.some((e) => e.phase === p)),
+        'in order',
+      );
+      assert.equal(history.at(-1)?.phase, 'Succeeded');
+      assert.ok(
+        history.some((e) => e.phase === 'WaitingForNode'),
+        JSON.stringify(history),
+      );
       for (const node of good) await seen(`${node} to be done`, tile(node, 'done'), 15_000);
       await seen(`${bad} to be failed`, tile(bad, 'failed'), 15_000);
     });
