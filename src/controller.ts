@@ -455,6 +455,7 @@ export class Controller {
               actions: controller.actionInformer,
               // Watched only when the controller gates actions or boots (see namedInformers).
               ...(controller.actions || controller.boots ? { policies: controller.policyInformer } : {}),
+              ...(controller.rollouts ? { rollouts: controller.rolloutInformer } : {}),
               ...(options.instance ? { instance: options.instance } : {}),
               log: options.log,
             },

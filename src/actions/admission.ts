@@ -6,7 +6,7 @@
 // each admission conditionally on the listed resourceVersion.
 import { INSTANCE_LABEL, NODE_ACTION_FINALIZER } from '../api/names.ts';
 import type { NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
-import { holdsSlot } from '../api/phases.ts';
+import { holdsSlot, withPhaseEntered } from '../api/phases.ts';
 import { setCondition } from '../kube/conditions.ts';
 import { evaluatePolicies, type ActionRef, type NodeLabels, type PolicyFacts } from '../policies/evaluate.ts';
 
@@ -104,8 +104,7 @@ export function planAdmissions(input: AdmissionInput): AdmissionPlan {
         },
         now,
       );
-      status.phase = 'WaitingForHealth';
-      status.phaseTime = now.toISOString();
+      withPhaseEntered(status, 'WaitingForHealth', now);
       status.message = `allowed by ${governed}; evaluating its health checks`;
       admit.push({ action, status });
       continue;

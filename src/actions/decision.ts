@@ -17,7 +17,7 @@ import type {
   NodeActionStatus,
   ObservedNodeAction,
 } from '../api/node-action.ts';
-import { holdsSlot, isTerminal } from '../api/phases.ts';
+import { holdsSlot, isTerminal, withPhaseEntered } from '../api/phases.ts';
 import { isBootHookKind } from '../boots/record.ts';
 import type { HookSubject } from '../hooks/job.ts';
 import { isFinished, jobKey, stopRuns, type HookEffect, type HookRunRecord } from '../hooks/plan.ts';
@@ -163,8 +163,7 @@ export class DecisionBuilder {
   readonly transition = (next: NodeActionPhase, message: string): void => {
     const { status, event } = this;
     const previous = status.phase;
-    status.phase = next;
-    status.phaseTime = this.now.toISOString();
+    withPhaseEntered(status, next, this.now);
     status.message = message;
     if (isTerminal(next)) status.completionTime = this.now.toISOString();
     event(

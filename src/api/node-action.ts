@@ -524,6 +524,17 @@ export const SilenceRecord = Type.Object(
   },
 );
 
+/** How many phase entries status.phaseHistory keeps; the oldest go first. */
+export const PHASE_HISTORY_LIMIT = 16;
+
+export const PhaseEntry = Type.Object(
+  {
+    phase: StringEnum(NODE_ACTION_PHASES, { description: 'The phase entered.' }),
+    since: Timestamp('When the action entered it.'),
+  },
+  { description: 'One phase the action entered, and when.' },
+);
+
 export const NodeActionStatus = Type.Object(
   {
     observedGeneration: Type.Optional(Int64('The metadata.generation the status reflects.', { minimum: 0 })),
@@ -565,6 +576,12 @@ export const NodeActionStatus = Type.Object(
     phaseTime: Type.Optional(
       Timestamp("When the action entered its current phase; that phase's deadline counts from here."),
     ),
+    phaseHistory: Type.Optional(
+      Type.Array(PhaseEntry, {
+        description: `The phases the action entered, oldest first, each with its time: written with every phase change, at most ${String(PHASE_HISTORY_LIMIT)} (the oldest dropped). The dashboard draws them.`,
+        maxItems: PHASE_HISTORY_LIMIT,
+      }),
+    ),
     approvalTime: Type.Optional(Timestamp('When the action was approved.')),
     executionTime: Type.Optional(
       Timestamp('When execution started (Managed) or was marked done (External).'),
@@ -602,6 +619,7 @@ export type UndoRecord = Static<typeof UndoRecord>;
 export type DrainBlocker = Static<typeof DrainBlocker>;
 export type DrainRecord = Static<typeof DrainRecord>;
 export type SilenceRecord = Static<typeof SilenceRecord>;
+export type PhaseEntry = Static<typeof PhaseEntry>;
 
 /** A NodeAction as the controller reads it: the fields it relies on, typed. */
 export interface ObservedNodeAction {

@@ -1,6 +1,11 @@
 // What the phases of a NodeAction mean to everyone who reads one: the controller, the
 // HTTP API, the dashboard and the CLI.
-import type { NodeActionPhase } from './node-action.ts';
+import {
+  PHASE_HISTORY_LIMIT,
+  type NodeActionPhase,
+  type NodeActionStatus,
+  type PhaseEntry,
+} from './node-action.ts';
 
 /** Phases after which nothing more happens. */
 export const TERMINAL_PHASES: ReadonlySet<NodeActionPhase> = new Set([
@@ -41,4 +46,24 @@ export function isTerminal(phase: NodeActionPhase | undefined): boolean {
 
 export function holdsSlot(phase: NodeActionPhase | undefined): boolean {
   return phase !== undefined && SLOT_PHASES.has(phase);
+}
+
+/**
+ * The status with `phase` entered at `since`: phase and phaseTime set, and the entry
+ * appended to phaseHistory, which keeps the last PHASE_HISTORY_LIMIT entries. Changes
+ * `status` in place (the caller's copy, written with the phase in one status write).
+ *
+ * @example withPhaseEntered(status, 'Approved', now) // status.phaseHistory ends with {phase: 'Approved', since}
+ */
+export function withPhaseEntered(
+  status: NodeActionStatus,
+  phase: NodeActionPhase,
+  since: Date,
+): NodeActionStatus {
+  const time = since.toISOString();
+  status.phase = phase;
+  status.phaseTime = time;
+  const entry: PhaseEntry = { phase, since: time };
+  status.phaseHistory = [...(status.phaseHistory ?? []), entry].slice(-PHASE_HISTORY_LIMIT);
+  return status;
 }

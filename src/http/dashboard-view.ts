@@ -5,7 +5,7 @@
 import type { ActionPolicySpec } from '../api/action-policy.ts';
 import { ACTIONS, type Action } from '../api/common.ts';
 import type { HookKindName } from '../api/hooks.ts';
-import { NODE_ACTION_PHASES, type NodeActionPhase, type NodeActionStatus } from '../api/node-action.ts';
+import type { NodeActionPhase, NodeActionStatus } from '../api/node-action.ts';
 import { blockedCount, blockedSince, blockerWords } from '../actions/drain-hold.ts';
 import type { ActionObject } from '../actions/reconciler.ts';
 import { holdsSlot, isTerminal } from '../api/phases.ts';
@@ -20,7 +20,11 @@ import { rfc3339 } from '../kube/time.ts';
 import { policyMatches, reportPolicy, type ActionRef, type NodeLabels } from '../policies/evaluate.ts';
 import { windowState } from '../policies/window.ts';
 import { nodeView, type NodeObject } from './node-view.ts';
+import { enteredAt, MAIN_PHASES } from './phase-times.ts';
+import { rolloutViews, type RolloutObject, type RolloutView } from './rollout-view.ts';
 import type { NodeView } from './schemas.ts';
+
+export { MAIN_PHASES } from './phase-times.ts';
 
 export type PolicyObject = KubeObject & { spec: ActionPolicySpec };
 export type NodeInput = KubeObject & NodeObject;
@@ -39,6 +43,8 @@ export interface DashboardInput {
   finishedLimit?: number;
   /** The reader may not see actions: the view leaves them out (actionsHidden). */
   hideActions?: boolean;
+  /** The NodeRollouts of this controller instance; undefined: it does not run rollouts. */
+  rollouts?: readonly RolloutObject[];
 }
 
 export type CheckStateWord = 'Healthy' | 'Unhealthy' | 'Unknown';
@@ -202,13 +208,12 @@ export interface DashboardView {
    */
   actionsHidden: boolean;
   nodes: NodeRow[];
+  /**
+   * Each NodeRollout as a node map and swimlanes (rollout-view.ts): action data, so empty
+   * when actionsHidden. Null: this controller does not run rollouts.
+   */
+  rollouts: RolloutView[] | null;
 }
-
-/** The phases of an action that goes all the way, in order. */
-export const MAIN_PHASES: readonly NodeActionPhase[] = NODE_ACTION_PHASES.slice(
-  0,
-  NODE_ACTION_PHASES.indexOf('Succeeded') + 1,
-);
 
 const NAMES_SHOWN = 8;
 
@@ -321,40 +326,6 @@ function hookRunRow(record: NonNullable<NodeActionStatus['hooks']>[number]): Hoo
     completionTime: record.completionTime ?? null,
     message: record.message ?? null,
   };
-}
-
-/**
- * When the action entered a phase, as its status records it. The status keeps no phase
- * history, but each step the controller takes leaves a time behind: a condition that
- * turned True, or one of the status timestamps. Undefined: no trace of that phase.
- */
-function enteredAt(phase: NodeActionPhase, status: NodeActionStatus): string | undefined {
-  const becameTrue = (type: string) =>
-    status.conditions?.find((c) => c.type === type && c.status === 'True')?.lastTransitionTime;
-  switch (phase) {
-    case 'Pending':
-      return status.startTime;
-    case 'WaitingForHealth':
-      return becameTrue('Admitted');
-    case 'RunningPreHooks':
-      return becameTrue('HealthChecksPassed');
-    case 'Approved':
-      return status.approvalTime;
-    case 'Executing':
-      // Only Managed execution through the Talos executor passes through Executing, and
-      // only then is there an execution record; External execution goes to WaitingForNode.
-      return status.execution ? status.executionTime : undefined;
-    case 'WaitingForNode':
-      return becameTrue('Executed');
-    case 'RunningPostHooks':
-      return status.conditions?.some((c) => c.type === 'PostHooksSucceeded')
-        ? becameTrue('NodeReturned')
-        : undefined;
-    case 'Succeeded':
-      return status.phase === 'Succeeded' ? status.completionTime : undefined;
-    default:
-      return undefined;
-  }
 }
 
 export function actionTimeline(action: ActionObject): TimelineStep[] {
@@ -542,5 +513,17 @@ export function dashboardView(input: DashboardInput): DashboardView {
       ...nodeView(n.metadata.name, n),
       actions: unfinished.filter((a) => a.spec.nodeName === n.metadata.name).map((a) => a.metadata.name),
     })),
+    rollouts:
+      input.rollouts === undefined
+        ? null
+        : input.hideActions
+          ? []
+          : rolloutViews({
+              now,
+              rollouts: input.rollouts,
+              actions,
+              nodes,
+              policies: input.policies ?? [],
+            }),
   };
 }

@@ -19,6 +19,7 @@ import type { ActionObject } from '../actions/reconciler.ts';
 import type { CheckView } from '../checks/runner.ts';
 import type { Logger } from '../log.ts';
 import { dashboardView, type NodeInput, type PolicyObject } from './dashboard-view.ts';
+import type { RolloutObject } from './rollout-view.ts';
 import type { Reply, Request, Router } from './router.ts';
 
 /** What the dashboard reads from an informer: its cache, and that something changed. */
@@ -35,6 +36,8 @@ export interface DashboardSources {
   actions: WatchedCache<ActionObject>;
   /** Undefined when the controller does not watch ActionPolicies (actions and boots off). */
   policies?: WatchedCache<PolicyObject>;
+  /** Undefined when the controller runs no rollouts (actions off). */
+  rollouts?: WatchedCache<RolloutObject>;
   instance?: string;
   log: Logger;
   /**
@@ -121,7 +124,13 @@ export class Dashboard {
     const changed = () => this.changed();
     // Every probe replaces a check's state (its last-probe time at least): coalesced below.
     sources.checks.onChange(changed);
-    const caches = [sources.checkInformer, sources.nodes, sources.actions, sources.policies];
+    const caches = [
+      sources.checkInformer,
+      sources.nodes,
+      sources.actions,
+      sources.policies,
+      sources.rollouts,
+    ];
     for (const cache of caches) {
       cache?.on('add', changed);
       cache?.on('update', changed);
@@ -179,6 +188,7 @@ export class Dashboard {
       actions: this.sources.actions.list(),
       ...(this.sources.instance ? { instance: this.sources.instance } : {}),
       hideActions: audience === 'health',
+      ...(this.sources.rollouts ? { rollouts: this.sources.rollouts.list() } : {}),
     });
     this.builtAt.set(audience, Date.now());
     const key = JSON.stringify({ ...view, generatedAt: '' });

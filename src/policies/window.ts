@@ -82,3 +82,55 @@ export function windowState(windows: readonly MaintenanceWindowSpec[] | undefine
     problems,
   };
 }
+
+export interface WindowInterval {
+  start: Date;
+  end: Date;
+}
+
+/**
+ * Most openings of one window listed for a range (croner takes some 0.1 ms each): a
+ * schedule of every minute shades its first 200 openings of the range, not days of them.
+ */
+const OPENINGS_LISTED = 200;
+
+/**
+ * The times between `from` and `to` when some of the windows is open, as intervals
+ * clipped to that range, overlapping ones merged, in order: what the dashboard shades.
+ * A window that cannot be understood never opens (as for windowState). No windows:
+ * one interval, the whole range (always open).
+ *
+ * @example windowIntervals([{ schedule: '0 2 * * *', duration: '4h' }], from, to)
+ */
+export function windowIntervals(
+  windows: readonly MaintenanceWindowSpec[] | undefined,
+  from: Date,
+  to: Date,
+): WindowInterval[] {
+  if (to.getTime() <= from.getTime()) return [];
+  if (!windows || windows.length === 0) return [{ start: from, end: to }];
+  const raw: { start: number; end: number }[] = [];
+  for (const window of windows) {
+    const compiled = compileWindow(window);
+    if (typeof compiled === 'string') continue;
+    const { cron, durationMs } = compiled;
+    // The openings that reach into the range: those since `from - duration`, up to `to`.
+    let cursor = new Date(from.getTime() - durationMs - 1000);
+    for (let i = 0; i < OPENINGS_LISTED; i++) {
+      const start = cron.nextRun(cursor);
+      if (!start || start.getTime() >= to.getTime()) break;
+      const end = start.getTime() + durationMs;
+      if (end > from.getTime())
+        raw.push({ start: Math.max(start.getTime(), from.getTime()), end: Math.min(end, to.getTime()) });
+      cursor = start;
+    }
+  }
+  raw.sort((a, b) => a.start - b.start);
+  const merged: { start: number; end: number }[] = [];
+  for (const r of raw) {
+    const last = merged.at(-1);
+    if (last && r.start <= last.end) last.end = Math.max(last.end, r.end);
+    else merged.push({ ...r });
+  }
+  return merged.map((m) => ({ start: new Date(m.start), end: new Date(m.end) }));
+}

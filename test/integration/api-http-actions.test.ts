@@ -9,7 +9,14 @@ import { after, before, describe, it, type TestContext } from 'node:test';
 import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import { Controller, type ControllerOptions } from '../../src/controller.ts';
 import { silentLogger } from '../../src/log.ts';
-import { createTestNodes, deleteActionsAfter, rebootNode } from '../support/gate.ts';
+import {
+  API,
+  createTestNodes,
+  deleteActionsAfter,
+  deleteAfter,
+  rebootNode,
+  whoami,
+} from '../support/gate.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   bindClusterRole,
@@ -267,6 +274,22 @@ describe("the dashboard's actions", () => {
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const name = (created.body as unknown as ActionJson).metadata.name;
     cleanupActions(t, name);
+    // A rollout is action data too (its nodes' actions and phases): it selects no node.
+    const rollout = uniqueName('dash-rollout');
+    await client.request(`${API}/noderollouts`, {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'NodeRollout',
+        metadata: { name: rollout, labels: { [INSTANCE_LABEL]: instance } },
+        spec: {
+          action: 'Reboot',
+          nodeSelector: { matchLabels: { 'gatehouse.test/none': rollout } },
+          requestedBy: await whoami(client),
+        },
+      },
+    });
+    deleteAfter(t, client, `${API}/noderollouts/${rollout}`);
     const read = async (token?: string) => {
       const answer = await call('GET', '/v1/dashboard', token ? { token } : {});
       return { status: answer.status, text: JSON.stringify(answer.body), body: answer.body };
@@ -277,7 +300,8 @@ describe("the dashboard's actions", () => {
       assert.equal(hidden.status, 200);
       assert.equal(hidden.body.actionsHidden, true);
       assert.deepEqual(hidden.body.actions, []);
-      for (const secret of [name, reason, users.bypasser])
+      assert.deepEqual(hidden.body.rollouts, []);
+      for (const secret of [name, reason, users.bypasser, rollout])
         assert.ok(!hidden.text.includes(secret), `${token ? 'nobody' : 'anonymous'} sees ${secret}`);
       assert.ok(Array.isArray(hidden.body.checks), 'the checks stay anonymous');
     }
@@ -292,9 +316,9 @@ describe("the dashboard's actions", () => {
     assert.match(first, /"actionsHidden":true/);
     assert.ok(!first.includes(reason));
     // A reader allowed to list NodeActions sees them.
-    const shown = await waitFor('the action on the dashboard', async () => {
+    const shown = await waitFor('the action and the rollout on the dashboard', async () => {
       const r = await read(tokens.viewer);
-      return r.text.includes(name) ? r : undefined;
+      return r.text.includes(name) && r.text.includes(rollout) ? r : undefined;
     });
     assert.equal(shown.body.actionsHidden, false);
     assert.ok(shown.text.includes(reason));

@@ -5,14 +5,16 @@
 // state; and no console error (a CSP violation would be one).
 //
 // Screenshots go to test-artifacts/ (gitignored): dashboard.png, dashboard-dark.png,
-// dashboard-forced-colors.png.
+// dashboard-forced-colors.png, dashboard-drain.png, dashboard-rollout.png.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
-import { INSTANCE_LABEL } from '../../src/api/names.ts';
+import { INSTANCE_LABEL, ROLLOUT_LABEL } from '../../src/api/names.ts';
+import type { NodeRollout } from '../../src/api/node-rollout.ts';
+import { BOOT_DELAY_ANNOTATION, TALOS_FAULT_ANNOTATION } from '../../sandbox/talos-faults.ts';
 import type { Controller } from '../../src/controller.ts';
 import { loadTalosConfig } from '../../src/talos/config.ts';
 import { cordon } from '../../src/talos/drain.ts';
@@ -23,6 +25,7 @@ import {
   createAction,
   createGroupHook,
   createPolicy,
+  deleteAfter,
   createTestNodes,
   deleteActionsAfter,
   hookTemplate,
@@ -415,6 +418,216 @@ describe('dashboard in a browser', () => {
     );
     await page.screenshot({ path: join(ARTIFACTS, 'dashboard-drain.png'), fullPage: true });
     assert.deepEqual(errors, [], 'no console errors');
+    await page.close();
+  });
+
+  it('draws a rollout: a node map with each state in words, swimlanes of labelled phases, the failure marked, tiles by keyboard', async (t) => {
+    const sandbox = await testSandboxState();
+    assert.ok(sandbox.talosconfig, `the sandbox in ${sandbox.dir} runs no Talos simulator`);
+    const own = uniqueName('dashboard-rollout');
+    const managed = await startGateController(own, {
+      dashboardAnonymousActions: true,
+      talos: { config: await loadTalosConfig({ path: sandbox.talosconfig }), drainRetryMs: 500 },
+    });
+    t.after(() => managed.stop());
+    const group = uniqueName('dash-roll');
+    const nodes = await createTalosNodes(t, client, {
+      group,
+      count: 3,
+      taint: TAINT,
+      kubernetesVersion: sandbox.kubernetesVersion,
+      talosVersion: 'v1.13.0',
+      addressBlock: 50,
+      // Phases long enough to be drawn with their names: a reboot of 4s, a pre-hook of 2s.
+      annotations: { [BOOT_DELAY_ANNOTATION]: '4s' },
+    });
+    const namespace = await freshNamespace(t, kc);
+    await createGroupHook(client, { namespace, group }, 'PreUpgradeJob', 'noout', {
+      template: hookTemplate('Succeeded', '2s'),
+      placement: 'Anywhere',
+    });
+    const bad = nodes[1] ?? '';
+    const good = nodes.filter((n) => n !== bad);
+    await client.request(`/api/v1/nodes/${bad}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { [TALOS_FAULT_ANNOTATION]: 'upgrade-error' } } },
+    });
+    // A window open all along (every hour, for two): shaded behind every lane.
+    const window = await createPolicy(t, client, own, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+      maxConcurrent: 1,
+      windows: [{ schedule: '0 * * * *', duration: '2h' }],
+    });
+    const name = uniqueName('dash-roll');
+    await client.request(`${API}/noderollouts`, {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'NodeRollout',
+        metadata: { name, labels: { [INSTANCE_LABEL]: own } },
+        spec: {
+          action: 'Upgrade',
+          upgrade: { image: 'ghcr.io/siderolabs/installer:v1.13.1' },
+          nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+          groupBy: GROUP_LABEL,
+          maxParallel: 1,
+          maxFailures: 1,
+          requestedBy: me,
+        },
+      },
+    });
+    deleteAfter(t, client, `${API}/noderollouts/${name}`);
+    // Runs before the rollout's deletion and the controller's stop (after hooks run last first).
+    t.after(async () => {
+      const list = await client.request<{ items: { metadata: { name: string } }[] }>(
+        `${API}/nodeactions?labelSelector=${encodeURIComponent(`${ROLLOUT_LABEL}=${name}`)}`,
+      );
+      await Promise.all(
+        list.items.map((a) =>
+          client
+            .request(`${API}/nodeactions/${a.metadata.name}`, { method: 'DELETE' })
+            .catch(() => undefined),
+        ),
+      );
+    });
+
+    const { page, errors } = await openPage(`${managed.url}/#rollouts`);
+    await shows(page.locator('#connection'), /^● live$/);
+    const map = page.getByRole('group', { name: `Node map of ${name}` });
+    const lanes = page.getByRole('group', { name: `Swimlanes of ${name}` });
+    const tile = (node: string, word: string) => map.getByRole('img', { name: `${node}: ${word}` });
+    // What is drawn: the SVG text elements' words (not the titles, which show on hover).
+    const text = async (locator: Locator) =>
+      (await locator.locator('text').allTextContents()).join(' ').replace(/\s+/g, ' ').trim();
+    const seen = async (what: string, locator: Locator, timeoutMs = 240_000) =>
+      waitFor(what, async () => ((await locator.count()) > 0 ? true : undefined), {
+        timeoutMs,
+        intervalMs: 100,
+      });
+
+    await t.test('live: a node is seen running, then every node ends done or failed', async () => {
+      await seen('a tile to say running', map.getByRole('img', { name: /: running: / }), 60_000);
+      await waitFor(
+        `rollout ${name} to complete`,
+        async () => {
+          const r = await client.request<NodeRollout>(`${API}/noderollouts/${name}`);
+          return r.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True')
+            ? r
+            : undefined;
+        },
+        { timeoutMs: 240_000, intervalMs: 500 },
+      );
+      // The segments' times are the actions' own record, written with each phase.
+      const list = await client.request<{
+        items: { spec: { nodeName: string }; status?: { phaseHistory?: { phase: string }[] } }[];
+      }>(`${API}/nodeactions?labelSelector=${encodeURIComponent(`${ROLLOUT_LABEL}=${name}`)}`);
+      const history = list.items.find((a) => a.spec.nodeName === good[0])?.status?.phaseHistory;
+      assert.ok(history, 'the action has a phase history');
+      assert.deepEqual(
+        history.map((e) => e.phase),
+        [
+          'Pending',
+          'WaitingForHealth',
+          'RunningPreHooks',
+          'Approved',
+          'Executing',
+          'WaitingForNode',
+          'RunningPostHooks',
+          'Succeeded',
+        ].filter((p) => history.some((e) => e.phase === p)),
+        'in order',
+      );
+      assert.equal(history.at(-1)?.phase, 'Succeeded');
+      assert.ok(
+        history.some((e) => e.phase === 'WaitingForNode'),
+        JSON.stringify(history),
+      );
+      for (const node of good) await seen(`${node} to be done`, tile(node, 'done'), 15_000);
+      await seen(`${bad} to be failed`, tile(bad, 'failed'), 15_000);
+    });
+
+    await t.test('what a person sees: the node map, the lanes, the failure, the window', async () => {
+      assert.equal(await map.getByRole('group', { name: `${GROUP_LABEL}=${group}: 3 nodes` }).count(), 1);
+      for (const node of good) assert.match(await text(tile(node, 'done')), new RegExp(`^${node} ✓ done$`));
+      assert.match(await text(tile(bad, 'failed')), new RegExp(`^${bad} ✗ failed$`));
+
+      const done = lanes.getByRole('list', { name: `Swimlane of ${good[0] ?? ''}: done` });
+      const labels = await done
+        .getByRole('listitem')
+        .evaluateAll((items: { getAttribute(n: string): string | null }[]) =>
+          items.map((i) => i.getAttribute('aria-label') ?? ''),
+        );
+      const phases = labels.map((l) => l.replace(/^\S+: /, '').replace(/ from .*/, ''));
+      for (const phase of [
+        'waiting for policies',
+        'waiting for health',
+        'pre-hooks',
+        'executing',
+        'waiting for node',
+      ])
+        assert.ok(phases.includes(phase), `${phase} in ${JSON.stringify(phases)}`);
+      assert.ok(phases.indexOf('executing') < phases.indexOf('waiting for node'), 'in their order');
+      assert.ok(
+        labels.every((l) => / from \d{1,2}:\d{2}:\d{2} to \d{1,2}:\d{2}:\d{2}$/.test(l)),
+        labels.join('; '),
+      );
+      // Drawn words, not only labels for screen readers: each segment wide enough shows its phase.
+      const drawn = await done.locator('.segment-label').allTextContents();
+      assert.ok(drawn.length >= 2, `segment words drawn: ${JSON.stringify(drawn)}`);
+      assert.ok(
+        drawn.every((w) => [...phases, 'wait', 'health', 'pre', 'ok', 'exec', 'node', 'post'].includes(w)),
+        JSON.stringify(drawn),
+      );
+
+      const failed = lanes.getByRole('list', { name: `Swimlane of ${bad}: failed` });
+      await seen(
+        'the failure mark',
+        failed.getByRole('listitem', { name: new RegExp(`^${bad}: Failed: `) }),
+        5000,
+      );
+      assert.match(await text(failed.locator('.mark[data-kind="failed"]')), /^✗ failed$/);
+
+      assert.ok((await lanes.locator('.window-band').count()) >= 3, 'the window shaded behind each lane');
+      const legend = page.getByRole('list', { name: `Legend of ${name}` });
+      assert.match(
+        await legend.innerText(),
+        new RegExp(`maintenance window open \\(ActionPolicy ${window}\\)`),
+      );
+      assert.match(await legend.innerText(), /executing.*waiting for node.*post-hooks.*failed.*held/s);
+      await page.locator('#rollouts').screenshot({ path: join(ARTIFACTS, 'dashboard-rollout.png') });
+    });
+
+    await t.test('by keyboard: Tab reaches the map once, the arrow keys move across its tiles', async () => {
+      await page.locator('body').focus();
+      let key: string | null = null;
+      for (let i = 0; i < 60 && !key?.startsWith(`tile:${name}:`); i++) {
+        await page.keyboard.press('Tab');
+        key = await page.locator(':focus').getAttribute('data-focus-key');
+      }
+      const focused = () => page.locator(':focus').getAttribute('aria-label');
+      assert.equal(await focused(), `${nodes[0] ?? ''}: ${nodes[0] === bad ? 'failed' : 'done'}`);
+      await page.keyboard.press('ArrowRight');
+      assert.equal(await focused(), `${bad}: failed`);
+      await page.keyboard.press('End');
+      assert.equal(await focused(), `${nodes[2] ?? ''}: done`);
+      await page.keyboard.press('Home');
+      assert.match((await focused()) ?? '', new RegExp(`^${nodes[0] ?? ''}: `));
+      assert.equal(
+        await computed(page.locator(':focus .outline'), 'strokeWidth'),
+        '4px',
+        'the focus is visible',
+      );
+      // One stop: Tab leaves the map, it does not walk through every tile.
+      await page.keyboard.press('Tab');
+      assert.notEqual(
+        (await page.locator(':focus').getAttribute('data-focus-key')) ?? '',
+        `tile:${name}:${bad}`,
+      );
+      assert.equal(await page.locator(':focus').getAttribute('data-tile'), null);
+    });
+
+    assert.deepEqual(errors, [], 'no console errors (a CSP violation would be one)');
     await page.close();
   });
 

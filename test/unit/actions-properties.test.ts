@@ -26,7 +26,11 @@ import { etcdGuardApplies } from '../../src/actions/etcd-guard.ts';
 import type { EtcdCheckState } from '../../src/talos/etcd-health.ts';
 import type { Action } from '../../src/api/common.ts';
 import { CONTROL_PLANE_LABEL, NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
-import type { NodeActionPhase, ObservedNodeAction } from '../../src/api/node-action.ts';
+import {
+  PHASE_HISTORY_LIMIT,
+  type NodeActionPhase,
+  type ObservedNodeAction,
+} from '../../src/api/node-action.ts';
 import { APPROVED_PHASES, holdsSlot, isTerminal } from '../../src/api/phases.ts';
 import { checkGates } from '../../src/checks/selection.ts';
 import type { CheckState } from '../../src/checks/state.ts';
@@ -561,6 +565,18 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
     }
   }
   coverage.runs++;
+  // Every status written records the phase it is in as its latest phase-history entry.
+  for (const h of history) {
+    const entries = h.status?.phaseHistory;
+    if (!entries) continue;
+    const last = entries.at(-1);
+    if (
+      entries.length > PHASE_HISTORY_LIMIT ||
+      last?.phase !== h.status?.phase ||
+      last?.since !== h.status?.phaseTime
+    )
+      violations.push({ invariant: 'phaseHistory', detail: JSON.stringify(h.status) });
+  }
   const phases = new Set(history.map((h) => h.status?.phase));
   if (phases.has('Approved')) coverage.approved++;
   if (phases.has('Succeeded')) coverage.succeeded++;

@@ -12,6 +12,7 @@ import type { KubeObject } from '../../src/kube/informer.ts';
 import { silentLogger } from '../../src/log.ts';
 import { Dashboard, dashboardRoutes, type WatchedCache } from '../../src/http/dashboard.ts';
 import type { DashboardView, NodeInput } from '../../src/http/dashboard-view.ts';
+import type { RolloutObject } from '../../src/http/rollout-view.ts';
 import { Router } from '../../src/http/router.ts';
 import { serverUrl, startServer } from '../../src/http/server.ts';
 import { waitFor } from '../../src/wait.ts';
@@ -250,5 +251,80 @@ describe('dashboard: the event stream', () => {
       first.close();
       second.close();
     }
+  });
+});
+
+describe('dashboard: rollouts in the stream', () => {
+  it('pushes a rollout as it changes, and nothing while a running rollout stays as it is', async () => {
+    const rollouts = new FakeCache<RolloutObject>();
+    const rolloutActions = new FakeCache<ActionObject>();
+    const router = new Router();
+    const own = dashboardRoutes(
+      router,
+      {
+        checks: runner,
+        checkInformer,
+        nodes,
+        actions: rolloutActions,
+        rollouts,
+        log: silentLogger(),
+      },
+      // Rebuilt every 50ms: what changes with time alone would be pushed at once.
+      { coalesceMs: 20, refreshMs: 50, heartbeatMs: 60_000 },
+    );
+    const ownServer = await startServer(router, { host: '127.0.0.1', port: 0, log: silentLogger() });
+    const reader = new EventReader(`${serverUrl(ownServer)}/v1/dashboard/events`);
+    const rollout = (phase: 'Running' | 'Succeeded'): RolloutObject => ({
+      metadata: {
+        name: 'roll',
+        uid: 'u-roll',
+        creationTimestamp: new Date(Date.now() - 60_000).toISOString(),
+      },
+      spec: { action: 'Reboot', requestedBy: 'alice' },
+      status: {
+        startTime: new Date(Date.now() - 60_000).toISOString(),
+        nodes: [
+          { node: 'w1', phase, action: 'roll-w1', actionPhase: phase === 'Running' ? 'Executing' : phase },
+        ],
+      },
+    });
+    try {
+      await waitFor('the first snapshot', () => (reader.snapshots().length === 1 ? true : undefined), {
+        timeoutMs: 2000,
+        intervalMs: 10,
+      });
+      assert.deepEqual(reader.snapshots()[0]?.rollouts, []);
+      rolloutActions.set([
+        action({}, { phase: 'Executing', phaseTime: new Date().toISOString() }, { name: 'roll-w1' }),
+      ]);
+      rollouts.set([rollout('Running')]);
+      await waitFor(
+        'the rollout to arrive',
+        () =>
+          reader.snapshots().at(-1)?.rollouts?.[0]?.groups[0]?.tiles[0]?.word === 'running: Executing'
+            ? true
+            : undefined,
+        { timeoutMs: 2000, intervalMs: 10 },
+      );
+      // Running, drawn up to now: yet the snapshot's content does not change with the clock.
+      const count = reader.snapshots().length;
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(reader.snapshots().length, count, 'no snapshot for time passing alone');
+      rollouts.set([rollout('Succeeded')]);
+      await waitFor(
+        'the node done',
+        () =>
+          reader.snapshots().at(-1)?.rollouts?.[0]?.groups[0]?.tiles[0]?.state === 'done' ? true : undefined,
+        { timeoutMs: 2000, intervalMs: 10 },
+      );
+    } finally {
+      reader.close();
+      ownServer.closeAllConnections();
+      await new Promise((resolve) => ownServer.close(resolve));
+    }
+    await waitFor('the stream to be let go', () => (own.streamCount === 0 ? true : undefined), {
+      timeoutMs: 2000,
+      intervalMs: 10,
+    });
   });
 });

@@ -3,7 +3,7 @@
 // each snapshot. Rows are patched in place, keyed by name, so an update never takes
 // the keyboard focus or an open timeline away from the reader. Text only ever goes
 // in through textContent and attributes (the CSP forbids HTML string sinks anyway).
-/* global document, window, EventSource, URL, CSS, HTMLElement, Element */
+/* global document, window, EventSource, URL, CSS, HTMLElement, SVGElement, Element, KeyboardEvent */
 
 // What the server sends: the view model of src/http/dashboard-view.ts. `npm run check`
 // type-checks this script against it (src/http/dashboard/tsconfig.json), so the page
@@ -15,6 +15,11 @@
  * @typedef {import('../dashboard-view.ts').ActionRow} ActionRow
  * @typedef {import('../dashboard-view.ts').HookRunRow} HookRunRow
  * @typedef {import('../dashboard-view.ts').NodeRow} NodeRow
+ * @typedef {import('../rollout-view.ts').RolloutView} RolloutView
+ * @typedef {import('../rollout-view.ts').RolloutTile} RolloutTile
+ * @typedef {import('../rollout-view.ts').RolloutLane} RolloutLane
+ * @typedef {import('../rollout-view.ts').PhaseSegment} PhaseSegment
+ * @typedef {import('../rollout-view.ts').TileState} TileState
  */
 
 /** @type {Record<CheckRow['state'], string>} */
@@ -476,6 +481,469 @@ function nodeRow(node) {
 }
 
 // ---------------------------------------------------------------------------------
+// Rollouts: plain SVG drawn here. Every state has a pattern and a word besides its
+// colour, every tile and segment says what it is (aria-label and title), and the tiles
+// of a map are one keyboard stop, the arrow keys moving between them.
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+/**
+ * Each tile state's pattern and symbol (its word is the view model's).
+ * @type {Record<TileState, [string, string]>}
+ */
+const TILE_STYLE = {
+  done: ['pat-none', '✓'],
+  skipped: ['pat-horizontal', '–'],
+  running: ['pat-stripes', '▶'],
+  waiting: ['pat-dots', '‖'],
+  failed: ['pat-cross', '✗'],
+  notYet: ['pat-none', '○'],
+  vanished: ['pat-grid', '?'],
+};
+
+/**
+ * Each phase's pattern, and the short word drawn in a segment too narrow for its label.
+ * @type {Partial<Record<PhaseSegment['phase'], [string, string]>>}
+ */
+const PHASE_STYLE = {
+  Pending: ['pat-dots', 'wait'],
+  WaitingForHealth: ['pat-horizontal', 'health'],
+  RunningPreHooks: ['pat-stripes', 'pre'],
+  Approved: ['pat-none', 'ok'],
+  Executing: ['pat-cross', 'exec'],
+  WaitingForNode: ['pat-vertical', 'node'],
+  RunningPostHooks: ['pat-back-stripes', 'post'],
+};
+
+/** @type {[PhaseSegment['phase'], string][]} */
+const LEGEND_PHASES = [
+  ['Pending', 'waiting for policies'],
+  ['WaitingForHealth', 'waiting for health'],
+  ['RunningPreHooks', 'pre-hooks'],
+  ['Approved', 'approved'],
+  ['Executing', 'executing'],
+  ['WaitingForNode', 'waiting for node'],
+  ['RunningPostHooks', 'post-hooks'],
+];
+
+/** The node each map's keyboard stop is on, by rollout: kept across updates. */
+/** @type {Map<string, string>} */
+const mapFocus = new Map();
+
+/**
+ * An SVG element, like h() for HTML.
+ * @param {string} tag
+ * @param {Record<string, string | number | boolean | null | undefined> | null} [attributes]
+ * @param {...(Child | Child[])} children
+ * @returns {SVGElement}
+ */
+function svg(tag, attributes, ...children) {
+  const element = /** @type {SVGElement} */ (document.createElementNS(SVG_NS, tag));
+  for (const [name, value] of Object.entries(attributes ?? {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === 'text') element.textContent = String(value);
+    else element.setAttribute(name, value === true ? '' : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    element.append(typeof child === 'string' ? document.createTextNode(child) : child);
+  }
+  return element;
+}
+
+/** @param {string} text */
+function title(text) {
+  return svg('title', { text });
+}
+
+/**
+ * Roughly how wide a text of the drawings' font is (no layout pass needed).
+ * @param {string} text
+ */
+function textWidth(text, size = 12) {
+  return text.length * size * 0.58;
+}
+
+/**
+ * A rectangle in a state's colour (class) with its pattern over it.
+ * @param {Record<string, number>} box
+ * @param {string} pattern
+ */
+function filled(box, pattern) {
+  return [
+    svg('rect', { ...box, class: 'fill' }),
+    svg('rect', { ...box, class: 'pattern', fill: `url(#${pattern})` }),
+  ];
+}
+
+const TILE = { width: 150, height: 46, gap: 8 };
+const MAP_WIDTH = 1100;
+
+/**
+ * The node map: one tile per node, by group, each a word and a symbol besides its colour.
+ * @param {RolloutView} rollout
+ */
+function nodeMap(rollout) {
+  const perRow = Math.max(1, Math.floor((MAP_WIDTH + TILE.gap) / (TILE.width + TILE.gap)));
+  const nodes = rollout.groups.flatMap((g) => g.tiles.map((t) => t.node));
+  const stop = mapFocus.get(rollout.name);
+  const focused = stop !== undefined && nodes.includes(stop) ? stop : nodes[0];
+  let y = 0;
+  const groups = rollout.groups.map((group) => {
+    const top = y;
+    const rows = Math.ceil(group.tiles.length / perRow);
+    y += 22 + rows * (TILE.height + TILE.gap);
+    return svg(
+      'g',
+      { role: 'group', 'aria-label': `${group.label}: ${String(group.tiles.length)} nodes` },
+      svg('text', { x: 0, y: top + 15, class: 'group-label', text: group.label }),
+      group.tiles.map((t, i) => {
+        const x = (i % perRow) * (TILE.width + TILE.gap);
+        const ty = top + 22 + Math.floor(i / perRow) * (TILE.height + TILE.gap);
+        const [pattern, symbol] = TILE_STYLE[t.state] ?? ['pat-none', '•'];
+        const label = `${t.node}: ${t.word}${t.controlPlane ? ' (control plane)' : ''}`;
+        const name = t.node.length > 20 ? `${t.node.slice(0, 19)}…` : t.node;
+        const word = t.word.length > 20 ? `${t.word.slice(0, 19)}…` : t.word;
+        return svg(
+          'g',
+          {
+            class: 'tile',
+            'data-state': t.state,
+            'data-tile': t.node,
+            'data-focus-key': `tile:${rollout.name}:${t.node}`,
+            role: 'img',
+            'aria-label': label,
+            tabindex: t.node === focused ? '0' : '-1',
+            transform: `translate(${String(x)} ${String(ty)})`,
+          },
+          title(t.message ? `${label} — ${t.message}` : label),
+          filled({ x: 0, y: 0, width: TILE.width, height: TILE.height, rx: 4 }, pattern),
+          svg('rect', { x: 0, y: 0, width: TILE.width, height: TILE.height, rx: 4, class: 'outline' }),
+          svg('text', { x: 8, y: 18, class: 'tile-name', text: `${name}${t.controlPlane ? ' ◆' : ''}` }),
+          svg('text', { x: 8, y: 36, class: 'tile-word', text: `${symbol} ${word}` }),
+        );
+      }),
+    );
+  });
+  return svg(
+    'svg',
+    {
+      class: 'node-map',
+      role: 'group',
+      'aria-label': `Node map of ${rollout.name}`,
+      'data-map': rollout.name,
+      viewBox: `0 0 ${String(MAP_WIDTH)} ${String(Math.max(y, 1))}`,
+      width: MAP_WIDTH,
+      height: Math.max(y, 1),
+    },
+    groups,
+  );
+}
+
+/** Tick steps for the time axis, in seconds. */
+const TICK_STEPS = [1, 5, 10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+
+/**
+ * The swimlanes: one lane per node along the rollout's time, its action's phases as
+ * segments, failures and holds marked, the governing windows shaded.
+ * @param {RolloutView} rollout
+ * @param {string} nowIso
+ */
+function swimlanes(rollout, nowIso) {
+  const width = MAP_WIDTH;
+  const left = 180;
+  const right = 24;
+  const axis = 30;
+  const laneHeight = 32;
+  const start = Date.parse(rollout.range.start);
+  const now = Date.parse(nowIso);
+  const end = Math.max(Date.parse(rollout.range.end ?? nowIso), start + 15_000);
+  /** @param {number} t */
+  const x = (t) =>
+    left + ((Math.min(Math.max(t, start), end) - start) / (end - start)) * (width - left - right);
+  const height = axis + rollout.lanes.length * laneHeight + 4;
+  const parts = [];
+
+  const step = TICK_STEPS.find((s) => (end - start) / 1000 / s <= 8) ?? 86400;
+  for (let t = Math.ceil(start / 1000 / step) * step * 1000; t <= end; t += step * 1000) {
+    parts.push(
+      svg('line', { x1: x(t), x2: x(t), y1: axis - 6, y2: height, class: 'tick' }),
+      svg('text', {
+        x: x(t),
+        y: axis - 10,
+        class: 'tick-label',
+        text: formatTime(new Date(t).toISOString()),
+      }),
+    );
+  }
+
+  rollout.lanes.forEach((lane, i) => {
+    const top = axis + i * laneHeight;
+    parts.push(svg('rect', { x: 0, y: top, width, height: laneHeight, class: i % 2 ? 'lane odd' : 'lane' }));
+    for (const band of rollout.windows) {
+      if (!band.nodes.includes(lane.node)) continue;
+      for (const open of band.open) {
+        const x0 = x(Date.parse(open.start));
+        const x1 = x(Date.parse(open.end));
+        if (x1 <= x0) continue;
+        parts.push(
+          svg(
+            'rect',
+            {
+              x: x0,
+              y: top,
+              width: x1 - x0,
+              height: laneHeight,
+              class: 'window-band',
+              fill: 'url(#pat-window)',
+            },
+            title(`window of ActionPolicy ${band.policy} open ${open.start} to ${open.end}`),
+          ),
+          // An edge is drawn where the window opens or closes, not where the drawing cuts it.
+          Date.parse(open.start) > start &&
+            svg('line', { x1: x0, x2: x0, y1: top, y2: top + laneHeight, class: 'window-edge' }),
+          Date.parse(open.end) < end &&
+            svg('line', { x1: x1, x2: x1, y1: top, y2: top + laneHeight, class: 'window-edge' }),
+        );
+      }
+    }
+    const segments = lane.segments.map((seg) => {
+      const x0 = x(Date.parse(seg.start));
+      const x1 = Math.max(x0 + 2, x(seg.end ? Date.parse(seg.end) : now));
+      const [pattern, short] = PHASE_STYLE[seg.phase] ?? ['pat-none', ''];
+      const label = `${lane.node}: ${seg.label} from ${formatTime(seg.start)} ${
+        seg.end ? `to ${formatTime(seg.end)}` : 'until now'
+      }`;
+      const text =
+        textWidth(seg.label, 11) + 6 <= x1 - x0
+          ? seg.label
+          : textWidth(short, 11) + 4 <= x1 - x0
+            ? short
+            : '';
+      const box = { x: x0, y: top + 4, width: x1 - x0, height: laneHeight - 13 };
+      return svg(
+        'g',
+        { class: 'segment', 'data-phase': seg.phase, role: 'listitem', 'aria-label': label },
+        title(label),
+        filled(box, pattern),
+        svg('rect', { ...box, class: 'outline' }),
+        text && svg('text', { x: x0 + 3, y: top + 18, class: 'segment-label', text }),
+      );
+    });
+    const marks = lane.marks.map((mark) => {
+      const x0 = x(mark.time ? Date.parse(mark.time) : now);
+      if (mark.kind === 'failed') {
+        return svg(
+          'g',
+          {
+            class: 'mark',
+            'data-kind': 'failed',
+            role: 'listitem',
+            'aria-label': `${lane.node}: ${mark.text}`,
+          },
+          title(mark.text),
+          svg('line', { x1: x0, x2: x0, y1: top + 2, y2: top + laneHeight - 2, class: 'mark-line' }),
+          svg('text', {
+            x: x0 + 70 < width ? x0 + 4 : x0 - 64,
+            y: top + 18,
+            class: 'mark-text',
+            text: '✗ failed',
+          }),
+        );
+      }
+      const x1 = x(mark.end ? Date.parse(mark.end) : now);
+      return svg(
+        'g',
+        {
+          class: 'mark',
+          'data-kind': 'hold',
+          role: 'listitem',
+          'aria-label': `${lane.node}: held: ${mark.text}`,
+        },
+        title(`held: ${mark.text}`),
+        x1 > x0 &&
+          svg('rect', {
+            x: x0,
+            y: top + laneHeight - 7,
+            width: x1 - x0,
+            height: 5,
+            class: 'hold-bar',
+            fill: 'url(#pat-back-stripes)',
+          }),
+        // A hold along a segment is the bar under it; one with no segment (held back now) says so.
+        !mark.time &&
+          svg('text', {
+            x: x0 + 80 < width ? x0 + 2 : x0 - 72,
+            y: top + 18,
+            class: 'mark-text',
+            text: '‖ held back',
+          }),
+      );
+    });
+    const state = rollout.groups.flatMap((g) => g.tiles).find((t) => t.node === lane.node);
+    parts.push(
+      svg('text', { x: 8, y: top + 20, class: 'lane-label', text: lane.node }),
+      // A lane with nothing drawn says why: not yet, already at target, gone.
+      segments.length + marks.length === 0 &&
+        state &&
+        svg('text', { x: left + 4, y: top + 20, class: 'lane-note', text: state.word }),
+      svg(
+        'g',
+        {
+          role: 'list',
+          'aria-label': `Swimlane of ${lane.node}${state ? `: ${state.word}` : ''}${
+            segments.length + marks.length === 0 ? ', nothing yet' : ''
+          }`,
+        },
+        segments,
+        marks,
+      ),
+    );
+  });
+  if (rollout.range.end === null) {
+    parts.push(
+      svg('line', { x1: x(now), x2: x(now), y1: axis - 6, y2: height, class: 'now-line' }),
+      svg('text', { x: x(now) - 4, y: 12, class: 'now-label', text: 'now' }),
+    );
+  }
+  return svg(
+    'svg',
+    {
+      class: 'swimlanes',
+      role: 'group',
+      'aria-label': `Swimlanes of ${rollout.name}`,
+      viewBox: `0 0 ${String(width)} ${String(height)}`,
+      width,
+      height,
+    },
+    parts,
+  );
+}
+
+/**
+ * What each fill means: the phases, the marks and the windows.
+ * @param {RolloutView} rollout
+ */
+function legend(rollout) {
+  /** @param {string} cls @param {string} pattern @param {Record<string, string>} data */
+  const swatch = (cls, pattern, data) =>
+    svg(
+      'svg',
+      { class: `swatch ${cls}`, width: 28, height: 14, viewBox: '0 0 28 14', 'aria-hidden': 'true', ...data },
+      filled({ x: 0, y: 0, width: 28, height: 14 }, pattern),
+      svg('rect', { x: 0, y: 0, width: 28, height: 14, class: 'outline' }),
+    );
+  const closed = rollout.windows.filter((w) => w.open.length === 0).map((w) => w.policy);
+  return h(
+    'ul',
+    { class: 'legend', 'aria-label': `Legend of ${rollout.name}` },
+    LEGEND_PHASES.map(([phase, word]) =>
+      h(
+        'li',
+        {},
+        swatch('segment', PHASE_STYLE[phase]?.[0] ?? 'pat-none', { 'data-phase': phase }),
+        ` ${word}`,
+      ),
+    ),
+    h('li', {}, h('span', { class: 'legend-symbol', 'data-kind': 'failed', text: '✗' }), ' failed'),
+    h(
+      'li',
+      {},
+      swatch('hold-swatch', 'pat-back-stripes', {}),
+      ' held (drain refused), ',
+      h('span', { class: 'legend-symbol', 'data-kind': 'hold', text: '‖' }),
+      ' held back',
+    ),
+    rollout.windows.length > 0 &&
+      h(
+        'li',
+        {},
+        swatch('window-swatch', 'pat-window', {}),
+        ` maintenance window open (${rollout.windows.map((w) => `ActionPolicy ${w.policy}`).join(', ')})`,
+      ),
+    closed.length > 0 &&
+      h('li', { class: 'muted', text: `no window open in this time: ${closed.join(', ')}` }),
+  );
+}
+
+/** @type {Record<RolloutView['state'], string>} */
+const ROLLOUT_SYMBOLS = { Complete: '✓', Halted: '✗', Paused: '‖', Progressing: '▶', New: '○' };
+
+/**
+ * @param {RolloutView} rollout
+ * @param {string} now
+ */
+function rolloutArticle(rollout, now) {
+  const c = rollout.counts;
+  const counts = c
+    ? `${String(c.succeeded)} done, ${String(c.running)} running, ${String(c.failed)} failed, ${String(c.pending)} not yet${
+        c.skipped ? `, ${String(c.skipped)} already at target` : ''
+      }${c.vanished ? `, ${String(c.vanished)} gone` : ''}`
+    : 'not processed yet';
+  const stateBadge = {
+    Complete: 'Succeeded',
+    Halted: 'Failed',
+    Paused: 'Held',
+    Progressing: 'Running',
+    New: 'Unknown',
+  }[rollout.state];
+  return h(
+    'article',
+    { class: 'rollout', 'aria-labelledby': `rollout-${rollout.name}` },
+    h(
+      'h3',
+      { id: `rollout-${rollout.name}` },
+      rollout.name,
+      ' ',
+      badge('phase', stateBadge, ROLLOUT_SYMBOLS[rollout.state] ?? '•', rollout.state),
+    ),
+    h('p', {
+      class: 'muted',
+      text: [rollout.action, rollout.target, rollout.groupBy ? `grouped by ${rollout.groupBy}` : null, counts]
+        .filter(Boolean)
+        .join(' · '),
+    }),
+    rollout.message ? h('p', { class: 'message', text: rollout.message }) : '',
+    h('h4', { text: 'Nodes' }),
+    h('div', { class: 'drawing' }, nodeMap(rollout)),
+    h('h4', { text: 'Along time' }),
+    h(
+      'div',
+      { class: 'drawing', role: 'region', 'aria-label': `Time of ${rollout.name}`, tabindex: '0' },
+      swimlanes(rollout, now),
+    ),
+    legend(rollout),
+  );
+}
+
+byId('rollouts-list').addEventListener('keydown', (event) => {
+  if (!(event instanceof KeyboardEvent)) return;
+  const tile = event.target instanceof SVGElement ? event.target.closest('[data-tile]') : null;
+  const map = tile?.closest('[data-map]');
+  if (!(tile instanceof SVGElement) || !(map instanceof SVGElement)) return;
+  const tiles = [...map.querySelectorAll('[data-tile]')].filter((t) => t instanceof SVGElement);
+  const at = tiles.indexOf(tile);
+  const to = {
+    ArrowRight: at + 1,
+    ArrowDown: at + 1,
+    ArrowLeft: at - 1,
+    ArrowUp: at - 1,
+    Home: 0,
+    End: tiles.length - 1,
+  }[event.key];
+  if (to === undefined) return;
+  event.preventDefault();
+  const next = tiles[Math.min(Math.max(to, 0), tiles.length - 1)];
+  if (!next || next === tile) return;
+  tile.setAttribute('tabindex', '-1');
+  next.setAttribute('tabindex', '0');
+  next.focus();
+  const name = map.dataset.map;
+  const node = next.dataset.tile;
+  if (name !== undefined && node !== undefined) mapFocus.set(name, node);
+});
+
+// ---------------------------------------------------------------------------------
 // Patching: replace only the rows whose data changed, keep their order, keep focus.
 
 /**
@@ -560,6 +1028,23 @@ function render(view) {
     view.policies === null
       ? 'This controller does not watch ActionPolicies (it runs without the gate).'
       : 'No ActionPolicies: one action at a time cluster-wide, never two control-plane nodes at once.';
+  const rollouts = view.rollouts ?? [];
+  // Unfinished rollouts are drawn up to now: the time of the snapshot.
+  patch(
+    'rollouts',
+    byId('rollouts-list'),
+    rollouts.map((r) => ({ rollout: r, now: r.range.end === null ? view.generatedAt : null })),
+    (item) => item.rollout.name,
+    (item) => rolloutArticle(item.rollout, item.now ?? item.rollout.range.end ?? view.generatedAt),
+    (item) => `${item.rollout.state} ${JSON.stringify(item.rollout.counts)}`,
+  );
+  byId('rollouts-empty').hidden = rollouts.length > 0;
+  byId('rollouts-empty').textContent =
+    view.rollouts === null
+      ? 'This controller runs no rollouts (it runs without the gate).'
+      : view.actionsHidden
+        ? 'Rollouts are action data: shown only to readers allowed to list NodeActions, like the actions below.'
+        : 'No NodeRollouts.';
   section(
     'actions',
     view.actions,
@@ -583,13 +1068,15 @@ function render(view) {
 
   if (focusKey && focusKeyOf(document.activeElement) !== focusKey) {
     const target = document.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`);
-    if (target instanceof HTMLElement) target.focus({ preventScroll: true });
+    if (target instanceof HTMLElement || target instanceof SVGElement) target.focus({ preventScroll: true });
   }
 }
 
 /** @param {Element | null} element */
 function focusKeyOf(element) {
-  return element instanceof HTMLElement ? element.dataset.focusKey : undefined;
+  return element instanceof HTMLElement || element instanceof SVGElement
+    ? element.dataset.focusKey
+    : undefined;
 }
 
 /**
