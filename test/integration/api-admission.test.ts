@@ -374,12 +374,14 @@ describe('NodeRollout admission', () => {
   const reason = 'Ceph is rebuilding after a disk swap; the nodes must reboot now';
 
   before(async () => {
-    // The rollout policy reaches admission on its own schedule, like the action's.
-    await waitFor('the admission policy to refuse an unauthorised rollout bypass', async () => {
+    // The rollout policy reaches admission on its own schedule, like the action's: wait
+    // until it refuses a rollout that breaks two of its rules (so that it is in force
+    // whichever one rule a check of these tests takes away).
+    await waitFor('the admission policy to refuse a dishonest rollout', async () => {
       try {
         await createRolloutAs(
           requester,
-          nodeRollout(requester, { bypass: { hooks: true, reason: 'warm-up' } }),
+          nodeRollout(bypasser, { bypass: { hooks: true, reason: 'warm-up' } }),
         );
         return undefined;
       } catch (error) {
