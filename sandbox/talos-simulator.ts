@@ -1,5 +1,5 @@
 // A Talos API simulator for the sandbox: serves the Talos gRPC API (MachineService
-// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade and the etcd methods;
+// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade, Events and the etcd methods;
 // ImageService.Pull; LifecycleService.Upgrade) over mutual TLS like apid, routes each
 // call by its `node` metadata to the kwok Node with that InternalIP (or name), and
 // plays the call on that Node through the Kubernetes API, as the Talos version in the
@@ -19,6 +19,10 @@
 // and refuses a control-plane node when etcd could not spare it (unless `force`).
 // Like a real node answering a call addressed with `node`, no reply carries
 // common.Metadata: errors are gRPC statuses.
+//
+// Events replays the sequences the node's calls started since its boot (reboot,
+// shutdown, reset, upgrade: recorded before the call is answered, as Talos publishes
+// them when the sequence starts), then holds the stream open, as Talos does.
 //
 // The control-plane Nodes form one simulated etcd cluster (talos-etcd.ts).
 //

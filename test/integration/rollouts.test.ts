@@ -151,10 +151,12 @@ async function deleteRolloutActions(name: string): Promise<void> {
 
 const complete = (r: RolloutObject) => condition(r, 'Complete')?.status === 'True';
 
+async function talosCalls(node: string): Promise<Record<string, number>> {
+  return talosCallCounts((await client.request<NodeView>(`/api/v1/nodes/${node}`)).metadata.annotations);
+}
+
 async function upgradeCalls(node: string): Promise<number> {
-  const calls = talosCallCounts(
-    (await client.request<NodeView>(`/api/v1/nodes/${node}`)).metadata.annotations,
-  );
+  const calls = await talosCalls(node);
   return (calls.Upgrade ?? 0) + (calls.LifecycleUpgrade ?? 0);
 }
 
@@ -558,54 +560,53 @@ async function rolloutPicture(name: string, nodeNames: readonly string[]): Promi
 }
 
 describe('NodeRollout under SIGKILL of its controller', () => {
-  it(
-    'upgrades each of 10 nodes exactly once, none skipped',
-    { todo: 'stalls under load; being traced (issue 17)' },
-    async (t) => {
-      const instance = uniqueName('rollouts-kill');
-      const group = uniqueName('ro-kill');
-      const all = await nodes(t, group, 10);
-      await createPolicy(t, client, instance, {
-        nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
-        maxConcurrent: 3,
-      });
-      const logDir = await mkdtemp(join(tmpdir(), 'gatehouse-rollout-kill-'));
-      const controller = new ControllerProcess(instance, logDir);
-      controller.start();
-      t.after(() => controller.stop());
-      const name = await createRollout(t, instance, [group], { maxParallel: 3 });
-      const kills = controller.rampage(
-        async () => complete(await getRollout(name)) || controller.kills >= 10,
-      );
-      let done: RolloutObject;
-      try {
-        done = await waitForRollout(name, 'to complete through the kills', complete, 480_000);
-      } catch (error) {
-        // A stall explains itself: what the rollout, its actions and its nodes show, and
-        // what the controller said (every start's log is kept in logDir).
-        controller.stop();
-        throw new Error(
-          `${(error as Error).message} (controller killed ${String(controller.kills)} times)\n${await rolloutPicture(name, all)}\n${await controller.tails()}`,
-          { cause: error },
-        );
-      }
-      await kills;
+  it('upgrades each of 10 nodes exactly once, none skipped', async (t) => {
+    const instance = uniqueName('rollouts-kill');
+    const group = uniqueName('ro-kill');
+    const all = await nodes(t, group, 10);
+    await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+      maxConcurrent: 3,
+    });
+    const logDir = await mkdtemp(join(tmpdir(), 'gatehouse-rollout-kill-'));
+    const controller = new ControllerProcess(instance, logDir);
+    controller.start();
+    t.after(() => controller.stop());
+    const name = await createRollout(t, instance, [group], { maxParallel: 3 });
+    const kills = controller.rampage(async () => complete(await getRollout(name)) || controller.kills >= 10);
+    let done: RolloutObject;
+    try {
+      done = await waitForRollout(name, 'to complete through the kills', complete, 480_000);
+    } catch (error) {
+      // A stall explains itself: what the rollout, its actions and its nodes show, and
+      // what the controller said (every start's log is kept in logDir).
       controller.stop();
-      assert.ok(controller.kills >= 1, 'the controller was killed at least once');
-      assert.equal(done.status?.counts?.succeeded, 10);
-      const actions = await rolloutActions(name);
-      assert.deepEqual(
-        actions.map((a) => a.spec.nodeName).sort(),
-        [...all].sort(),
-        'exactly one NodeAction per node',
+      throw new Error(
+        `${(error as Error).message} (controller killed ${String(controller.kills)} times)\n${await rolloutPicture(name, all)}\n${await controller.tails()}`,
+        { cause: error },
       );
-      for (const n of all)
-        assert.equal(
-          await upgradeCalls(n),
-          1,
-          `${n} upgraded exactly once\n${await rolloutPicture(name, all)}`,
-        );
-      t.diagnostic(`controller killed ${String(controller.kills)} times; logs in ${logDir}`);
-    },
-  );
+    }
+    await kills;
+    controller.stop();
+    assert.ok(controller.kills >= 1, 'the controller was killed at least once');
+    assert.equal(done.status?.counts?.succeeded, 10);
+    const actions = await rolloutActions(name);
+    assert.deepEqual(
+      actions.map((a) => a.spec.nodeName).sort(),
+      [...all].sort(),
+      'exactly one NodeAction per node',
+    );
+    // Once: one reboot into the new version. The install before it (LifecycleService.
+    // Upgrade, to the boot disk) is repeatable, and is made again by a controller killed
+    // between it and the record of the reboot (docs/decisions.md, "Managed execution").
+    for (const n of all) {
+      const calls = await talosCalls(n);
+      const picture = async () => `\n${JSON.stringify(calls)}\n${await rolloutPicture(name, all)}`;
+      assert.equal(calls.Reboot ?? 0, 1, `${n} rebooted exactly once${await picture()}`);
+      assert.equal(calls.Upgrade ?? 0, 0, `${n}: no legacy upgrade${await picture()}`);
+      assert.ok((calls.LifecycleUpgrade ?? 0) >= 1, `${n}: installed${await picture()}`);
+      assert.equal(await osImage(n), `Talos (${NEW})`, n);
+    }
+    t.diagnostic(`controller killed ${String(controller.kills)} times; logs in ${logDir}`);
+  });
 });
