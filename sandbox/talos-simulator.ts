@@ -1,5 +1,5 @@
 // A Talos API simulator for the sandbox: serves the Talos gRPC API (MachineService
-// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade and the etcd methods;
+// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade, Events and the etcd methods;
 // ImageService.Pull; LifecycleService.Upgrade) over mutual TLS like apid, routes each
 // call by its `node` metadata to the kwok Node with that InternalIP (or name), and
 // plays the call on that Node through the Kubernetes API, as the Talos version in the
@@ -19,6 +19,10 @@
 // and refuses a control-plane node when etcd could not spare it (unless `force`).
 // Like a real node answering a call addressed with `node`, no reply carries
 // common.Metadata: errors are gRPC statuses.
+//
+// Events replays the sequences the node's calls started since its boot (reboot,
+// shutdown, reset, upgrade: recorded before the call is answered, as Talos publishes
+// them when the sequence starts), then holds the stream open, as Talos does.
 //
 // The control-plane Nodes form one simulated etcd cluster (talos-etcd.ts).
 //
@@ -46,7 +50,13 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { parseDuration } from '../src/duration.ts';
 import { KubeApiError, RestClient } from '../src/kube/rest.ts';
-import type { DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import {
+  create,
+  toBinary,
+  type DescMessage,
+  type MessageInitShape,
+  type MessageShape,
+} from '@bufbuild/protobuf';
 import { ContainerdNamespace, type ContainerdInstance } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
 import { ContainerDriver } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
 import {
@@ -54,6 +64,8 @@ import {
   ImageServicePullLayerProgress_Status as LayerStatus,
   RebootRequest_Mode as RebootMode,
   ResetRequest_WipeMode as WipeMode,
+  SequenceEvent_Action as SequenceAction,
+  SequenceEventSchema,
   ApplyConfigurationSchema,
   VersionSchema,
   type ApplyConfigurationRequest,
@@ -118,6 +130,44 @@ export const STAGED_INSTALL_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/staged-in
 export const MAINTENANCE_ANNOTATION = 'sandbox.gatehouse.dev/maintenance';
 /** How the last reboot or shutdown went: `graceful` or `force` (FORCE, or Shutdown force). */
 export const LAST_POWER_OFF_ANNOTATION = 'sandbox.gatehouse.dev/last-power-off';
+/**
+ * The node's events since it booted, as JSON: the sequences (boot, reboot, shutdown,
+ * reset, upgrade) it started, `[{"id":"…","sequence":"reboot","action":"start"}]`, as
+ * MachineService.Events replays them. Talos keeps events in memory: a boot starts anew.
+ */
+export const EVENTS_ANNOTATION = 'sandbox.gatehouse.dev/events';
+
+interface SequenceRecord {
+  id: string;
+  sequence: string;
+  action: 'start' | 'stop';
+}
+
+/** An event ID that sorts by time, as Talos' (xid) do. */
+function eventId(): string {
+  return `${Date.now().toString(36).padStart(9, '0')}${randomUUID().slice(0, 8)}`;
+}
+
+/** The events of a fresh boot: its boot sequence, started and done. */
+function bootEvents(): SequenceRecord[] {
+  const id = eventId();
+  return [
+    { id: `${id}a`, sequence: 'boot', action: 'start' },
+    { id: `${id}b`, sequence: 'boot', action: 'stop' },
+  ];
+}
+
+/** The events a Node records (EVENTS_ANNOTATION); a node never recorded on has only booted. */
+export function nodeEvents(annotations: Record<string, string> | undefined): SequenceRecord[] {
+  const text = annotations?.[EVENTS_ANNOTATION];
+  if (text === undefined) return bootEvents();
+  try {
+    return JSON.parse(text) as SequenceRecord[];
+  } catch {
+    return bootEvents();
+  }
+}
+
 /** How many calls of each method reached the node, as JSON: `{"Reboot":1,"ImagePull":2}`. */
 export const TALOS_CALLS_ANNOTATION = 'sandbox.gatehouse.dev/talos-calls';
 
@@ -187,7 +237,8 @@ type MethodName =
   | 'EtcdMemberList'
   | 'EtcdStatus'
   | 'EtcdAlarmList'
-  | 'EtcdForfeitLeadership';
+  | 'EtcdForfeitLeadership'
+  | 'Events';
 
 /** A call's outcome as a gRPC status with Talos' message. */
 class CallError extends Error {
@@ -287,17 +338,19 @@ export class TalosSimulator {
       Version: this.unary('Version', MachineService.Version, (machine) => ({
         messages: [this.versionOf(machine)],
       })),
-      Reboot: this.unary('Reboot', MachineService.Reboot, (machine, request) => {
+      Reboot: this.unary('Reboot', MachineService.Reboot, async (machine, request) => {
         if (request.mode === RebootMode.FORCE && !hasForceReboot(machine.version))
           throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown reboot mode ${String(request.mode)}`);
         if (
           !([RebootMode.DEFAULT, RebootMode.POWERCYCLE, RebootMode.FORCE] as number[]).includes(request.mode)
         )
           throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown reboot mode ${String(request.mode)}`);
+        await this.startSequence(machine.name, 'reboot');
         this.reboot(machine, 'reboot', request.mode === RebootMode.FORCE);
         return ack();
       }),
-      Shutdown: this.unary('Shutdown', MachineService.Shutdown, (machine, request) => {
+      Shutdown: this.unary('Shutdown', MachineService.Shutdown, async (machine, request) => {
+        await this.startSequence(machine.name, 'shutdown');
         // force: no graceful stop of the services first.
         this.later(request.force ? 0 : this.shutdownDelayMs, () =>
           this.powerOff(machine.name, undefined, request.force),
@@ -330,6 +383,7 @@ export class TalosSimulator {
           });
         }
         const systemDiskKept = request.mode === WipeMode.USER_DISKS;
+        await this.startSequence(machine.name, 'reset');
         this.later(this.shutdownDelayMs, async () => {
           if (!request.reboot) {
             this.log(`${machine.name}: reset done, halted`);
@@ -370,6 +424,7 @@ export class TalosSimulator {
         // preserve is what every version since 1.8 does anyway; stage installs during
         // the next boot instead of now, which the simulation cannot tell apart.
         await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
+        await this.startSequence(machine.name, 'upgrade');
         this.reboot(
           machine,
           `upgrade to ${formatTalosVersion(target)}${request.stage ? ' (staged)' : ''}${request.rebootMode === 1 ? ' (power cycle)' : ''}`,
@@ -377,7 +432,56 @@ export class TalosSimulator {
         return { messages: [{ ack: 'Upgrade request received', actorId: randomUUID() }] };
       }),
       ...this.etcdService(),
+      // The events of this boot (tail_events -1: all; N: the last N), then the stream
+      // stays open for new ones, as Talos' does, until the client goes.
+      Events: this.serverStream('Events', MachineService.Events, async (machine, request, send) => {
+        const events = nodeEvents(machine.node.metadata.annotations);
+        const tail = request.tailEvents < 0 ? events : events.slice(events.length - request.tailEvents);
+        for (const e of request.tailEvents === 0 ? [] : tail)
+          await send({
+            id: e.id,
+            actorId: '',
+            data: {
+              typeUrl: 'talos/runtime/machine.SequenceEvent',
+              value: toBinary(
+                SequenceEventSchema,
+                create(SequenceEventSchema, {
+                  sequence: e.sequence,
+                  action: e.action === 'start' ? SequenceAction.START : SequenceAction.STOP,
+                }),
+              ),
+            },
+          });
+        return HANG;
+      }),
     };
+  }
+
+  /**
+   * Records a sequence starting on the node (its events: EVENTS_ANNOTATION), before the
+   * call that starts it is answered, as Talos publishes it as soon as it begins.
+   */
+  private async startSequence(name: string, sequence: string): Promise<void> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const node = await this.rest.request<NodeObject>(this.nodePath(name));
+      const events = [...nodeEvents(node.metadata.annotations), { id: eventId(), sequence, action: 'start' }];
+      try {
+        await this.rest.request(this.nodePath(name), {
+          method: 'PATCH',
+          contentType: 'application/merge-patch+json',
+          body: {
+            metadata: {
+              resourceVersion: node.metadata.resourceVersion,
+              annotations: { [EVENTS_ANNOTATION]: JSON.stringify(events.slice(-100)) },
+            },
+          },
+        });
+        return;
+      } catch (error) {
+        if (!(error instanceof KubeApiError && error.code === 409)) throw error;
+      }
+    }
+    throw new Error(`node ${name}: could not record its ${sequence} sequence, its Node kept changing`);
   }
 
   // --- etcd -------------------------------------------------------------------------
@@ -730,7 +834,7 @@ export class TalosSimulator {
       machine: Machine,
       request: MessageShape<Req>,
       send: (reply: MessageInitShape<Res>) => Promise<void>,
-    ) => Promise<void>,
+    ) => Promise<undefined | typeof HANG>,
   ) {
     return (call: ServerWritableStream<MessageShape<Req>, MessageInitShape<Res>>) => {
       let cancelled = false;
@@ -874,6 +978,7 @@ export class TalosSimulator {
           [STAGED_MACHINE_CONFIG_ANNOTATION]: digest,
           [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest,
         });
+        await this.startSequence(machine.name, 'reboot');
         this.reboot(machine, 'apply configuration with a reboot');
         return reply('Applied configuration with a reboot', mode);
       case ApplyMode.STAGED:
@@ -1003,6 +1108,8 @@ export class TalosSimulator {
                 [STAGED_INSTALL_CONFIG_ANNOTATION]: null,
                 // A member that left etcd (graceful reset) joins again as it boots.
                 [ETCD_LEFT_ANNOTATION]: null,
+                // Events live in memory: this boot's are its boot sequence.
+                [EVENTS_ANNOTATION]: JSON.stringify(bootEvents()),
                 ...(staged ? { [MACHINE_CONFIG_ANNOTATION]: staged } : {}),
                 ...(stagedInstall ? { [INSTALL_CONFIG_ANNOTATION]: stagedInstall } : {}),
               },

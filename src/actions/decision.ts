@@ -49,6 +49,11 @@ export type ActionEffect =
   /** A repeatable Talos step of a Managed action (src/talos/executor.ts). */
   | { type: 'talos'; step: 'prepare' | 'install' }
   /**
+   * Ask the node whether a call recorded by a process that is gone reached it: its
+   * events since it booted, for the sequence `call` starts (src/talos/plan.ts).
+   */
+  | { type: 'talos'; step: 'verify'; call: string }
+  /**
    * The disruptive Talos call, made at most once: only while the action's status, read
    * afresh, still records this `callTime` (written before this effect is carried out).
    */

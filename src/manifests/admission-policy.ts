@@ -34,7 +34,69 @@ function metadataValue(object: 'object' | 'oldObject', field: 'labels' | 'annota
 export const CONTROLLER_EXEMPTION =
   "Requests from the gatehouse controller's ServiceAccount are exempt from the requestedBy and bypass checks: its HTTP API authenticates callers (TokenReview) and authorises them (SubjectAccessReview, including bypass) itself before creating a NodeAction on their behalf. A reason is required from everyone.";
 
+/** A ValidatingAdmissionPolicy's validation, as the API server takes it. */
+interface Validation {
+  expression: string;
+  messageExpression?: string;
+  message: string;
+  reason: 'Forbidden' | 'Invalid';
+}
+
+/**
+ * The rules a NodeAction and a NodeRollout share, over the variables both policies
+ * define (viaController, creating, mayBypass, bypassing): requestedBy is the requesting
+ * user; a bypass needs the verb bypass and a reason; the controller-instance label needs
+ * the verb too. Each kind says when a bypass and the label are judged.
+ */
+function requestRules(o: {
+  /** CEL: the bypass rules do not apply (the action's: not created now or not bypassing). */
+  bypassNotJudged: string;
+  /** Where a bypass reason is recorded, for the message that asks for one. */
+  reasonRecordedIn: string;
+  /** CEL: the label's value needs no verb (the action's: empty at creation; the rollout's: unchanged). */
+  instanceNeedsNoVerb: string;
+  /** What the label hands to another controller instance, for its message. */
+  handed: string;
+}): { identity: Validation[]; instance: Validation } {
+  return {
+    identity: [
+      {
+        expression:
+          '!variables.creating || variables.viaController || object.spec.requestedBy == request.userInfo.username',
+        messageExpression:
+          "'spec.requestedBy must be your own user name, ' + request.userInfo.username + ', not ' + object.spec.requestedBy + ' (see kubectl auth whoami)'",
+        message: 'spec.requestedBy must be your own user name (see kubectl auth whoami)',
+        reason: 'Forbidden',
+      },
+      {
+        expression: `${o.bypassNotJudged} || variables.viaController || variables.mayBypass`,
+        messageExpression: `'spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass), which ' + request.userInfo.username + ' does not hold; set healthChecks and hooks to false, or ask an administrator'`,
+        message: `spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass)`,
+        reason: 'Forbidden',
+      },
+      {
+        expression: `${o.bypassNotJudged} || (has(object.spec.bypass.reason) && object.spec.bypass.reason.trim().size() > 0 && object.spec.bypass.reason.matches(${VISIBLE_REASON}))`,
+        message: `spec.bypass.reason is required when bypassing health checks or hooks: say why, it is recorded in ${o.reasonRecordedIn}`,
+        reason: 'Invalid',
+      },
+    ],
+    instance: {
+      expression: `${o.instanceNeedsNoVerb} || variables.mayBypass`,
+      messageExpression: `'the label ${CONTROLLER_INSTANCE_LABEL} hands ${o.handed} to another controller instance, with its own budget: it needs the verb bypass on nodeactions.${GROUP}, which ' + request.userInfo.username + ' does not hold'`,
+      message: `the label ${CONTROLLER_INSTANCE_LABEL} needs the verb bypass on nodeactions.${GROUP}`,
+      reason: 'Forbidden',
+    },
+  };
+}
+
 export function admissionPolicyObjects(namespace: string): Record<string, unknown>[] {
+  // An action's spec is immutable: what it bypasses, and its instance, are judged once.
+  const actionRules = requestRules({
+    bypassNotJudged: '!variables.creating || !variables.bypassing',
+    reasonRecordedIn: 'the status and an Event',
+    instanceNeedsNoVerb: `!variables.creating || variables.viaController || ${metadataValue('object', 'labels', CONTROLLER_INSTANCE_LABEL)} == ''`,
+    handed: 'a NodeAction',
+  });
   const policy = {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingAdmissionPolicy',
@@ -80,27 +142,7 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
         },
       ],
       validations: [
-        {
-          expression:
-            '!variables.creating || variables.viaController || object.spec.requestedBy == request.userInfo.username',
-          messageExpression:
-            "'spec.requestedBy must be your own user name, ' + request.userInfo.username + ', not ' + object.spec.requestedBy + ' (see kubectl auth whoami)'",
-          message: 'spec.requestedBy must be your own user name (see kubectl auth whoami)',
-          reason: 'Forbidden',
-        },
-        {
-          expression:
-            '!variables.creating || !variables.bypassing || variables.viaController || variables.mayBypass',
-          messageExpression: `'spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass), which ' + request.userInfo.username + ' does not hold; set healthChecks and hooks to false, or ask an administrator'`,
-          message: `spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass)`,
-          reason: 'Forbidden',
-        },
-        {
-          expression: `!variables.creating || !variables.bypassing || (has(object.spec.bypass.reason) && object.spec.bypass.reason.trim().size() > 0 && object.spec.bypass.reason.matches(${VISIBLE_REASON}))`,
-          message:
-            'spec.bypass.reason is required when bypassing health checks or hooks: say why, it is recorded in the status and an Event',
-          reason: 'Invalid',
-        },
+        ...actionRules.identity,
         {
           // The HTTP API marks on its callers' behalf, after the same check of its own.
           expression:
@@ -122,13 +164,8 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
           message: `${EXECUTED_ANNOTATION} may only be set once the action is Approved`,
           reason: 'Invalid',
         },
-        {
-          // Another instance is another budget: choosing one is a kind of bypass.
-          expression: `!variables.creating || variables.viaController || ${metadataValue('object', 'labels', CONTROLLER_INSTANCE_LABEL)} == '' || variables.mayBypass`,
-          messageExpression: `'the label ${CONTROLLER_INSTANCE_LABEL} hands a NodeAction to another controller instance, with its own budget: it needs the verb bypass on nodeactions.${GROUP}, which ' + request.userInfo.username + ' does not hold'`,
-          message: `the label ${CONTROLLER_INSTANCE_LABEL} needs the verb bypass on nodeactions.${GROUP}`,
-          reason: 'Forbidden',
-        },
+        // Another instance is another budget: choosing one is a kind of bypass.
+        actionRules.instance,
         {
           expression: `variables.creating || (${[
             ...IMMUTABLE_ACTION_LABELS.map(
@@ -169,6 +206,12 @@ export const ROLLOUT_POLICY_NAME = 'gatehouse-noderollout-requests';
 function rolloutPolicy(namespace: string): Record<string, unknown> {
   const bypassing = (o: 'object' | 'oldObject') =>
     `(${o} != null && has(${o}.spec.bypass) && ((has(${o}.spec.bypass.healthChecks) && ${o}.spec.bypass.healthChecks) || (has(${o}.spec.bypass.hooks) && ${o}.spec.bypass.hooks)))`;
+  const rules = requestRules({
+    bypassNotJudged: '!variables.bypassing || !variables.bypassChanged',
+    reasonRecordedIn: 'the status and an Event of every NodeAction of the rollout',
+    instanceNeedsNoVerb: `variables.viaController || ${metadataValue('object', 'labels', CONTROLLER_INSTANCE_LABEL)} == ${metadataValue('oldObject', 'labels', CONTROLLER_INSTANCE_LABEL)}`,
+    handed: 'a NodeRollout (and its NodeActions)',
+  });
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingAdmissionPolicy',
@@ -209,35 +252,7 @@ function rolloutPolicy(namespace: string): Record<string, unknown> {
             'variables.creating || (has(object.spec.bypass) != has(oldObject.spec.bypass)) || (has(object.spec.bypass) && object.spec.bypass != oldObject.spec.bypass)',
         },
       ],
-      validations: [
-        {
-          expression:
-            '!variables.creating || variables.viaController || object.spec.requestedBy == request.userInfo.username',
-          messageExpression:
-            "'spec.requestedBy must be your own user name, ' + request.userInfo.username + ', not ' + object.spec.requestedBy + ' (see kubectl auth whoami)'",
-          message: 'spec.requestedBy must be your own user name (see kubectl auth whoami)',
-          reason: 'Forbidden',
-        },
-        {
-          expression:
-            '!variables.bypassing || !variables.bypassChanged || variables.viaController || variables.mayBypass',
-          messageExpression: `'spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass), which ' + request.userInfo.username + ' does not hold; set healthChecks and hooks to false, or ask an administrator'`,
-          message: `spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass)`,
-          reason: 'Forbidden',
-        },
-        {
-          expression: `!variables.bypassing || !variables.bypassChanged || (has(object.spec.bypass.reason) && object.spec.bypass.reason.trim().size() > 0 && object.spec.bypass.reason.matches(${VISIBLE_REASON}))`,
-          message:
-            'spec.bypass.reason is required when bypassing health checks or hooks: say why, it is recorded in the status and an Event of every NodeAction of the rollout',
-          reason: 'Invalid',
-        },
-        {
-          expression: `variables.viaController || ${metadataValue('object', 'labels', CONTROLLER_INSTANCE_LABEL)} == ${metadataValue('oldObject', 'labels', CONTROLLER_INSTANCE_LABEL)} || variables.mayBypass`,
-          messageExpression: `'the label ${CONTROLLER_INSTANCE_LABEL} hands a NodeRollout (and its NodeActions) to another controller instance, with its own budget: it needs the verb bypass on nodeactions.${GROUP}, which ' + request.userInfo.username + ' does not hold'`,
-          message: `the label ${CONTROLLER_INSTANCE_LABEL} needs the verb bypass on nodeactions.${GROUP}`,
-          reason: 'Forbidden',
-        },
-      ],
+      validations: [...rules.identity, rules.instance],
     },
   };
 }

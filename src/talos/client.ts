@@ -20,7 +20,7 @@ import {
   TalosUpgradeFailedError,
   type TalosErrorDetails,
 } from './errors.ts';
-import type { DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import { fromBinary, type DescMessage, type MessageInitShape, type MessageShape } from '@bufbuild/protobuf';
 import {
   ContainerDriver,
   ContainerdNamespace,
@@ -31,6 +31,8 @@ import {
   ImageServicePullLayerProgress_Status as LayerStatus,
   RebootRequest_Mode as RebootModeNumber,
   ResetRequest_WipeMode as WipeModeNumber,
+  SequenceEvent_Action as SequenceActionNumber,
+  SequenceEventSchema,
   UpgradeRequest_RebootMode as UpgradeRebootModeNumber,
 } from './gen/gatehouse/talos/machine_pb.ts';
 import {
@@ -352,6 +354,56 @@ export class TalosClient {
   async etcdForfeitLeadership(options: CallOptions = {}): Promise<{ member: string }> {
     const reply = await this.unary(MachineService.EtcdForfeitLeadership, {}, options);
     return { member: this.only(MachineService.EtcdForfeitLeadership, reply.messages, options).member };
+  }
+
+  /**
+   * The sequences (reboot, shutdown, reset, upgrade...) the node started or stopped since
+   * it booted, oldest first: MachineService.Events with every past event (tail -1), read
+   * until, after the first event, the node has sent nothing for `quietMs` (the stream
+   * then follows new events, which are not waited for). Talos keeps its events in
+   * memory, from its boot sequence on: a node that sends none within the timeout is an
+   * error, never an empty answer.
+   */
+  async sequenceEvents(
+    options: CallOptions & { quietMs?: number } = {},
+  ): Promise<{ id: string; sequence: string; action: 'start' | 'stop' | 'noop' }[]> {
+    const events: { id: string; sequence: string; action: 'start' | 'stop' | 'noop' }[] = [];
+    const quiet = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, quiet.signal]) : quiet.signal;
+    let timer: NodeJS.Timeout | undefined;
+    const hush = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => quiet.abort(), options.quietMs ?? 1000);
+    };
+    try {
+      await this.stream(
+        MachineService.Events,
+        { tailEvents: -1 },
+        { ...options, signal, timeoutMs: options.timeoutMs ?? this.timeoutMs },
+        (event) => {
+          hush();
+          const data = event.data;
+          if (!data?.typeUrl.endsWith('machine.SequenceEvent')) return;
+          const sequence = fromBinary(SequenceEventSchema, data.value);
+          events.push({
+            id: event.id,
+            sequence: sequence.sequence,
+            action:
+              sequence.action === SequenceActionNumber.START
+                ? 'start'
+                : sequence.action === SequenceActionNumber.STOP
+                  ? 'stop'
+                  : 'noop',
+          });
+        },
+      );
+    } catch (error) {
+      // Cancelled by the quiet period: every past event has come.
+      if (!(quiet.signal.aborted && !options.signal?.aborted)) throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+    return events;
   }
 
   /** ImageService.Pull into the system containerd (Talos >= 1.13 upgrades install from there). */

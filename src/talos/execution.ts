@@ -34,6 +34,7 @@ import {
   type TalosTarget,
 } from './executor.ts';
 import type { ExecutionFacts, ExecutionStep, ExecutionStepFacts } from './facts.ts';
+import { callSequence } from './plan.ts';
 
 export interface TalosExecutorOptions {
   rest: RestClient;
@@ -126,7 +127,7 @@ export class TalosExecutor {
   facts(uid: string): ExecutionFacts | undefined {
     if (!this.credentials) return undefined;
     const facts: ExecutionFacts = {};
-    for (const step of ['prepare', 'drain', 'install', 'call'] as const) {
+    for (const step of ['prepare', 'drain', 'install', 'call', 'verify'] as const) {
       const s = this.steps.get(`${uid}/${step}`);
       if (s) {
         s.touched = Date.now();
@@ -174,7 +175,9 @@ export class TalosExecutor {
         ? this.drain(action, signal, progress, blocked)
         : step === 'call'
           ? this.call(action, signal, progress, request.confirm)
-          : this.prepare(step, action, signal, progress);
+          : step === 'verify'
+            ? this.verify(action, signal)
+            : this.prepare(step, action, signal, progress);
     work.then(
       (facts) => finish(facts),
       (error: unknown) => {
@@ -346,6 +349,34 @@ export class TalosExecutor {
           ? await prepareTalosAction(client, action.spec, target, options)
           : await installTalosUpgrade(client, action.spec, target, options);
       return { state: 'succeeded', message };
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Whether the call the action records reached the node: the node's events since it
+   * booted show the sequence that call starts (plan.ts callSequence). Asked only of a
+   * node still in the boot the call was recorded in, once any call a gone process may
+   * have sent has arrived or been given up (the decision core waits for that).
+   */
+  private async verify(action: ObservedNodeAction, signal: AbortSignal): Promise<ExecutionStepFacts> {
+    const call = action.status?.execution?.call ?? '';
+    const sequence = callSequence(call);
+    if (!sequence) throw new Error(`${call || 'the call'} starts no sequence the node's events would show`);
+    const target = this.target(action);
+    const { client, release } = this.hold();
+    try {
+      const events = await client.sequenceEvents({ node: target.address, signal });
+      const started = events.filter((e) => e.sequence === sequence && e.action === 'start');
+      return {
+        state: 'succeeded',
+        reached: started.length > 0,
+        message:
+          started.length > 0
+            ? `the node's events since it booted show a ${sequence} sequence started (event ${started[0]?.id ?? '?'})`
+            : `the node's ${String(events.length)} events since it booted show no ${sequence} sequence`,
+      };
     } finally {
       release();
     }

@@ -3,7 +3,7 @@
 import type { DrainBlocker } from '../api/node-action.ts';
 
 /** The steps of a Managed action the Talos executor makes (executor.ts). */
-export type ExecutionStep = 'prepare' | 'drain' | 'install' | 'call';
+export type ExecutionStep = 'prepare' | 'drain' | 'install' | 'call' | 'verify';
 
 /** What the Talos executor knows of one step of an action; in memory, so lost with the process. */
 export interface ExecutionStepFacts {
@@ -12,6 +12,11 @@ export interface ExecutionStepFacts {
   message: string;
   /** A failed call: whether it may still have reached Talos (no answer in time, cancelled). */
   mayHaveReached?: boolean;
+  /**
+   * A verify step (a call recorded by a process that is gone): whether the node's events
+   * since its boot show the sequence the call starts, i.e. whether the call reached it.
+   */
+  reached?: boolean;
   /** A call Talos acknowledged: whether the node reboots or goes down because of it. */
   disrupts?: boolean;
   /** A running drain: the pods whose eviction is refused now (drain.ts), longest refused first. */

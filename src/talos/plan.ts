@@ -53,6 +53,27 @@ export function autoNeverReboots(spec: NodeActionSpec, osImage: string | undefin
   return version !== undefined && appliesWithoutReboot(version);
 }
 
+/**
+ * The sequence a disruptive call starts on the node, as its events name it
+ * (MachineService.Events): what shows that the call reached the node, while the node is
+ * still in the boot it was made in. Undefined: the call may start none (a configuration
+ * applied live), so nothing on the node can tell.
+ */
+export function callSequence(call: string): string | undefined {
+  switch (call) {
+    case 'MachineService.Reboot':
+      return 'reboot';
+    case 'MachineService.Shutdown':
+      return 'shutdown';
+    case 'MachineService.Reset':
+      return 'reset';
+    case 'MachineService.Upgrade':
+      return 'upgrade';
+    default:
+      return undefined;
+  }
+}
+
 /** A single call, nothing to prepare or install. */
 function callOnly(call: string): TalosPlanner {
   return () => ({ prepare: undefined, install: undefined, call });

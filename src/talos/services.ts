@@ -56,6 +56,7 @@ export const MachineService = {
   EtcdStatus: method(machine.etcdStatus),
   EtcdAlarmList: method(machine.etcdAlarmList),
   EtcdForfeitLeadership: method(machine.etcdForfeitLeadership),
+  Events: method(machine.events),
 };
 
 export const ImageService = {

@@ -24,6 +24,7 @@ const kc = testKubeConfig();
 const admin = rest(kc);
 const RUN = uniqueName('api-admission');
 const NODE_ACTIONS = `/apis/${API_VERSION}/nodeactions`;
+const NODE_ROLLOUTS = `/apis/${API_VERSION}/noderollouts`;
 
 // Users of this run only, so that parallel runs and other files never share grants.
 const requester = `requester-${RUN}@example.com`;
@@ -93,9 +94,10 @@ before(async () => {
 });
 
 after(async () => {
-  await admin
-    .request(NODE_ACTIONS, { method: 'DELETE', query: { labelSelector: `gatehouse.dev/test-run=${RUN}` } })
-    .catch(() => undefined);
+  for (const path of [NODE_ACTIONS, NODE_ROLLOUTS])
+    await admin
+      .request(path, { method: 'DELETE', query: { labelSelector: `gatehouse.dev/test-run=${RUN}` } })
+      .catch(() => undefined);
   for (const name of bindingNames) {
     await admin
       .request(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`, { method: 'DELETE' })
@@ -329,5 +331,189 @@ describe('the executed mark and the metadata fixed at creation', () => {
     // Other labels stay the requester's to change.
     const relabelled = await patchAs(bypasser, name, { labels: { team: 'storage' } });
     assert.equal(relabelled.metadata.labels?.['talos.dev/controller-instance'], 'canary');
+  });
+});
+
+describe('NodeRollout admission', () => {
+  // The rollout's NodeActions are created by the controller (exempt) with the rollout's
+  // requestedBy and bypass: the rollout is where the requester is held to the rules.
+  interface NodeRollout {
+    metadata: { name: string; labels?: Record<string, string> };
+    spec: Spec & { bypass?: Spec; paused?: boolean };
+  }
+  function nodeRollout(requestedBy: string, spec: Spec = {}, labels: Record<string, string> = {}) {
+    return {
+      apiVersion: API_VERSION,
+      kind: 'NodeRollout',
+      metadata: { name: uniqueName('admission-roll'), labels: { 'gatehouse.dev/test-run': RUN, ...labels } },
+      spec: {
+        action: 'Reboot',
+        // No node carries this label: a controller that picks the rollout up has nothing to do.
+        nodeSelector: { matchLabels: { 'gatehouse.dev/test-run': `${RUN}-no-node` } },
+        requestedBy,
+        ...spec,
+      },
+    };
+  }
+  function createRolloutAs(user: string, body: ReturnType<typeof nodeRollout>): Promise<NodeRollout> {
+    return rest(impersonate(kc, user)).request<NodeRollout>(NODE_ROLLOUTS, { method: 'POST', body });
+  }
+  function patchRolloutAs(user: string, name: string, body: Record<string, unknown>): Promise<NodeRollout> {
+    return rest(impersonate(kc, user)).request<NodeRollout>(`${NODE_ROLLOUTS}/${name}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body,
+    });
+  }
+  const noVerb = (user: string) =>
+    new RegExp(
+      `spec\\.bypass needs the verb bypass on nodeactions\\.talos\\.dev \\(ClusterRole gatehouse:bypass\\), which ${user.replace(/[.]/g, '\\.')} does not hold`,
+    );
+  const noReason =
+    /spec\.bypass\.reason is required when bypassing health checks or hooks: say why, it is recorded in the status and an Event of every NodeAction of the rollout/;
+  const reason = 'Ceph is rebuilding after a disk swap; the nodes must reboot now';
+
+  before(async () => {
+    // The rollout policy reaches admission on its own schedule, like the action's: wait
+    // until it refuses a rollout that breaks two of its rules (so that it is in force
+    // whichever one rule a check of these tests takes away).
+    await waitFor('the admission policy to refuse a dishonest rollout', async () => {
+      try {
+        await createRolloutAs(
+          requester,
+          nodeRollout(bypasser, { bypass: { hooks: true, reason: 'warm-up' } }),
+        );
+        return undefined;
+      } catch (error) {
+        return refusalOf(error).code === 403 ? true : undefined;
+      }
+    });
+  });
+
+  it('admits a plain rollout by its own requester, and edits of it that bypass nothing', async () => {
+    const created = await createRolloutAs(requester, nodeRollout(requester));
+    assert.equal(created.spec.requestedBy, requester);
+    const paused = await patchRolloutAs(requester, created.metadata.name, { spec: { paused: true } });
+    assert.equal(paused.spec.paused, true);
+    const named = await patchRolloutAs(requester, created.metadata.name, {
+      spec: { bypass: { healthChecks: false, hooks: false } },
+    });
+    assert.equal(named.spec.bypass?.hooks, false);
+  });
+
+  it('refuses a rollout whose requestedBy names another user, from anyone', async () => {
+    for (const [user, claimed] of [
+      [requester, bypasser],
+      [bypasser, requester],
+    ] as const) {
+      const refused = await refusal(createRolloutAs(user, nodeRollout(claimed)));
+      assert.equal(refused.code, 403);
+      assert.match(
+        refused.message,
+        new RegExp(
+          `spec\\.requestedBy must be your own user name, ${user.replace(/[.]/g, '\\.')}, not ${claimed.replace(/[.]/g, '\\.')}`,
+        ),
+      );
+    }
+    const refused = await refusal(
+      admin.request(NODE_ROLLOUTS, { method: 'POST', body: nodeRollout(requester) }),
+    );
+    assert.equal(refused.code, 403);
+    assert.match(refused.message, /spec\.requestedBy must be your own user name/);
+  });
+
+  it('refuses a bypass without the verb bypass, and admits it with the verb and a reason', async () => {
+    for (const bypass of [
+      { healthChecks: true, reason },
+      { hooks: true, reason },
+    ]) {
+      const refused = await refusal(createRolloutAs(requester, nodeRollout(requester, { bypass })));
+      assert.equal(refused.code, 403, JSON.stringify(bypass));
+      assert.match(refused.message, noVerb(requester));
+    }
+    const bypass = { healthChecks: true, hooks: true, reason };
+    const created = await createRolloutAs(bypasser, nodeRollout(bypasser, { bypass }));
+    assert.deepEqual(created.spec.bypass, bypass);
+  });
+
+  it('refuses a bypass without a reason, even from a user holding the verb', async () => {
+    for (const bypass of [
+      { healthChecks: true },
+      { hooks: true, reason: '' },
+      { hooks: true, reason: '   ' },
+    ]) {
+      const refused = await refusal(createRolloutAs(bypasser, nodeRollout(bypasser, { bypass })));
+      assert.equal(refused.code, 422, JSON.stringify(bypass));
+      assert.match(refused.message, noReason);
+    }
+  });
+
+  it('refuses a bypass set or changed later without the verb, and lets a holder change it', async () => {
+    // Set on a rollout that had none.
+    const plain = await createRolloutAs(requester, nodeRollout(requester));
+    let refused = await refusal(
+      patchRolloutAs(requester, plain.metadata.name, { spec: { bypass: { hooks: true, reason } } }),
+    );
+    assert.equal(refused.code, 403);
+    assert.match(refused.message, noVerb(requester));
+    // Set to bypass on a rollout whose bypass bypassed nothing.
+    const named = await createRolloutAs(
+      requester,
+      nodeRollout(requester, { bypass: { healthChecks: false, hooks: false } }),
+    );
+    refused = await refusal(
+      patchRolloutAs(requester, named.metadata.name, { spec: { bypass: { healthChecks: true, reason } } }),
+    );
+    assert.equal(refused.code, 403);
+    assert.match(refused.message, noVerb(requester));
+    // A holder's bypass: another requester may pause the rollout (its bypass unchanged),
+    // not change what it bypasses or why.
+    const held = await createRolloutAs(bypasser, nodeRollout(bypasser, { bypass: { hooks: true, reason } }));
+    const name = held.metadata.name;
+    const paused = await patchRolloutAs(requester, name, { spec: { paused: true } });
+    assert.equal(paused.spec.paused, true);
+    for (const bypass of [{ healthChecks: true }, { reason: 'a reason of my own, not the holder’s' }]) {
+      refused = await refusal(patchRolloutAs(requester, name, { spec: { bypass } }));
+      assert.equal(refused.code, 403, JSON.stringify(bypass));
+      assert.match(refused.message, noVerb(requester));
+    }
+    // The holder may change it, with a reason; not take the reason away.
+    const widened = await patchRolloutAs(bypasser, name, { spec: { bypass: { healthChecks: true } } });
+    assert.equal(widened.spec.bypass?.healthChecks, true);
+    refused = await refusal(patchRolloutAs(bypasser, name, { spec: { bypass: { reason: ' ' } } }));
+    assert.equal(refused.code, 422);
+    assert.match(refused.message, noReason);
+    // Anyone may stop bypassing.
+    const lifted = await patchRolloutAs(requester, name, {
+      spec: { bypass: { healthChecks: false, hooks: false } },
+    });
+    assert.equal(lifted.spec.bypass?.hooks, false);
+  });
+
+  it('refuses the controller-instance label set or changed without the verb bypass', async () => {
+    const instanceLabel = 'talos.dev/controller-instance';
+    const hands =
+      /the label talos\.dev\/controller-instance hands a NodeRollout \(and its NodeActions\) to another controller instance, with its own budget: it needs the verb bypass/;
+    const chosen = await refusal(
+      createRolloutAs(requester, nodeRollout(requester, {}, { [instanceLabel]: 'canary' })),
+    );
+    assert.equal(chosen.code, 403);
+    assert.match(chosen.message, hands);
+    const created = await createRolloutAs(bypasser, nodeRollout(bypasser, {}, { [instanceLabel]: 'canary' }));
+    const name = created.metadata.name;
+    for (const value of ['elsewhere', null]) {
+      const refused = await refusal(
+        patchRolloutAs(requester, name, { metadata: { labels: { [instanceLabel]: value } } }),
+      );
+      assert.equal(refused.code, 403, String(value));
+      assert.match(refused.message, hands);
+    }
+    // Other labels stay anyone's to change; a holder may move it.
+    const relabelled = await patchRolloutAs(requester, name, { metadata: { labels: { team: 'storage' } } });
+    assert.equal(relabelled.metadata.labels?.[instanceLabel], 'canary');
+    const moved = await patchRolloutAs(bypasser, name, {
+      metadata: { labels: { [instanceLabel]: 'elsewhere' } },
+    });
+    assert.equal(moved.metadata.labels?.[instanceLabel], 'elsewhere');
   });
 });

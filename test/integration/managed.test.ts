@@ -18,6 +18,7 @@ import { ETCD_LEADER_ANNOTATION } from '../../sandbox/talos-etcd.ts';
 import { MACHINE_CONFIG_ANNOTATION, talosCallCounts } from '../../sandbox/talos-simulator.ts';
 import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
 import { cordon } from '../../src/talos/drain.ts';
+import { CALL_SETTLE_MS } from '../../src/actions/phases/executing.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import { createTalosNodes, GROUP_LABEL, isReady } from '../support/talos-nodes.ts';
 import {
@@ -830,6 +831,45 @@ describe('Managed execution', () => {
     assert.match(failed.status.undo.reason, /whether it reached the node is unknown/);
     assert.deepEqual(await undoJobsOf(namespace, failed.metadata.uid), []);
     assert.ok((await events(client, name)).some((e) => e.reason === 'NotUndone'));
+  });
+
+  it('makes the call a gone controller recorded but never sent, once the node shows it never came (issue 17)', async (t) => {
+    // The state a controller SIGKILLed between writing callTime and sending the reboot
+    // leaves behind, written here by hand (no controller of this instance runs yet); the
+    // record is older than CALL_SETTLE_MS, so the next controller asks the node at once.
+    const [node] = await managedNodes(t, uniqueName('unsent'), 1);
+    const nodeName = node ?? '';
+    const own = uniqueName('managed-unsent');
+    const name = await managedAction(t, { nodeName, action: 'Reboot', drain: { enabled: false } }, own);
+    const bootID = (await readNode(nodeName)).status?.nodeInfo?.bootID ?? '';
+    const recorded = new Date(Date.now() - CALL_SETTLE_MS - 10_000).toISOString();
+    await client.request(`${API}/nodeactions/${name}/status`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: {
+        status: {
+          phase: 'Executing',
+          startTime: recorded,
+          phaseTime: recorded,
+          approvalTime: recorded,
+          executionTime: recorded,
+          bootIDBefore: bootID,
+          execution: { drainTime: recorded, call: 'MachineService.Reboot', callTime: recorded },
+          message: `calling Talos MachineService.Reboot on node ${nodeName}`,
+        },
+      },
+    });
+    const second = await managedController(own);
+    t.after(() => second.stop());
+    const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.equal(done.status.execution?.callResult, 'Acknowledged', 'made, and answered, by this controller');
+    assert.notEqual(done.status.execution.callTime, recorded, 'recorded anew before it was made');
+    assert.notEqual(done.status.bootIDAfter, bootID);
+    assert.deepEqual((await callsOn(nodeName)).Reboot, 1, 'the reboot reached the node once');
+    const reasons = (await events(client, name)).map((e) => e.reason);
+    assert.ok(reasons.includes('TalosCallNotReceived'), reasons.join(', '));
+    assert.ok(!reasons.includes('TalosCallOutcomeUnknown'), reasons.join(', '));
   });
 
   it('does not make the Talos call again when the controller restarts while making it', async (t) => {

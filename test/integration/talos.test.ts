@@ -243,6 +243,29 @@ describe('Talos API client and simulator', () => {
     await assertWentDownThenUp(seen, node.bootID);
   });
 
+  it('tells the sequences of this boot through Events: none but the boot until a reboot, which the next boot forgets', async (t) => {
+    const node = await simulatedNode(t);
+    const sequences = async () =>
+      (await talos.sequenceEvents({ node: node.ip, quietMs: 500 })).map((e) => `${e.sequence}:${e.action}`);
+    assert.deepEqual(await sequences(), ['boot:start', 'boot:stop']);
+    await talos.reboot({ node: node.ip });
+    // Recorded before the call is answered, as Talos publishes the sequence's start.
+    // Recorded before the call is answered, as Talos publishes the sequence's start; the
+    // node may already be down (unreachable) by the time it is asked.
+    try {
+      const during = await talos.sequenceEvents({ node: node.ip, quietMs: 500 });
+      assert.ok(
+        during.some((e) => e.sequence === 'reboot' && e.action === 'start'),
+        JSON.stringify(during),
+      );
+    } catch (error) {
+      assert.match((error as Error).message, /connection refused \(the node is rebooting\)/);
+    }
+    await rebooted(node.name, node.bootID);
+    assert.deepEqual(await sequences(), ['boot:start', 'boot:stop'], 'a new boot, new events');
+    assert.ok((talosCallCounts((await readNode(node.name)).metadata.annotations).Events ?? 0) >= 3);
+  });
+
   it('upgrades a Talos 1.13 node: image pull and install with streamed progress, then reboot', async (t) => {
     const node = await simulatedNode(t);
     const image = `${INSTALLER}:v1.13.1`;

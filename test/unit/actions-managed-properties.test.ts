@@ -2,7 +2,9 @@
 // Talos call is made at most once per action, only once its record is persisted, and
 // only after a recorded drain (when the action drains) — in any interleaving of stale caches, crashes between and within
 // steps, controller restarts (the executor's memory lost), steps that succeed, fail or
-// get no answer, and a node that reboots, blips or disappears.
+// get no answer, and a node that reboots, blips or disappears. A call whose record a
+// restarted controller finds is made again only when the node's events (true in the
+// model: whether a call reached it) show it never came.
 //
 // The simulated world runs the real decide() the way the reconciler does: status writes
 // conditional on the resourceVersion decided upon, effects only after a successful
@@ -110,6 +112,8 @@ const coverage = {
   runs: 0,
   calls: 0,
   unknownAfterRestart: 0,
+  /** A call found never to have reached the node after a restart, and made then. */
+  madeAfterVerify: 0,
   succeeded: 0,
   failed: 0,
   cancelled: 0,
@@ -119,6 +123,8 @@ const coverage = {
 interface Options {
   /** Model a controller that keeps the call's record in memory only (the status loses it): must fail. */
   forgetRecord?: boolean;
+  /** Model a node whose events never show the call (a verify that lies): must fail. */
+  verifyLies?: boolean;
 }
 
 /** Runs a scenario against the real core; returns every violation seen. */
@@ -195,6 +201,8 @@ function simulate(s: Scenario, options: Options = {}): string[] {
                   state: 'succeeded',
                   message: 'done',
                   ...(step === 'call' ? { disrupts: spec.action !== 'ConfigChange' || op.reboots } : {}),
+                  // The node's events show the call iff one reached it (in this boot).
+                  ...(step === 'verify' ? { reached: !options.verifyLies && calls > 0 } : {}),
                 }
               : {
                   state: 'failed',
@@ -261,6 +269,7 @@ function simulate(s: Scenario, options: Options = {}): string[] {
               }
               calls++;
               coverage.calls++;
+              if (memory.verify) coverage.madeAfterVerify++;
               if (calls > 1) violations.push(`the Talos call was made ${calls} times`);
               if (!options.forgetRecord && recorded?.callTime === undefined)
                 violations.push('the call was made before its record was persisted');
@@ -303,17 +312,38 @@ function simulate(s: Scenario, options: Options = {}): string[] {
   return violations;
 }
 
+/**
+ * A call recorded, then the controller dies before it leaves (crashAfter 0); the next
+ * one waits out CALL_SETTLE_MS, asks the node, and makes the call. Given to the property
+ * as an example, so that every run of it covers that path.
+ */
+const RECORDED_NEVER_SENT: Scenario = {
+  spec: { action: 'Reboot', execution: 'Managed', drain: { enabled: false } },
+  osImage: 'Talos (v1.13.0)',
+  ops: [
+    { type: 'reconcile', statusLag: 0, crashAfter: 0 },
+    { type: 'restart' },
+    { type: 'reconcile', statusLag: 0, crashAfter: -1 },
+    { type: 'tick', seconds: 600 },
+    { type: 'reconcile', statusLag: 0, crashAfter: -1 },
+    { type: 'finish', index: 0, outcome: 'succeeded', reboots: true },
+    { type: 'reconcile', statusLag: 0, crashAfter: -1 },
+    { type: 'reconcile', statusLag: 0, crashAfter: -1 },
+  ],
+};
+
 describe('Managed execution (property-based)', () => {
   it('makes the Talos call at most once, only once recorded, and only after a recorded drain', () => {
     fc.assert(
       fc.property(scenarioArb, (s) => {
         assert.deepEqual(simulate(s), []);
       }),
-      { numRuns: RUNS },
+      { numRuns: RUNS, examples: [[RECORDED_NEVER_SENT]] },
     );
     const share = (n: number) => n / coverage.runs;
     assert.ok(share(coverage.calls) > 0.1, `calls in ${JSON.stringify(coverage)}`);
     assert.ok(coverage.unknownAfterRestart > 0, `restarts after the call in ${JSON.stringify(coverage)}`);
+    assert.ok(coverage.madeAfterVerify > 0, `calls made after a verify in ${JSON.stringify(coverage)}`);
     assert.ok(
       coverage.succeeded > 0 && coverage.failed > 0 && coverage.cancelled > 0 && coverage.staleWrites > 0,
       JSON.stringify(coverage),
@@ -330,5 +360,28 @@ describe('Managed execution (property-based)', () => {
     };
     assert.deepEqual(simulate(s), []);
     assert.deepEqual(simulate(s, { forgetRecord: true }), ['the Talos call was made 2 times']);
+  });
+
+  it('can fail: a node whose events never showed a call that came would be called twice', () => {
+    const reconcile = { type: 'reconcile', statusLag: 0, crashAfter: -1 } as const;
+    const finish = { type: 'finish', index: 0, outcome: 'succeeded', reboots: true } as const;
+    const s: Scenario = {
+      spec: { action: 'Reboot', execution: 'Managed', drain: { enabled: false } },
+      osImage: 'Talos (v1.13.0)',
+      // The call is made, then the controller dies before its answer; the node has not
+      // gone down yet when the next one asks.
+      ops: [
+        reconcile,
+        reconcile,
+        { type: 'restart' },
+        reconcile,
+        { type: 'tick', seconds: 600 },
+        reconcile,
+        finish,
+        reconcile,
+      ],
+    };
+    assert.deepEqual(simulate(s), []);
+    assert.deepEqual(simulate(s, { verifyLies: true }), ['the Talos call was made 2 times']);
   });
 });

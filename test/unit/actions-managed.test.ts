@@ -11,6 +11,7 @@ import {
 } from '../../src/actions/decide.ts';
 import type { NodeActionSpec, NodeActionStatus } from '../../src/api/node-action.ts';
 import type { ExecutionFacts } from '../../src/talos/facts.ts';
+import { CALL_SETTLE_MS } from '../../src/actions/phases/executing.ts';
 import { action, admitted, at, hook, input, node, T0 } from './action-fixtures.ts';
 
 const IMAGE = 'ghcr.io/siderolabs/installer:v1.13.1';
@@ -262,10 +263,30 @@ describe('Managed execution: failures', () => {
 });
 
 describe('Managed execution: the call is never made twice', () => {
-  it('waits for the node when it finds the call recorded but knows nothing of it (a restart)', () => {
+  /** A new process (the executor knows nothing) finds the call recorded, and waits out CALL_SETTLE_MS. */
+  function restartedAfterTheRecord(): { i: ActionInput; d: ActionDecision } {
     const { i: before, d: recorded } = upToTheCall();
-    // A new process: the executor knows nothing.
-    const i = next(before, recorded, { execution: {} });
+    let i = next(before, recorded, { execution: {} });
+    let d = decide(i);
+    assert.equal(d.status.phase, 'Executing');
+    assert.deepEqual(work(d), [], 'nothing before a call the gone process sent has arrived or been given up');
+    assert.match(
+      d.status.message ?? '',
+      /restarted .* while calling Talos MachineService\.Reboot on node w1: waiting until/,
+    );
+    assert.equal(d.requeueAfterMs, CALL_SETTLE_MS - 1000);
+    i = { ...next(i, d), now: new Date(i.now.getTime() + CALL_SETTLE_MS) };
+    d = decide(i);
+    assert.deepEqual(work(d), [{ type: 'talos', step: 'verify', call: 'MachineService.Reboot' }]);
+    assert.match(d.status.message ?? '', /asking the node for its events since it booted/);
+    return { i, d };
+  }
+
+  it('waits for the node when a restarted controller finds the call recorded and the node shows it came', () => {
+    const { i: asked, d: asking } = restartedAfterTheRecord();
+    const i = next(asked, asking, {
+      execution: { verify: done('a reboot sequence started', { reached: true }) },
+    });
     const d = decide(i);
     assert.equal(d.status.phase, 'WaitingForNode');
     assert.equal(d.status.execution?.callResult, 'Unknown');
@@ -279,6 +300,51 @@ describe('Managed execution: the call is never made twice', () => {
     const back = decide(next(i, d, { node: node('w1', { osImage: 'Talos (v1.13.1)', bootID: 'boot-2' }) }));
     assert.equal(back.status.phase, 'Succeeded');
     assert.equal(back.status.bootIDAfter, 'boot-2');
+  });
+
+  it('waits for the node when the node cannot tell, or is already in another boot', () => {
+    const { i: asked, d: asking } = restartedAfterTheRecord();
+    const failed = decide(
+      next(asked, asking, { execution: { verify: { state: 'failed', message: 'connection refused' } } }),
+    );
+    assert.equal(failed.status.phase, 'WaitingForNode');
+    assert.equal(failed.status.execution?.callResult, 'Unknown');
+    assert.deepEqual(work(failed), []);
+    const { i: before, d: recorded } = upToTheCall();
+    const rebooted = decide(
+      next(before, recorded, { execution: {}, node: node('w1', { osImage: V13, bootID: 'boot-2' }) }),
+    );
+    assert.notEqual(
+      rebooted.status.execution?.callResult,
+      undefined,
+      'not asked: the node shows more than its events would',
+    );
+    assert.deepEqual(
+      work(rebooted).filter((e) => e.type === 'talos'),
+      [],
+    );
+  });
+
+  it('makes the call anew when the node, in the same boot, shows it never came', () => {
+    const { i: asked, d: asking } = restartedAfterTheRecord();
+    const i = next(asked, asking, {
+      execution: {
+        verify: done("the node's 2 events since it booted show no reboot sequence", { reached: false }),
+      },
+    });
+    const d = decide(i);
+    const first = asked.action.status?.execution?.callTime;
+    const callTime = d.status.execution?.callTime;
+    assert.equal(d.status.phase, 'Executing');
+    assert.ok(callTime && callTime !== first, 'recorded anew');
+    assert.equal(d.status.execution?.callResult, undefined);
+    assert.deepEqual(work(d), [{ type: 'talos', step: 'call', call: 'MachineService.Reboot', callTime }]);
+    assert.ok(events(d).includes('Normal:TalosCallNotReceived'));
+    assert.match(condition(d.status, 'Executed')?.message ?? '', /never reached node w1 .*: calling it now/);
+    // This process made it: its answer decides, as for any call.
+    const acked = decide(next(i, d, { execution: { call: done('rebooting', { disrupts: true }) } }));
+    assert.equal(acked.status.phase, 'WaitingForNode');
+    assert.equal(acked.status.execution?.callResult, 'Acknowledged');
   });
 
   it('waits for the node when the call got no answer', () => {

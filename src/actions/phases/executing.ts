@@ -3,19 +3,31 @@
 //
 //   prepare (repeatable) → drain (repeatable; recorded as drainTime) → install
 //   (repeatable) → the Talos call: callTime is written before the call is made, and
-//   once it is written the call is never made again — a controller that finds it
-//   without knowing the call's outcome waits for the node instead.
+//   once it is written the call is never made again unless the node shows it never
+//   came: a controller that finds the record without knowing the call's outcome (the
+//   process that made it is gone) waits until any call that process sent has arrived
+//   or been given up (CALL_SETTLE_MS), then asks the node — still in the boot the call
+//   was recorded in — for its events since it booted. No sequence of that call among
+//   them: the call never reached it, and is recorded anew and made. Otherwise, or when
+//   the node cannot tell, it waits for the node.
 //
 // The repeatable steps run again in a process that has no result of them (after a
 // restart), so a controller that died between installing an upgrade and rebooting
 // into it installs again and reboots, instead of waiting for a reboot nobody makes.
 import type { ExecutionRecord } from '../../api/node-action.ts';
-import type { TalosPlan } from '../../talos/plan.ts';
+import { callSequence, type TalosPlan } from '../../talos/plan.ts';
 import type { ExecutionStepFacts } from '../../talos/facts.ts';
 import { errorMessage, formatDuration } from '../../wait.ts';
 import { blockedSince, drainHoldWords, drainRecord } from '../drain-hold.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { ACTION_DESCRIPTORS, completionOf, drainsBeforeCall, waitingMessage } from '../descriptors.ts';
+
+/**
+ * How long after a call was recorded a controller that knows nothing of it waits before
+ * asking the node whether it came: by then a call the gone process sent has arrived, or
+ * been given up (the Talos client's deadline for a call is 60s).
+ */
+export const CALL_SETTLE_MS = 90_000;
 
 export function execute(b: DecisionBuilder): void {
   const { spec, node, nodeName, now, status, condition, event } = b;
@@ -176,6 +188,7 @@ function afterCall(b: DecisionBuilder, recorded: ExecutionRecord, op: ExecutionS
     b.end('Failed', `Talos ${call} failed: ${op.message}`);
     return;
   }
+  if (!op && !verifyCall(b, recorded)) return;
   // Made, perhaps: by a process that is gone, or without an answer. Never again.
   const why = op
     ? `no answer from Talos: ${op.message}`
@@ -194,4 +207,49 @@ function afterCall(b: DecisionBuilder, recorded: ExecutionRecord, op: ExecutionS
     return;
   }
   transition('WaitingForNode', `${message}; ${waitingMessage(completion)}`);
+}
+
+/**
+ * A call recorded by a process that is gone (nothing known of it here): asks the node,
+ * still in the boot the call was recorded in, whether it came, and makes it anew when
+ * the node's events show it never did. False: this pass is decided here. True: the
+ * outcome stays unknown (the node shows the call, or cannot tell), and the action waits
+ * for the node.
+ */
+function verifyCall(b: DecisionBuilder, recorded: ExecutionRecord): boolean {
+  const { node, nodeName, now, status, condition, event } = b;
+  const call = recorded.call ?? '';
+  const sequence = callSequence(call);
+  // A node in another boot already shows the call (or something that did as much).
+  if (!sequence || !node || node.bootID === undefined || node.bootID !== status.bootIDBefore) return true;
+  const settled = Date.parse(recorded.callTime ?? '') + CALL_SETTLE_MS;
+  if (Number.isNaN(settled)) return true;
+  const intro = `the controller restarted (or another replica took over) while calling Talos ${call} on node ${nodeName}`;
+  if (now.getTime() < settled) {
+    b.say(
+      `${intro}: waiting until ${new Date(settled).toISOString()} for a call it may have sent to arrive, then asking the node whether it did`,
+    );
+    b.wake(settled - now.getTime());
+    return false;
+  }
+  const verify = b.input.execution?.verify;
+  if (!verify) {
+    b.effect({ type: 'talos', step: 'verify', call });
+    b.say(`${intro}: asking the node for its events since it booted`);
+    return false;
+  }
+  if (verify.state === 'running') {
+    b.say(`${intro}: asking the node for its events since it booted`);
+    return false;
+  }
+  if (verify.state === 'failed' || verify.reached !== false) return true;
+  // Never reached the node: recorded anew (the executor's guard reads this callTime), then made.
+  const callTime = now.toISOString();
+  const message = `Talos ${call} never reached node ${nodeName} (${intro}; ${verify.message}): calling it now`;
+  status.execution = { ...recorded, callTime };
+  condition('Executed', 'Unknown', 'Calling', message);
+  event('Normal', 'TalosCallNotReceived', message);
+  b.say(message);
+  b.effect({ type: 'talos', step: 'call', call, callTime });
+  return false;
 }

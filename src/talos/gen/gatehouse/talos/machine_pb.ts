@@ -1,6 +1,6 @@
 // The part of Talos's `machine` package that gatehouse calls: MachineService (version,
-// reboot, shutdown, reset, apply configuration, the legacy upgrade and the etcd
-// methods the etcd guard reads), ImageService.Pull and LifecycleService.Upgrade
+// reboot, shutdown, reset, apply configuration, the legacy upgrade, the etcd
+// methods the etcd guard reads, and the events of the node's current boot), ImageService.Pull and LifecycleService.Upgrade
 // (both from Talos 1.13). Names, field numbers and types are Talos's; only the fields
 // gatehouse sends or reads are declared, and a decoder keeps the rest as unknown.
 
@@ -12,15 +12,15 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { ContainerdInstance, Metadata } from "./common_pb.ts";
 import { file_gatehouse_talos_common } from "./common_pb.ts";
-import type { Duration, EmptySchema } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration, file_google_protobuf_empty } from "@bufbuild/protobuf/wkt";
+import type { Any, Duration, EmptySchema } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_empty } from "@bufbuild/protobuf/wkt";
 import type { Message, UnknownEnum } from "@bufbuild/protobuf";
 
 /**
  * Describes the file gatehouse/talos/machine.proto.
  */
 export const file_gatehouse_talos_machine: GenFile = /*@__PURE__*/
-  fileDesc("Ch1nYXRlaG91c2UvdGFsb3MvbWFjaGluZS5wcm90bxIHbWFjaGluZSJkCgtWZXJzaW9uSW5mbxILCgN0YWcYASABKAkSCwoDc2hhGAIgASgJEg0KBWJ1aWx0GAMgASgJEhIKCmdvX3ZlcnNpb24YBCABKAkSCgoCb3MYBSABKAkSDAoEYXJjaBgGIAEoCSIqCgxQbGF0Zm9ybUluZm8SDAoEbmFtZRgBIAEoCRIMCgRtb2RlGAIgASgJIhwKDEZlYXR1cmVzSW5mbxIMCgRyYmFjGAEgASgIIqYBCgdWZXJzaW9uEiIKCG1ldGFkYXRhGAEgASgLMhAuY29tbW9uLk1ldGFkYXRhEiUKB3ZlcnNpb24YAiABKAsyFC5tYWNoaW5lLlZlcnNpb25JbmZvEicKCHBsYXRmb3JtGAMgASgLMhUubWFjaGluZS5QbGF0Zm9ybUluZm8SJwoIZmVhdHVyZXMYBCABKAsyFS5tYWNoaW5lLkZlYXR1cmVzSW5mbyI1Cg9WZXJzaW9uUmVzcG9uc2USIgoIbWVzc2FnZXMYASADKAsyEC5tYWNoaW5lLlZlcnNpb24iagoNUmVib290UmVxdWVzdBIpCgRtb2RlGAEgASgOMhsubWFjaGluZS5SZWJvb3RSZXF1ZXN0Lk1vZGUiLgoETW9kZRILCgdERUZBVUxUEAASDgoKUE9XRVJDWUNMRRABEgkKBUZPUkNFEAIiPgoGUmVib290EiIKCG1ldGFkYXRhGAEgASgLMhAuY29tbW9uLk1ldGFkYXRhEhAKCGFjdG9yX2lkGAIgASgJIjMKDlJlYm9vdFJlc3BvbnNlEiEKCG1lc3NhZ2VzGAEgAygLMg8ubWFjaGluZS5SZWJvb3QiIAoPU2h1dGRvd25SZXF1ZXN0Eg0KBWZvcmNlGAEgASgIIkAKCFNodXRkb3duEiIKCG1ldGFkYXRhGAEgASgLMhAuY29tbW9uLk1ldGFkYXRhEhAKCGFjdG9yX2lkGAIgASgJIjcKEFNodXRkb3duUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5tYWNoaW5lLlNodXRkb3duIjEKElJlc2V0UGFydGl0aW9uU3BlYxINCgVsYWJlbBgBIAEoCRIMCgR3aXBlGAIgASgIIvABCgxSZXNldFJlcXVlc3QSEAoIZ3JhY2VmdWwYASABKAgSDgoGcmVib290GAIgASgIEj4KGXN5c3RlbV9wYXJ0aXRpb25zX3RvX3dpcGUYAyADKAsyGy5tYWNoaW5lLlJlc2V0UGFydGl0aW9uU3BlYxIaChJ1c2VyX2Rpc2tzX3RvX3dpcGUYBCADKAkSLAoEbW9kZRgFIAEoDjIeLm1hY2hpbmUuUmVzZXRSZXF1ZXN0LldpcGVNb2RlIjQKCFdpcGVNb2RlEgcKA0FMTBAAEg8KC1NZU1RFTV9ESVNLEAESDgoKVVNFUl9ESVNLUxACIj0KBVJlc2V0EiIKCG1ldGFkYXRhGAEgASgLMhAuY29tbW9uLk1ldGFkYXRhEhAKCGFjdG9yX2lkGAIgASgJIjEKDVJlc2V0UmVzcG9uc2USIAoIbWVzc2FnZXMYASADKAsyDi5tYWNoaW5lLlJlc2V0IugBChlBcHBseUNvbmZpZ3VyYXRpb25SZXF1ZXN0EgwKBGRhdGEYASABKAwSNQoEbW9kZRgEIAEoDjInLm1hY2hpbmUuQXBwbHlDb25maWd1cmF0aW9uUmVxdWVzdC5Nb2RlEg8KB2RyeV9ydW4YBSABKAgSMwoQdHJ5X21vZGVfdGltZW91dBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJACgRNb2RlEgoKBlJFQk9PVBAAEggKBEFVVE8QARINCglOT19SRUJPT1QQAhIKCgZTVEFHRUQQAxIHCgNUUlkQBCKXAQoSQXBwbHlDb25maWd1cmF0aW9uEiIKCG1ldGFkYXRhGAEgASgLMhAuY29tbW9uLk1ldGFkYXRhEhAKCHdhcm5pbmdzGAIgAygJEjUKBG1vZGUYAyABKA4yJy5tYWNoaW5lLkFwcGx5Q29uZmlndXJhdGlvblJlcXVlc3QuTW9kZRIUCgxtb2RlX2RldGFpbHMYBCABKAkiSwoaQXBwbHlDb25maWd1cmF0aW9uUmVzcG9uc2USLQoIbWVzc2FnZXMYASADKAsyGy5tYWNoaW5lLkFwcGx5Q29uZmlndXJhdGlvbiKzAQoOVXBncmFkZVJlcXVlc3QSDQoFaW1hZ2UYASABKAkSEAoIcHJlc2VydmUYAiABKAgSDQoFc3RhZ2UYAyABKAgSDQoFZm9yY2UYBCABKAgSNwoLcmVib290X21vZGUYBSABKA4yIi5tYWNoaW5lLlVwZ3JhZGVSZXF1ZXN0LlJlYm9vdE1vZGUiKQoKUmVib290TW9kZRILCgdERUZBVUxUEAASDgoKUE9XRVJDWUNMRRABIkwKB1VwZ3JhZGUSIgoIbWV0YWRhdGEYASABKAsyEC5jb21tb24uTWV0YWRhdGESCwoDYWNrGAIgASgJEhAKCGFjdG9yX2lkGAMgASgJIjUKD1VwZ3JhZGVSZXNwb25zZRIiCghtZXNzYWdlcxgBIAMoCzIQLm1hY2hpbmUuVXBncmFkZSIsChVFdGNkTWVtYmVyTGlzdFJlcXVlc3QSEwoLcXVlcnlfbG9jYWwYASABKAgiZgoKRXRjZE1lbWJlchIKCgJpZBgCIAEoBBIQCghob3N0bmFtZRgDIAEoCRIRCglwZWVyX3VybHMYBCADKAkSEwoLY2xpZW50X3VybHMYBSADKAkSEgoKaXNfbGVhcm5lchgGIAEoCCJXCgtFdGNkTWVtYmVycxIiCghtZXRhZGF0YRgBIAEoCzIQLmNvbW1vbi5NZXRhZGF0YRIkCgdtZW1iZXJzGAMgAygLMhMubWFjaGluZS5FdGNkTWVtYmVyIkAKFkV0Y2RNZW1iZXJMaXN0UmVzcG9uc2USJgoIbWVzc2FnZXMYASADKAsyFC5tYWNoaW5lLkV0Y2RNZW1iZXJzIt8BChBFdGNkTWVtYmVyU3RhdHVzEhgKEHByb3RvY29sX3ZlcnNpb24YASABKAkSDwoHZGJfc2l6ZRgCIAEoAxIWCg5kYl9zaXplX2luX3VzZRgDIAEoAxIOCgZsZWFkZXIYBCABKAQSEgoKcmFmdF9pbmRleBgFIAEoBBIRCglyYWZ0X3Rlcm0YBiABKAQSGgoScmFmdF9hcHBsaWVkX2luZGV4GAcgASgEEg4KBmVycm9ycxgIIAMoCRISCgppc19sZWFybmVyGAkgASgIEhEKCW1lbWJlcl9pZBgKIAEoBCJiCgpFdGNkU3RhdHVzEiIKCG1ldGFkYXRhGAEgASgLMhAuY29tbW9uLk1ldGFkYXRhEjAKDW1lbWJlcl9zdGF0dXMYAiABKAsyGS5tYWNoaW5lLkV0Y2RNZW1iZXJTdGF0dXMiOwoSRXRjZFN0YXR1c1Jlc3BvbnNlEiUKCG1lc3NhZ2VzGAEgAygLMhMubWFjaGluZS5FdGNkU3RhdHVzIogBCg9FdGNkTWVtYmVyQWxhcm0SEQoJbWVtYmVyX2lkGAEgASgEEjEKBWFsYXJtGAIgASgOMiIubWFjaGluZS5FdGNkTWVtYmVyQWxhcm0uQWxhcm1UeXBlIi8KCUFsYXJtVHlwZRIICgROT05FEAASCwoHTk9TUEFDRRABEgsKB0NPUlJVUFQQAiJgCglFdGNkQWxhcm0SIgoIbWV0YWRhdGEYASABKAsyEC5jb21tb24uTWV0YWRhdGESLwoNbWVtYmVyX2FsYXJtcxgCIAMoCzIYLm1hY2hpbmUuRXRjZE1lbWJlckFsYXJtIj0KFUV0Y2RBbGFybUxpc3RSZXNwb25zZRIkCghtZXNzYWdlcxgBIAMoCzISLm1hY2hpbmUuRXRjZEFsYXJtIh4KHEV0Y2RGb3JmZWl0TGVhZGVyc2hpcFJlcXVlc3QiSwoVRXRjZEZvcmZlaXRMZWFkZXJzaGlwEiIKCG1ldGFkYXRhGAEgASgLMhAuY29tbW9uLk1ldGFkYXRhEg4KBm1lbWJlchgCIAEoCSJRCh1FdGNkRm9yZmVpdExlYWRlcnNoaXBSZXNwb25zZRIwCghtZXNzYWdlcxgBIAMoCzIeLm1hY2hpbmUuRXRjZEZvcmZlaXRMZWFkZXJzaGlwIlwKF0ltYWdlU2VydmljZVB1bGxSZXF1ZXN0Ei4KCmNvbnRhaW5lcmQYASABKAsyGi5jb21tb24uQ29udGFpbmVyZEluc3RhbmNlEhEKCWltYWdlX3JlZhgDIAEoCSKVAgodSW1hZ2VTZXJ2aWNlUHVsbExheWVyUHJvZ3Jlc3MSPQoGc3RhdHVzGAEgASgOMi0ubWFjaGluZS5JbWFnZVNlcnZpY2VQdWxsTGF5ZXJQcm9ncmVzcy5TdGF0dXMSKgoHZWxhcHNlZBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZvZmZzZXQYAyABKAMSDQoFdG90YWwYBCABKAMiagoGU3RhdHVzEg8KC0RPV05MT0FESU5HEAASFQoRRE9XTkxPQURfQ09NUExFVEUQARIOCgpFWFRSQUNUSU5HEAISFAoQRVhUUkFDVF9DT01QTEVURRADEhIKDkFMUkVBRFlfRVhJU1RTEAQiZgoYSW1hZ2VTZXJ2aWNlUHVsbFByb2dyZXNzEhAKCGxheWVyX2lkGAEgASgJEjgKCHByb2dyZXNzGAIgASgLMiYubWFjaGluZS5JbWFnZVNlcnZpY2VQdWxsTGF5ZXJQcm9ncmVzcyJyChhJbWFnZVNlcnZpY2VQdWxsUmVzcG9uc2USDgoEbmFtZRgBIAEoCUgAEjoKDXB1bGxfcHJvZ3Jlc3MYAiABKAsyIS5tYWNoaW5lLkltYWdlU2VydmljZVB1bGxQcm9ncmVzc0gAQgoKCHJlc3BvbnNlIiwKFkluc3RhbGxBcnRpZmFjdHNTb3VyY2USEgoKaW1hZ2VfbmFtZRgBIAEoCSKBAQoeTGlmZWN5Y2xlU2VydmljZVVwZ3JhZGVSZXF1ZXN0Ei4KCmNvbnRhaW5lcmQYASABKAsyGi5jb21tb24uQ29udGFpbmVyZEluc3RhbmNlEi8KBnNvdXJjZRgCIAEoCzIfLm1hY2hpbmUuSW5zdGFsbEFydGlmYWN0c1NvdXJjZSJVCh9MaWZlY3ljbGVTZXJ2aWNlSW5zdGFsbFByb2dyZXNzEhEKB21lc3NhZ2UYASABKAlIABITCglleGl0X2NvZGUYAiABKAVIAEIKCghyZXNwb25zZSJdCh9MaWZlY3ljbGVTZXJ2aWNlVXBncmFkZVJlc3BvbnNlEjoKCHByb2dyZXNzGAEgASgLMigubWFjaGluZS5MaWZlY3ljbGVTZXJ2aWNlSW5zdGFsbFByb2dyZXNzMuUFCg5NYWNoaW5lU2VydmljZRJdChJBcHBseUNvbmZpZ3VyYXRpb24SIi5tYWNoaW5lLkFwcGx5Q29uZmlndXJhdGlvblJlcXVlc3QaIy5tYWNoaW5lLkFwcGx5Q29uZmlndXJhdGlvblJlc3BvbnNlEkcKDUV0Y2RBbGFybUxpc3QSFi5nb29nbGUucHJvdG9idWYuRW1wdHkaHi5tYWNoaW5lLkV0Y2RBbGFybUxpc3RSZXNwb25zZRJmChVFdGNkRm9yZmVpdExlYWRlcnNoaXASJS5tYWNoaW5lLkV0Y2RGb3JmZWl0TGVhZGVyc2hpcFJlcXVlc3QaJi5tYWNoaW5lLkV0Y2RGb3JmZWl0TGVhZGVyc2hpcFJlc3BvbnNlElEKDkV0Y2RNZW1iZXJMaXN0Eh4ubWFjaGluZS5FdGNkTWVtYmVyTGlzdFJlcXVlc3QaHy5tYWNoaW5lLkV0Y2RNZW1iZXJMaXN0UmVzcG9uc2USQQoKRXRjZFN0YXR1cxIWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eRobLm1hY2hpbmUuRXRjZFN0YXR1c1Jlc3BvbnNlEjkKBlJlYm9vdBIWLm1hY2hpbmUuUmVib290UmVxdWVzdBoXLm1hY2hpbmUuUmVib290UmVzcG9uc2USNgoFUmVzZXQSFS5tYWNoaW5lLlJlc2V0UmVxdWVzdBoWLm1hY2hpbmUuUmVzZXRSZXNwb25zZRI/CghTaHV0ZG93bhIYLm1hY2hpbmUuU2h1dGRvd25SZXF1ZXN0GhkubWFjaGluZS5TaHV0ZG93blJlc3BvbnNlEjwKB1VwZ3JhZGUSFy5tYWNoaW5lLlVwZ3JhZGVSZXF1ZXN0GhgubWFjaGluZS5VcGdyYWRlUmVzcG9uc2USOwoHVmVyc2lvbhIWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eRoYLm1hY2hpbmUuVmVyc2lvblJlc3BvbnNlMl0KDEltYWdlU2VydmljZRJNCgRQdWxsEiAubWFjaGluZS5JbWFnZVNlcnZpY2VQdWxsUmVxdWVzdBohLm1hY2hpbmUuSW1hZ2VTZXJ2aWNlUHVsbFJlc3BvbnNlMAEycgoQTGlmZWN5Y2xlU2VydmljZRJeCgdVcGdyYWRlEicubWFjaGluZS5MaWZlY3ljbGVTZXJ2aWNlVXBncmFkZVJlcXVlc3QaKC5tYWNoaW5lLkxpZmVjeWNsZVNlcnZpY2VVcGdyYWRlUmVzcG9uc2UwAWIGcHJvdG8z", [file_gatehouse_talos_common, file_google_protobuf_duration, file_google_protobuf_empty]);
+  fileDesc("Ch1nYXRlaG91c2UvdGFsb3MvbWFjaGluZS5wcm90bxIHbWFjaGluZSJkCgtWZXJzaW9uSW5mbxILCgN0YWcYASABKAkSCwoDc2hhGAIgASgJEg0KBWJ1aWx0GAMgASgJEhIKCmdvX3ZlcnNpb24YBCABKAkSCgoCb3MYBSABKAkSDAoEYXJjaBgGIAEoCSIqCgxQbGF0Zm9ybUluZm8SDAoEbmFtZRgBIAEoCRIMCgRtb2RlGAIgASgJIhwKDEZlYXR1cmVzSW5mbxIMCgRyYmFjGAEgASgIIqYBCgdWZXJzaW9uEiIKCG1ldGFkYXRhGAEgASgLMhAuY29tbW9uLk1ldGFkYXRhEiUKB3ZlcnNpb24YAiABKAsyFC5tYWNoaW5lLlZlcnNpb25JbmZvEicKCHBsYXRmb3JtGAMgASgLMhUubWFjaGluZS5QbGF0Zm9ybUluZm8SJwoIZmVhdHVyZXMYBCABKAsyFS5tYWNoaW5lLkZlYXR1cmVzSW5mbyI1Cg9WZXJzaW9uUmVzcG9uc2USIgoIbWVzc2FnZXMYASADKAsyEC5tYWNoaW5lLlZlcnNpb24iJAoNRXZlbnRzUmVxdWVzdBITCgt0YWlsX2V2ZW50cxgBIAEoBSJtCgVFdmVudBIiCghtZXRhZGF0YRgBIAEoCzIQLmNvbW1vbi5NZXRhZGF0YRIiCgRkYXRhGAIgASgLMhQuZ29vZ2xlLnByb3RvYnVmLkFueRIKCgJpZBgDIAEoCRIQCghhY3Rvcl9pZBgEIAEoCSJ5Cg1TZXF1ZW5jZUV2ZW50EhAKCHNlcXVlbmNlGAEgASgJEi0KBmFjdGlvbhgCIAEoDjIdLm1hY2hpbmUuU2VxdWVuY2VFdmVudC5BY3Rpb24iJwoGQWN0aW9uEggKBE5PT1AQABIJCgVTVEFSVBABEggKBFNUT1AQAiJqCg1SZWJvb3RSZXF1ZXN0EikKBG1vZGUYASABKA4yGy5tYWNoaW5lLlJlYm9vdFJlcXVlc3QuTW9kZSIuCgRNb2RlEgsKB0RFRkFVTFQQABIOCgpQT1dFUkNZQ0xFEAESCQoFRk9SQ0UQAiI+CgZSZWJvb3QSIgoIbWV0YWRhdGEYASABKAsyEC5jb21tb24uTWV0YWRhdGESEAoIYWN0b3JfaWQYAiABKAkiMwoOUmVib290UmVzcG9uc2USIQoIbWVzc2FnZXMYASADKAsyDy5tYWNoaW5lLlJlYm9vdCIgCg9TaHV0ZG93blJlcXVlc3QSDQoFZm9yY2UYASABKAgiQAoIU2h1dGRvd24SIgoIbWV0YWRhdGEYASABKAsyEC5jb21tb24uTWV0YWRhdGESEAoIYWN0b3JfaWQYAiABKAkiNwoQU2h1dGRvd25SZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLm1hY2hpbmUuU2h1dGRvd24iMQoSUmVzZXRQYXJ0aXRpb25TcGVjEg0KBWxhYmVsGAEgASgJEgwKBHdpcGUYAiABKAgi8AEKDFJlc2V0UmVxdWVzdBIQCghncmFjZWZ1bBgBIAEoCBIOCgZyZWJvb3QYAiABKAgSPgoZc3lzdGVtX3BhcnRpdGlvbnNfdG9fd2lwZRgDIAMoCzIbLm1hY2hpbmUuUmVzZXRQYXJ0aXRpb25TcGVjEhoKEnVzZXJfZGlza3NfdG9fd2lwZRgEIAMoCRIsCgRtb2RlGAUgASgOMh4ubWFjaGluZS5SZXNldFJlcXVlc3QuV2lwZU1vZGUiNAoIV2lwZU1vZGUSBwoDQUxMEAASDwoLU1lTVEVNX0RJU0sQARIOCgpVU0VSX0RJU0tTEAIiPQoFUmVzZXQSIgoIbWV0YWRhdGEYASABKAsyEC5jb21tb24uTWV0YWRhdGESEAoIYWN0b3JfaWQYAiABKAkiMQoNUmVzZXRSZXNwb25zZRIgCghtZXNzYWdlcxgBIAMoCzIOLm1hY2hpbmUuUmVzZXQi6AEKGUFwcGx5Q29uZmlndXJhdGlvblJlcXVlc3QSDAoEZGF0YRgBIAEoDBI1CgRtb2RlGAQgASgOMicubWFjaGluZS5BcHBseUNvbmZpZ3VyYXRpb25SZXF1ZXN0Lk1vZGUSDwoHZHJ5X3J1bhgFIAEoCBIzChB0cnlfbW9kZV90aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkAKBE1vZGUSCgoGUkVCT09UEAASCAoEQVVUTxABEg0KCU5PX1JFQk9PVBACEgoKBlNUQUdFRBADEgcKA1RSWRAEIpcBChJBcHBseUNvbmZpZ3VyYXRpb24SIgoIbWV0YWRhdGEYASABKAsyEC5jb21tb24uTWV0YWRhdGESEAoId2FybmluZ3MYAiADKAkSNQoEbW9kZRgDIAEoDjInLm1hY2hpbmUuQXBwbHlDb25maWd1cmF0aW9uUmVxdWVzdC5Nb2RlEhQKDG1vZGVfZGV0YWlscxgEIAEoCSJLChpBcHBseUNvbmZpZ3VyYXRpb25SZXNwb25zZRItCghtZXNzYWdlcxgBIAMoCzIbLm1hY2hpbmUuQXBwbHlDb25maWd1cmF0aW9uIrMBCg5VcGdyYWRlUmVxdWVzdBINCgVpbWFnZRgBIAEoCRIQCghwcmVzZXJ2ZRgCIAEoCBINCgVzdGFnZRgDIAEoCBINCgVmb3JjZRgEIAEoCBI3CgtyZWJvb3RfbW9kZRgFIAEoDjIiLm1hY2hpbmUuVXBncmFkZVJlcXVlc3QuUmVib290TW9kZSIpCgpSZWJvb3RNb2RlEgsKB0RFRkFVTFQQABIOCgpQT1dFUkNZQ0xFEAEiTAoHVXBncmFkZRIiCghtZXRhZGF0YRgBIAEoCzIQLmNvbW1vbi5NZXRhZGF0YRILCgNhY2sYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkiNQoPVXBncmFkZVJlc3BvbnNlEiIKCG1lc3NhZ2VzGAEgAygLMhAubWFjaGluZS5VcGdyYWRlIiwKFUV0Y2RNZW1iZXJMaXN0UmVxdWVzdBITCgtxdWVyeV9sb2NhbBgBIAEoCCJmCgpFdGNkTWVtYmVyEgoKAmlkGAIgASgEEhAKCGhvc3RuYW1lGAMgASgJEhEKCXBlZXJfdXJscxgEIAMoCRITCgtjbGllbnRfdXJscxgFIAMoCRISCgppc19sZWFybmVyGAYgASgIIlcKC0V0Y2RNZW1iZXJzEiIKCG1ldGFkYXRhGAEgASgLMhAuY29tbW9uLk1ldGFkYXRhEiQKB21lbWJlcnMYAyADKAsyEy5tYWNoaW5lLkV0Y2RNZW1iZXIiQAoWRXRjZE1lbWJlckxpc3RSZXNwb25zZRImCghtZXNzYWdlcxgBIAMoCzIULm1hY2hpbmUuRXRjZE1lbWJlcnMi3wEKEEV0Y2RNZW1iZXJTdGF0dXMSGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoCRIPCgdkYl9zaXplGAIgASgDEhYKDmRiX3NpemVfaW5fdXNlGAMgASgDEg4KBmxlYWRlchgEIAEoBBISCgpyYWZ0X2luZGV4GAUgASgEEhEKCXJhZnRfdGVybRgGIAEoBBIaChJyYWZ0X2FwcGxpZWRfaW5kZXgYByABKAQSDgoGZXJyb3JzGAggAygJEhIKCmlzX2xlYXJuZXIYCSABKAgSEQoJbWVtYmVyX2lkGAogASgEImIKCkV0Y2RTdGF0dXMSIgoIbWV0YWRhdGEYASABKAsyEC5jb21tb24uTWV0YWRhdGESMAoNbWVtYmVyX3N0YXR1cxgCIAEoCzIZLm1hY2hpbmUuRXRjZE1lbWJlclN0YXR1cyI7ChJFdGNkU3RhdHVzUmVzcG9uc2USJQoIbWVzc2FnZXMYASADKAsyEy5tYWNoaW5lLkV0Y2RTdGF0dXMiiAEKD0V0Y2RNZW1iZXJBbGFybRIRCgltZW1iZXJfaWQYASABKAQSMQoFYWxhcm0YAiABKA4yIi5tYWNoaW5lLkV0Y2RNZW1iZXJBbGFybS5BbGFybVR5cGUiLwoJQWxhcm1UeXBlEggKBE5PTkUQABILCgdOT1NQQUNFEAESCwoHQ09SUlVQVBACImAKCUV0Y2RBbGFybRIiCghtZXRhZGF0YRgBIAEoCzIQLmNvbW1vbi5NZXRhZGF0YRIvCg1tZW1iZXJfYWxhcm1zGAIgAygLMhgubWFjaGluZS5FdGNkTWVtYmVyQWxhcm0iPQoVRXRjZEFsYXJtTGlzdFJlc3BvbnNlEiQKCG1lc3NhZ2VzGAEgAygLMhIubWFjaGluZS5FdGNkQWxhcm0iHgocRXRjZEZvcmZlaXRMZWFkZXJzaGlwUmVxdWVzdCJLChVFdGNkRm9yZmVpdExlYWRlcnNoaXASIgoIbWV0YWRhdGEYASABKAsyEC5jb21tb24uTWV0YWRhdGESDgoGbWVtYmVyGAIgASgJIlEKHUV0Y2RGb3JmZWl0TGVhZGVyc2hpcFJlc3BvbnNlEjAKCG1lc3NhZ2VzGAEgAygLMh4ubWFjaGluZS5FdGNkRm9yZmVpdExlYWRlcnNoaXAiXAoXSW1hZ2VTZXJ2aWNlUHVsbFJlcXVlc3QSLgoKY29udGFpbmVyZBgBIAEoCzIaLmNvbW1vbi5Db250YWluZXJkSW5zdGFuY2USEQoJaW1hZ2VfcmVmGAMgASgJIpUCCh1JbWFnZVNlcnZpY2VQdWxsTGF5ZXJQcm9ncmVzcxI9CgZzdGF0dXMYASABKA4yLS5tYWNoaW5lLkltYWdlU2VydmljZVB1bGxMYXllclByb2dyZXNzLlN0YXR1cxIqCgdlbGFwc2VkGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBm9mZnNldBgDIAEoAxINCgV0b3RhbBgEIAEoAyJqCgZTdGF0dXMSDwoLRE9XTkxPQURJTkcQABIVChFET1dOTE9BRF9DT01QTEVURRABEg4KCkVYVFJBQ1RJTkcQAhIUChBFWFRSQUNUX0NPTVBMRVRFEAMSEgoOQUxSRUFEWV9FWElTVFMQBCJmChhJbWFnZVNlcnZpY2VQdWxsUHJvZ3Jlc3MSEAoIbGF5ZXJfaWQYASABKAkSOAoIcHJvZ3Jlc3MYAiABKAsyJi5tYWNoaW5lLkltYWdlU2VydmljZVB1bGxMYXllclByb2dyZXNzInIKGEltYWdlU2VydmljZVB1bGxSZXNwb25zZRIOCgRuYW1lGAEgASgJSAASOgoNcHVsbF9wcm9ncmVzcxgCIAEoCzIhLm1hY2hpbmUuSW1hZ2VTZXJ2aWNlUHVsbFByb2dyZXNzSABCCgoIcmVzcG9uc2UiLAoWSW5zdGFsbEFydGlmYWN0c1NvdXJjZRISCgppbWFnZV9uYW1lGAEgASgJIoEBCh5MaWZlY3ljbGVTZXJ2aWNlVXBncmFkZVJlcXVlc3QSLgoKY29udGFpbmVyZBgBIAEoCzIaLmNvbW1vbi5Db250YWluZXJkSW5zdGFuY2USLwoGc291cmNlGAIgASgLMh8ubWFjaGluZS5JbnN0YWxsQXJ0aWZhY3RzU291cmNlIlUKH0xpZmVjeWNsZVNlcnZpY2VJbnN0YWxsUHJvZ3Jlc3MSEQoHbWVzc2FnZRgBIAEoCUgAEhMKCWV4aXRfY29kZRgCIAEoBUgAQgoKCHJlc3BvbnNlIl0KH0xpZmVjeWNsZVNlcnZpY2VVcGdyYWRlUmVzcG9uc2USOgoIcHJvZ3Jlc3MYASABKAsyKC5tYWNoaW5lLkxpZmVjeWNsZVNlcnZpY2VJbnN0YWxsUHJvZ3Jlc3MymQYKDk1hY2hpbmVTZXJ2aWNlEl0KEkFwcGx5Q29uZmlndXJhdGlvbhIiLm1hY2hpbmUuQXBwbHlDb25maWd1cmF0aW9uUmVxdWVzdBojLm1hY2hpbmUuQXBwbHlDb25maWd1cmF0aW9uUmVzcG9uc2USRwoNRXRjZEFsYXJtTGlzdBIWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eRoeLm1hY2hpbmUuRXRjZEFsYXJtTGlzdFJlc3BvbnNlEmYKFUV0Y2RGb3JmZWl0TGVhZGVyc2hpcBIlLm1hY2hpbmUuRXRjZEZvcmZlaXRMZWFkZXJzaGlwUmVxdWVzdBomLm1hY2hpbmUuRXRjZEZvcmZlaXRMZWFkZXJzaGlwUmVzcG9uc2USUQoORXRjZE1lbWJlckxpc3QSHi5tYWNoaW5lLkV0Y2RNZW1iZXJMaXN0UmVxdWVzdBofLm1hY2hpbmUuRXRjZE1lbWJlckxpc3RSZXNwb25zZRJBCgpFdGNkU3RhdHVzEhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5GhsubWFjaGluZS5FdGNkU3RhdHVzUmVzcG9uc2USMgoGRXZlbnRzEhYubWFjaGluZS5FdmVudHNSZXF1ZXN0Gg4ubWFjaGluZS5FdmVudDABEjkKBlJlYm9vdBIWLm1hY2hpbmUuUmVib290UmVxdWVzdBoXLm1hY2hpbmUuUmVib290UmVzcG9uc2USNgoFUmVzZXQSFS5tYWNoaW5lLlJlc2V0UmVxdWVzdBoWLm1hY2hpbmUuUmVzZXRSZXNwb25zZRI/CghTaHV0ZG93bhIYLm1hY2hpbmUuU2h1dGRvd25SZXF1ZXN0GhkubWFjaGluZS5TaHV0ZG93blJlc3BvbnNlEjwKB1VwZ3JhZGUSFy5tYWNoaW5lLlVwZ3JhZGVSZXF1ZXN0GhgubWFjaGluZS5VcGdyYWRlUmVzcG9uc2USOwoHVmVyc2lvbhIWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eRoYLm1hY2hpbmUuVmVyc2lvblJlc3BvbnNlMl0KDEltYWdlU2VydmljZRJNCgRQdWxsEiAubWFjaGluZS5JbWFnZVNlcnZpY2VQdWxsUmVxdWVzdBohLm1hY2hpbmUuSW1hZ2VTZXJ2aWNlUHVsbFJlc3BvbnNlMAEycgoQTGlmZWN5Y2xlU2VydmljZRJeCgdVcGdyYWRlEicubWFjaGluZS5MaWZlY3ljbGVTZXJ2aWNlVXBncmFkZVJlcXVlc3QaKC5tYWNoaW5lLkxpZmVjeWNsZVNlcnZpY2VVcGdyYWRlUmVzcG9uc2UwAWIGcHJvdG8z", [file_gatehouse_talos_common, file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_empty]);
 
 /**
  * @generated from message machine.VersionInfo
@@ -153,6 +153,114 @@ export const VersionResponseSchema: GenMessage<VersionResponse> = /*@__PURE__*/
   messageDesc(file_gatehouse_talos_machine, 4);
 
 /**
+ * @generated from message machine.EventsRequest
+ */
+export type EventsRequest = Message<"machine.EventsRequest"> & {
+  /**
+   * How many past events to send first; -1: every one the node kept since it booted.
+   *
+   * @generated from field: int32 tail_events = 1;
+   */
+  tailEvents: number;
+};
+
+/**
+ * Describes the message machine.EventsRequest.
+ * Use `create(EventsRequestSchema)` to create a new message.
+ */
+export const EventsRequestSchema: GenMessage<EventsRequest> = /*@__PURE__*/
+  messageDesc(file_gatehouse_talos_machine, 5);
+
+/**
+ * @generated from message machine.Event
+ */
+export type Event = Message<"machine.Event"> & {
+  /**
+   * @generated from field: common.Metadata metadata = 1;
+   */
+  metadata?: Metadata | undefined;
+
+  /**
+   * A SequenceEvent has the type URL talos/runtime/machine.SequenceEvent.
+   *
+   * @generated from field: google.protobuf.Any data = 2;
+   */
+  data?: Any | undefined;
+
+  /**
+   * @generated from field: string id = 3;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string actor_id = 4;
+   */
+  actorId: string;
+};
+
+/**
+ * Describes the message machine.Event.
+ * Use `create(EventSchema)` to create a new message.
+ */
+export const EventSchema: GenMessage<Event> = /*@__PURE__*/
+  messageDesc(file_gatehouse_talos_machine, 6);
+
+/**
+ * A sequence (boot, reboot, shutdown, reset, upgrade...) starting or stopping on the node.
+ *
+ * @generated from message machine.SequenceEvent
+ */
+export type SequenceEvent = Message<"machine.SequenceEvent"> & {
+  /**
+   * @generated from field: string sequence = 1;
+   */
+  sequence: string;
+
+  /**
+   * @generated from field: machine.SequenceEvent.Action action = 2;
+   */
+  action: SequenceEvent_Action;
+};
+
+/**
+ * Describes the message machine.SequenceEvent.
+ * Use `create(SequenceEventSchema)` to create a new message.
+ */
+export const SequenceEventSchema: GenMessage<SequenceEvent> = /*@__PURE__*/
+  messageDesc(file_gatehouse_talos_machine, 7);
+
+/**
+ * @generated from enum machine.SequenceEvent.Action
+ */
+export const SequenceEvent_Action = {
+  /**
+   * @generated from enum value: NOOP = 0;
+   */
+  NOOP: 0,
+
+  /**
+   * @generated from enum value: START = 1;
+   */
+  START: 1,
+
+  /**
+   * @generated from enum value: STOP = 2;
+   */
+  STOP: 2,
+} as const;
+
+/**
+ * @generated from enum machine.SequenceEvent.Action
+ */
+export type SequenceEvent_Action = (typeof SequenceEvent_Action)[keyof typeof SequenceEvent_Action] | UnknownEnum;
+
+/**
+ * Describes the enum machine.SequenceEvent.Action.
+ */
+export const SequenceEvent_ActionSchema: GenEnum<SequenceEvent_Action> = /*@__PURE__*/
+  enumDesc(file_gatehouse_talos_machine, 7, 0);
+
+/**
  * @generated from message machine.RebootRequest
  */
 export type RebootRequest = Message<"machine.RebootRequest"> & {
@@ -167,7 +275,7 @@ export type RebootRequest = Message<"machine.RebootRequest"> & {
  * Use `create(RebootRequestSchema)` to create a new message.
  */
 export const RebootRequestSchema: GenMessage<RebootRequest> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 5);
+  messageDesc(file_gatehouse_talos_machine, 8);
 
 /**
  * @generated from enum machine.RebootRequest.Mode
@@ -200,7 +308,7 @@ export type RebootRequest_Mode = (typeof RebootRequest_Mode)[keyof typeof Reboot
  * Describes the enum machine.RebootRequest.Mode.
  */
 export const RebootRequest_ModeSchema: GenEnum<RebootRequest_Mode> = /*@__PURE__*/
-  enumDesc(file_gatehouse_talos_machine, 5, 0);
+  enumDesc(file_gatehouse_talos_machine, 8, 0);
 
 /**
  * @generated from message machine.Reboot
@@ -222,7 +330,7 @@ export type Reboot = Message<"machine.Reboot"> & {
  * Use `create(RebootSchema)` to create a new message.
  */
 export const RebootSchema: GenMessage<Reboot> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 6);
+  messageDesc(file_gatehouse_talos_machine, 9);
 
 /**
  * @generated from message machine.RebootResponse
@@ -239,7 +347,7 @@ export type RebootResponse = Message<"machine.RebootResponse"> & {
  * Use `create(RebootResponseSchema)` to create a new message.
  */
 export const RebootResponseSchema: GenMessage<RebootResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 7);
+  messageDesc(file_gatehouse_talos_machine, 10);
 
 /**
  * @generated from message machine.ShutdownRequest
@@ -256,7 +364,7 @@ export type ShutdownRequest = Message<"machine.ShutdownRequest"> & {
  * Use `create(ShutdownRequestSchema)` to create a new message.
  */
 export const ShutdownRequestSchema: GenMessage<ShutdownRequest> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 8);
+  messageDesc(file_gatehouse_talos_machine, 11);
 
 /**
  * @generated from message machine.Shutdown
@@ -278,7 +386,7 @@ export type Shutdown = Message<"machine.Shutdown"> & {
  * Use `create(ShutdownSchema)` to create a new message.
  */
 export const ShutdownSchema: GenMessage<Shutdown> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 9);
+  messageDesc(file_gatehouse_talos_machine, 12);
 
 /**
  * @generated from message machine.ShutdownResponse
@@ -295,7 +403,7 @@ export type ShutdownResponse = Message<"machine.ShutdownResponse"> & {
  * Use `create(ShutdownResponseSchema)` to create a new message.
  */
 export const ShutdownResponseSchema: GenMessage<ShutdownResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 10);
+  messageDesc(file_gatehouse_talos_machine, 13);
 
 /**
  * @generated from message machine.ResetPartitionSpec
@@ -317,7 +425,7 @@ export type ResetPartitionSpec = Message<"machine.ResetPartitionSpec"> & {
  * Use `create(ResetPartitionSpecSchema)` to create a new message.
  */
 export const ResetPartitionSpecSchema: GenMessage<ResetPartitionSpec> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 11);
+  messageDesc(file_gatehouse_talos_machine, 14);
 
 /**
  * @generated from message machine.ResetRequest
@@ -354,7 +462,7 @@ export type ResetRequest = Message<"machine.ResetRequest"> & {
  * Use `create(ResetRequestSchema)` to create a new message.
  */
 export const ResetRequestSchema: GenMessage<ResetRequest> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 12);
+  messageDesc(file_gatehouse_talos_machine, 15);
 
 /**
  * @generated from enum machine.ResetRequest.WipeMode
@@ -385,7 +493,7 @@ export type ResetRequest_WipeMode = (typeof ResetRequest_WipeMode)[keyof typeof 
  * Describes the enum machine.ResetRequest.WipeMode.
  */
 export const ResetRequest_WipeModeSchema: GenEnum<ResetRequest_WipeMode> = /*@__PURE__*/
-  enumDesc(file_gatehouse_talos_machine, 12, 0);
+  enumDesc(file_gatehouse_talos_machine, 15, 0);
 
 /**
  * @generated from message machine.Reset
@@ -407,7 +515,7 @@ export type Reset = Message<"machine.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 13);
+  messageDesc(file_gatehouse_talos_machine, 16);
 
 /**
  * @generated from message machine.ResetResponse
@@ -424,7 +532,7 @@ export type ResetResponse = Message<"machine.ResetResponse"> & {
  * Use `create(ResetResponseSchema)` to create a new message.
  */
 export const ResetResponseSchema: GenMessage<ResetResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 14);
+  messageDesc(file_gatehouse_talos_machine, 17);
 
 /**
  * @generated from message machine.ApplyConfigurationRequest
@@ -456,7 +564,7 @@ export type ApplyConfigurationRequest = Message<"machine.ApplyConfigurationReque
  * Use `create(ApplyConfigurationRequestSchema)` to create a new message.
  */
 export const ApplyConfigurationRequestSchema: GenMessage<ApplyConfigurationRequest> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 15);
+  messageDesc(file_gatehouse_talos_machine, 18);
 
 /**
  * @generated from enum machine.ApplyConfigurationRequest.Mode
@@ -497,7 +605,7 @@ export type ApplyConfigurationRequest_Mode = (typeof ApplyConfigurationRequest_M
  * Describes the enum machine.ApplyConfigurationRequest.Mode.
  */
 export const ApplyConfigurationRequest_ModeSchema: GenEnum<ApplyConfigurationRequest_Mode> = /*@__PURE__*/
-  enumDesc(file_gatehouse_talos_machine, 15, 0);
+  enumDesc(file_gatehouse_talos_machine, 18, 0);
 
 /**
  * @generated from message machine.ApplyConfiguration
@@ -531,7 +639,7 @@ export type ApplyConfiguration = Message<"machine.ApplyConfiguration"> & {
  * Use `create(ApplyConfigurationSchema)` to create a new message.
  */
 export const ApplyConfigurationSchema: GenMessage<ApplyConfiguration> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 16);
+  messageDesc(file_gatehouse_talos_machine, 19);
 
 /**
  * @generated from message machine.ApplyConfigurationResponse
@@ -548,7 +656,7 @@ export type ApplyConfigurationResponse = Message<"machine.ApplyConfigurationResp
  * Use `create(ApplyConfigurationResponseSchema)` to create a new message.
  */
 export const ApplyConfigurationResponseSchema: GenMessage<ApplyConfigurationResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 17);
+  messageDesc(file_gatehouse_talos_machine, 20);
 
 /**
  * @generated from message machine.UpgradeRequest
@@ -585,7 +693,7 @@ export type UpgradeRequest = Message<"machine.UpgradeRequest"> & {
  * Use `create(UpgradeRequestSchema)` to create a new message.
  */
 export const UpgradeRequestSchema: GenMessage<UpgradeRequest> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 18);
+  messageDesc(file_gatehouse_talos_machine, 21);
 
 /**
  * @generated from enum machine.UpgradeRequest.RebootMode
@@ -611,7 +719,7 @@ export type UpgradeRequest_RebootMode = (typeof UpgradeRequest_RebootMode)[keyof
  * Describes the enum machine.UpgradeRequest.RebootMode.
  */
 export const UpgradeRequest_RebootModeSchema: GenEnum<UpgradeRequest_RebootMode> = /*@__PURE__*/
-  enumDesc(file_gatehouse_talos_machine, 18, 0);
+  enumDesc(file_gatehouse_talos_machine, 21, 0);
 
 /**
  * @generated from message machine.Upgrade
@@ -638,7 +746,7 @@ export type Upgrade = Message<"machine.Upgrade"> & {
  * Use `create(UpgradeSchema)` to create a new message.
  */
 export const UpgradeSchema: GenMessage<Upgrade> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 19);
+  messageDesc(file_gatehouse_talos_machine, 22);
 
 /**
  * @generated from message machine.UpgradeResponse
@@ -655,7 +763,7 @@ export type UpgradeResponse = Message<"machine.UpgradeResponse"> & {
  * Use `create(UpgradeResponseSchema)` to create a new message.
  */
 export const UpgradeResponseSchema: GenMessage<UpgradeResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 20);
+  messageDesc(file_gatehouse_talos_machine, 23);
 
 /**
  * @generated from message machine.EtcdMemberListRequest
@@ -672,7 +780,7 @@ export type EtcdMemberListRequest = Message<"machine.EtcdMemberListRequest"> & {
  * Use `create(EtcdMemberListRequestSchema)` to create a new message.
  */
 export const EtcdMemberListRequestSchema: GenMessage<EtcdMemberListRequest> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 21);
+  messageDesc(file_gatehouse_talos_machine, 24);
 
 /**
  * @generated from message machine.EtcdMember
@@ -711,7 +819,7 @@ export type EtcdMember = Message<"machine.EtcdMember"> & {
  * Use `create(EtcdMemberSchema)` to create a new message.
  */
 export const EtcdMemberSchema: GenMessage<EtcdMember> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 22);
+  messageDesc(file_gatehouse_talos_machine, 25);
 
 /**
  * @generated from message machine.EtcdMembers
@@ -733,7 +841,7 @@ export type EtcdMembers = Message<"machine.EtcdMembers"> & {
  * Use `create(EtcdMembersSchema)` to create a new message.
  */
 export const EtcdMembersSchema: GenMessage<EtcdMembers> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 23);
+  messageDesc(file_gatehouse_talos_machine, 26);
 
 /**
  * @generated from message machine.EtcdMemberListResponse
@@ -750,7 +858,7 @@ export type EtcdMemberListResponse = Message<"machine.EtcdMemberListResponse"> &
  * Use `create(EtcdMemberListResponseSchema)` to create a new message.
  */
 export const EtcdMemberListResponseSchema: GenMessage<EtcdMemberListResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 24);
+  messageDesc(file_gatehouse_talos_machine, 27);
 
 /**
  * @generated from message machine.EtcdMemberStatus
@@ -812,7 +920,7 @@ export type EtcdMemberStatus = Message<"machine.EtcdMemberStatus"> & {
  * Use `create(EtcdMemberStatusSchema)` to create a new message.
  */
 export const EtcdMemberStatusSchema: GenMessage<EtcdMemberStatus> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 25);
+  messageDesc(file_gatehouse_talos_machine, 28);
 
 /**
  * @generated from message machine.EtcdStatus
@@ -834,7 +942,7 @@ export type EtcdStatus = Message<"machine.EtcdStatus"> & {
  * Use `create(EtcdStatusSchema)` to create a new message.
  */
 export const EtcdStatusSchema: GenMessage<EtcdStatus> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 26);
+  messageDesc(file_gatehouse_talos_machine, 29);
 
 /**
  * @generated from message machine.EtcdStatusResponse
@@ -851,7 +959,7 @@ export type EtcdStatusResponse = Message<"machine.EtcdStatusResponse"> & {
  * Use `create(EtcdStatusResponseSchema)` to create a new message.
  */
 export const EtcdStatusResponseSchema: GenMessage<EtcdStatusResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 27);
+  messageDesc(file_gatehouse_talos_machine, 30);
 
 /**
  * @generated from message machine.EtcdMemberAlarm
@@ -873,7 +981,7 @@ export type EtcdMemberAlarm = Message<"machine.EtcdMemberAlarm"> & {
  * Use `create(EtcdMemberAlarmSchema)` to create a new message.
  */
 export const EtcdMemberAlarmSchema: GenMessage<EtcdMemberAlarm> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 28);
+  messageDesc(file_gatehouse_talos_machine, 31);
 
 /**
  * @generated from enum machine.EtcdMemberAlarm.AlarmType
@@ -904,7 +1012,7 @@ export type EtcdMemberAlarm_AlarmType = (typeof EtcdMemberAlarm_AlarmType)[keyof
  * Describes the enum machine.EtcdMemberAlarm.AlarmType.
  */
 export const EtcdMemberAlarm_AlarmTypeSchema: GenEnum<EtcdMemberAlarm_AlarmType> = /*@__PURE__*/
-  enumDesc(file_gatehouse_talos_machine, 28, 0);
+  enumDesc(file_gatehouse_talos_machine, 31, 0);
 
 /**
  * @generated from message machine.EtcdAlarm
@@ -926,7 +1034,7 @@ export type EtcdAlarm = Message<"machine.EtcdAlarm"> & {
  * Use `create(EtcdAlarmSchema)` to create a new message.
  */
 export const EtcdAlarmSchema: GenMessage<EtcdAlarm> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 29);
+  messageDesc(file_gatehouse_talos_machine, 32);
 
 /**
  * @generated from message machine.EtcdAlarmListResponse
@@ -943,7 +1051,7 @@ export type EtcdAlarmListResponse = Message<"machine.EtcdAlarmListResponse"> & {
  * Use `create(EtcdAlarmListResponseSchema)` to create a new message.
  */
 export const EtcdAlarmListResponseSchema: GenMessage<EtcdAlarmListResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 30);
+  messageDesc(file_gatehouse_talos_machine, 33);
 
 /**
  * @generated from message machine.EtcdForfeitLeadershipRequest
@@ -956,7 +1064,7 @@ export type EtcdForfeitLeadershipRequest = Message<"machine.EtcdForfeitLeadershi
  * Use `create(EtcdForfeitLeadershipRequestSchema)` to create a new message.
  */
 export const EtcdForfeitLeadershipRequestSchema: GenMessage<EtcdForfeitLeadershipRequest> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 31);
+  messageDesc(file_gatehouse_talos_machine, 34);
 
 /**
  * @generated from message machine.EtcdForfeitLeadership
@@ -980,7 +1088,7 @@ export type EtcdForfeitLeadership = Message<"machine.EtcdForfeitLeadership"> & {
  * Use `create(EtcdForfeitLeadershipSchema)` to create a new message.
  */
 export const EtcdForfeitLeadershipSchema: GenMessage<EtcdForfeitLeadership> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 32);
+  messageDesc(file_gatehouse_talos_machine, 35);
 
 /**
  * @generated from message machine.EtcdForfeitLeadershipResponse
@@ -997,7 +1105,7 @@ export type EtcdForfeitLeadershipResponse = Message<"machine.EtcdForfeitLeadersh
  * Use `create(EtcdForfeitLeadershipResponseSchema)` to create a new message.
  */
 export const EtcdForfeitLeadershipResponseSchema: GenMessage<EtcdForfeitLeadershipResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 33);
+  messageDesc(file_gatehouse_talos_machine, 36);
 
 /**
  * @generated from message machine.ImageServicePullRequest
@@ -1019,7 +1127,7 @@ export type ImageServicePullRequest = Message<"machine.ImageServicePullRequest">
  * Use `create(ImageServicePullRequestSchema)` to create a new message.
  */
 export const ImageServicePullRequestSchema: GenMessage<ImageServicePullRequest> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 34);
+  messageDesc(file_gatehouse_talos_machine, 37);
 
 /**
  * @generated from message machine.ImageServicePullLayerProgress
@@ -1051,7 +1159,7 @@ export type ImageServicePullLayerProgress = Message<"machine.ImageServicePullLay
  * Use `create(ImageServicePullLayerProgressSchema)` to create a new message.
  */
 export const ImageServicePullLayerProgressSchema: GenMessage<ImageServicePullLayerProgress> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 35);
+  messageDesc(file_gatehouse_talos_machine, 38);
 
 /**
  * @generated from enum machine.ImageServicePullLayerProgress.Status
@@ -1092,7 +1200,7 @@ export type ImageServicePullLayerProgress_Status = (typeof ImageServicePullLayer
  * Describes the enum machine.ImageServicePullLayerProgress.Status.
  */
 export const ImageServicePullLayerProgress_StatusSchema: GenEnum<ImageServicePullLayerProgress_Status> = /*@__PURE__*/
-  enumDesc(file_gatehouse_talos_machine, 35, 0);
+  enumDesc(file_gatehouse_talos_machine, 38, 0);
 
 /**
  * @generated from message machine.ImageServicePullProgress
@@ -1114,7 +1222,7 @@ export type ImageServicePullProgress = Message<"machine.ImageServicePullProgress
  * Use `create(ImageServicePullProgressSchema)` to create a new message.
  */
 export const ImageServicePullProgressSchema: GenMessage<ImageServicePullProgress> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 36);
+  messageDesc(file_gatehouse_talos_machine, 39);
 
 /**
  * @generated from message machine.ImageServicePullResponse
@@ -1145,7 +1253,7 @@ export type ImageServicePullResponse = Message<"machine.ImageServicePullResponse
  * Use `create(ImageServicePullResponseSchema)` to create a new message.
  */
 export const ImageServicePullResponseSchema: GenMessage<ImageServicePullResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 37);
+  messageDesc(file_gatehouse_talos_machine, 40);
 
 /**
  * @generated from message machine.InstallArtifactsSource
@@ -1162,7 +1270,7 @@ export type InstallArtifactsSource = Message<"machine.InstallArtifactsSource"> &
  * Use `create(InstallArtifactsSourceSchema)` to create a new message.
  */
 export const InstallArtifactsSourceSchema: GenMessage<InstallArtifactsSource> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 38);
+  messageDesc(file_gatehouse_talos_machine, 41);
 
 /**
  * @generated from message machine.LifecycleServiceUpgradeRequest
@@ -1184,7 +1292,7 @@ export type LifecycleServiceUpgradeRequest = Message<"machine.LifecycleServiceUp
  * Use `create(LifecycleServiceUpgradeRequestSchema)` to create a new message.
  */
 export const LifecycleServiceUpgradeRequestSchema: GenMessage<LifecycleServiceUpgradeRequest> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 39);
+  messageDesc(file_gatehouse_talos_machine, 42);
 
 /**
  * @generated from message machine.LifecycleServiceInstallProgress
@@ -1215,7 +1323,7 @@ export type LifecycleServiceInstallProgress = Message<"machine.LifecycleServiceI
  * Use `create(LifecycleServiceInstallProgressSchema)` to create a new message.
  */
 export const LifecycleServiceInstallProgressSchema: GenMessage<LifecycleServiceInstallProgress> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 40);
+  messageDesc(file_gatehouse_talos_machine, 43);
 
 /**
  * @generated from message machine.LifecycleServiceUpgradeResponse
@@ -1232,7 +1340,7 @@ export type LifecycleServiceUpgradeResponse = Message<"machine.LifecycleServiceU
  * Use `create(LifecycleServiceUpgradeResponseSchema)` to create a new message.
  */
 export const LifecycleServiceUpgradeResponseSchema: GenMessage<LifecycleServiceUpgradeResponse> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_machine, 41);
+  messageDesc(file_gatehouse_talos_machine, 44);
 
 /**
  * @generated from service machine.MachineService
@@ -1277,6 +1385,16 @@ export const MachineService: GenService<{
     methodKind: "unary";
     input: typeof EmptySchema;
     output: typeof EtcdStatusResponseSchema;
+  },
+  /**
+   * The node's events since it booted (tail_events -1), then new ones as they happen.
+   *
+   * @generated from rpc machine.MachineService.Events
+   */
+  events: {
+    methodKind: "server_streaming";
+    input: typeof EventsRequestSchema;
+    output: typeof EventSchema;
   },
   /**
    * @generated from rpc machine.MachineService.Reboot
