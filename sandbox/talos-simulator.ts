@@ -462,9 +462,23 @@ export class TalosSimulator {
    * call that starts it is answered, as Talos publishes it as soon as it begins.
    */
   private async startSequence(name: string, sequence: string): Promise<void> {
+    await this.rewriteAnnotation(name, EVENTS_ANNOTATION, `record its ${sequence} sequence`, (annotations) =>
+      JSON.stringify([...nodeEvents(annotations), { id: eventId(), sequence, action: 'start' }].slice(-100)),
+    );
+  }
+
+  /**
+   * Rewrites one annotation of a Node from what it holds now: read, compute, write back
+   * conditionally on the version read; a conflict reads again.
+   */
+  private async rewriteAnnotation(
+    name: string,
+    key: string,
+    what: string,
+    value: (annotations: Record<string, string> | undefined) => string,
+  ): Promise<void> {
     for (let attempt = 0; attempt < 10; attempt++) {
       const node = await this.rest.request<NodeObject>(this.nodePath(name));
-      const events = [...nodeEvents(node.metadata.annotations), { id: eventId(), sequence, action: 'start' }];
       try {
         await this.rest.request(this.nodePath(name), {
           method: 'PATCH',
@@ -472,7 +486,7 @@ export class TalosSimulator {
           body: {
             metadata: {
               resourceVersion: node.metadata.resourceVersion,
-              annotations: { [EVENTS_ANNOTATION]: JSON.stringify(events.slice(-100)) },
+              annotations: { [key]: value(node.metadata.annotations) },
             },
           },
         });
@@ -481,7 +495,7 @@ export class TalosSimulator {
         if (!(error instanceof KubeApiError && error.code === 409)) throw error;
       }
     }
-    throw new Error(`node ${name}: could not record its ${sequence} sequence, its Node kept changing`);
+    throw new Error(`node ${name}: could not ${what}, its Node kept changing`);
   }
 
   // --- etcd -------------------------------------------------------------------------
@@ -783,27 +797,11 @@ export class TalosSimulator {
 
   /** Counts a call on its Node (read, add one, write back conditionally; a conflict reads again). */
   private async countCall(name: string, method: MethodName): Promise<void> {
-    for (let attempt = 0; attempt < 10; attempt++) {
-      const node = await this.rest.request<NodeObject>(this.nodePath(name));
-      const counts = talosCallCounts(node.metadata.annotations);
+    await this.rewriteAnnotation(name, TALOS_CALLS_ANNOTATION, `count a ${method} call`, (annotations) => {
+      const counts = talosCallCounts(annotations);
       counts[method] = (counts[method] ?? 0) + 1;
-      try {
-        await this.rest.request(this.nodePath(name), {
-          method: 'PATCH',
-          contentType: 'application/merge-patch+json',
-          body: {
-            metadata: {
-              resourceVersion: node.metadata.resourceVersion,
-              annotations: { [TALOS_CALLS_ANNOTATION]: JSON.stringify(counts) },
-            },
-          },
-        });
-        return;
-      } catch (error) {
-        if (!(error instanceof KubeApiError && error.code === 409)) throw error;
-      }
-    }
-    throw new Error(`node ${name}: could not count a ${method} call, its Node kept changing`);
+      return JSON.stringify(counts);
+    });
   }
 
   private unary<Req extends DescMessage, Res extends DescMessage>(

@@ -72,7 +72,19 @@ function byId(id) {
  * @returns {HTMLElement}
  */
 function h(tag, attributes, ...children) {
-  const element = document.createElement(tag);
+  return fill(document.createElement(tag), attributes, children);
+}
+
+/**
+ * Sets the attributes (`text` is the text content; false, null and undefined leave one
+ * out) and appends the children of an element `h` or `svg` made.
+ * @template {Element} E
+ * @param {E} element
+ * @param {Record<string, string | number | boolean | null | undefined> | null | undefined} attributes
+ * @param {(Child | Child[])[]} children
+ * @returns {E}
+ */
+function fill(element, attributes, children) {
   for (const [name, value] of Object.entries(attributes ?? {})) {
     if (value === undefined || value === null || value === false) continue;
     if (name === 'text') element.textContent = String(value);
@@ -538,17 +550,7 @@ const mapFocus = new Map();
  * @returns {SVGElement}
  */
 function svg(tag, attributes, ...children) {
-  const element = /** @type {SVGElement} */ (document.createElementNS(SVG_NS, tag));
-  for (const [name, value] of Object.entries(attributes ?? {})) {
-    if (value === undefined || value === null || value === false) continue;
-    if (name === 'text') element.textContent = String(value);
-    else element.setAttribute(name, value === true ? '' : String(value));
-  }
-  for (const child of children.flat()) {
-    if (child === undefined || child === null || child === false) continue;
-    element.append(typeof child === 'string' ? document.createTextNode(child) : child);
-  }
-  return element;
+  return fill(/** @type {SVGElement} */ (document.createElementNS(SVG_NS, tag)), attributes, children);
 }
 
 /** @param {string} text */
