@@ -249,7 +249,21 @@ export async function gateBench(
       await observer.when(`${name}:Succeeded`);
       return approved - t0;
     };
-    await runAction('warm-up');
+    // A CRD just installed can still answer a create with 503 ("Resource kind … not
+    // found") for a moment after discovery lists it: the warm-up waits that out.
+    await waitFor(
+      'the API server to take a NodeAction',
+      async () => {
+        try {
+          await runAction('warm-up');
+          return true;
+        } catch (error) {
+          if ((error as { code?: number }).code === 503) return undefined;
+          throw error;
+        }
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
     const before = await requestsServed(api);
     const t0 = performance.now();
     const latencies: number[] = [];
@@ -268,6 +282,15 @@ export async function gateBench(
     const idle0 = await requestsServed(api);
     await sleep(Math.min(busy, 20_000));
     const idle = ((await requestsServed(api)) - idle0) * (busy / Math.min(busy, 20_000));
+    // The same gate with the actions 100–250 ms apart, as requests come in a cluster: one
+    // after another, each gate's fresh probe meets the API server's 100 ms period of etcd
+    // progress requests still running from the gate before (see the LIST below), and the
+    // loop locks onto it.
+    const spaced: number[] = [];
+    for (let i = 0; i < Math.ceil(samples / 2); i++) {
+      await sleep(100 + Math.random() * 150);
+      spaced.push(await runAction(`gate-spaced-${String(i)}`));
+    }
     const floor = (await measureWatchRoundTrip(kc, 'bench', 200)).samples;
     const designFloor = await measureDesignFloor(api, observer, me, 50);
     // What the steps in between cost, one request at a time: the controller's reads and writes.
@@ -316,6 +339,11 @@ export async function gateBench(
         ['floor: watch round trip p50 (same run)', ms(percentile(floor, 50))],
         ['floor: watch round trip p99 (same run)', ms(percentile(floor, 99))],
         ['gate p50 / floor p50', `${(percentile(latencies, 50) / percentile(floor, 50)).toFixed(1)}×`],
+        ['gate p50, actions 100–250 ms apart', ms(percentile(spaced, 50))],
+        [
+          'gate p50, actions 100–250 ms apart / floor p50',
+          `${(percentile(spaced, 50) / percentile(floor, 50)).toFixed(1)}×`,
+        ],
         [
           'floor of the design: a NodeAction created → seen, its status written → seen (p50, same run)',
           ms(percentile(designFloor, 50)),
@@ -330,6 +358,10 @@ export async function gateBench(
       `gate latency p50 (create → Approved, ${variant}) against the watch round trip p50`,
       `${ms(percentile(latencies, 50))} / ${ms(percentile(floor, 50))} = ${(percentile(latencies, 50) / percentile(floor, 50)).toFixed(1)}×`,
       '≤ 2.5×',
+    );
+    record(
+      `gate latency p50, actions 100–250 ms apart (${variant}), against the watch round trip p50`,
+      `${ms(percentile(spaced, 50))} / ${ms(percentile(floor, 50))} = ${(percentile(spaced, 50) / percentile(floor, 50)).toFixed(1)}×`,
     );
     const perAction = ((after - before - idle) / samples).toFixed(1);
     report('gate latency, step by step (p50; requests timed one at a time in the same run)', [
