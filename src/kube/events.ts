@@ -20,6 +20,9 @@ export { rfc3339 } from './time.ts';
  */
 export const EVENT_BACKLOG = 1000;
 
+/** Event writes in flight at once: a burst (1,000 checks turning healthy at a start) is sent a few at a time. */
+export const EVENT_SENDS_IN_FLIGHT = 4;
+
 /**
  * Sends Events in the background, in order per object: a reconcile records and goes on,
  * so a slow Event write never holds up a gate (client-go's recorder is asynchronous too).
@@ -33,6 +36,8 @@ export class EventRecorder {
   private readonly chains = new Map<string, Promise<void>>();
   private backlog = 0;
   private dropped = 0;
+  private inFlight = 0;
+  private readonly waiters: (() => void)[] = [];
 
   constructor(
     rest: RestClient,
@@ -62,7 +67,16 @@ export class EventRecorder {
     const key = object.metadata.uid ?? `${object.metadata.namespace ?? ''}/${object.metadata.name}`;
     const previous = this.chains.get(key) ?? Promise.resolve();
     this.backlog++;
-    const sent = previous.then(() => this.send(object, event));
+    const sent = previous.then(async () => {
+      while (this.inFlight >= EVENT_SENDS_IN_FLIGHT) await new Promise<void>((r) => this.waiters.push(r));
+      this.inFlight++;
+      try {
+        await this.send(object, event);
+      } finally {
+        this.inFlight--;
+        this.waiters.shift()?.();
+      }
+    });
     const chained = sent.finally(() => {
       this.backlog--;
       if (this.chains.get(key) === chained) this.chains.delete(key);
