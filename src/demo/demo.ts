@@ -283,10 +283,15 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     out(`  dashboard: ${controller.url}/`);
     out(`  export KUBECONFIG=${sandbox.kubeconfig}`);
     out(`  export TALOSCONFIG=${talosconfig}`);
-    out('  kubectl get gatehouse                       # checks, hooks, policies, actions');
-    out(`  kubectl get noderollout ${ROLLOUT}           # the rollout: counts, conditions`);
-    out('  kubectl get nodeactions -o wide             # its three NodeActions');
-    out(`  kubectl describe clusterhealthcheck ${CHECK}  # status, conditions, events`);
+    // Commands with their comments aligned after the longest.
+    const commands: [string, string][] = [
+      ['kubectl get gatehouse', 'checks, hooks, policies, actions'],
+      [`kubectl get noderollout ${ROLLOUT}`, 'the rollout: counts, conditions'],
+      ['kubectl get nodeactions -o wide', 'its three NodeActions'],
+      [`kubectl describe clusterhealthcheck ${CHECK}`, 'status, conditions, events'],
+    ];
+    const width = Math.max(...commands.map(([c]) => c.length));
+    for (const [command, comment] of commands) out(`  ${command.padEnd(width)}  # ${comment}`);
     out(`  npm run gatehouse -- reboot --kubeconfig ${sandbox.kubeconfig} worker-2   # one more, live`);
     out(`  curl -s '${controller.url}/v1/health?action=Reboot&node=worker-1'`);
     if (options.exit) return;
