@@ -105,6 +105,32 @@ after(async () => {
   }
 });
 
+const escaped = (name: string) => name.replace(/[.]/g, '\\.');
+
+/**
+ * The requestedBy rule, which both kinds' policies word alike: a requester and a bypass
+ * holder naming each other are refused with the policy's message, and so is the admin.
+ */
+async function assertOwnRequester(
+  createAs: (user: string, claimed: string) => Promise<unknown>,
+  asAdmin: () => Promise<unknown>,
+): Promise<void> {
+  for (const [user, claimed] of [
+    [requester, bypasser],
+    [bypasser, requester],
+  ] as const) {
+    const refused = await refusal(createAs(user, claimed));
+    assert.equal(refused.code, 403);
+    assert.match(
+      refused.message,
+      new RegExp(`spec\\.requestedBy must be your own user name, ${escaped(user)}, not ${escaped(claimed)}`),
+    );
+  }
+  const refused = await refusal(asAdmin());
+  assert.equal(refused.code, 403);
+  assert.match(refused.message, /spec\.requestedBy must be your own user name/);
+}
+
 describe('NodeAction admission', () => {
   it('admits a plain request by its own requester (so refusals below are the policy, not RBAC)', async () => {
     const created = await createAs(requester, nodeAction(requester));
@@ -167,25 +193,11 @@ describe('NodeAction admission', () => {
   });
 
   it('refuses a NodeAction whose requestedBy names another user', async () => {
-    for (const [user, claimed] of [
-      [requester, bypasser],
-      [bypasser, requester],
-    ] as const) {
-      const refused = await refusal(createAs(user, nodeAction(claimed)));
-      assert.equal(refused.code, 403);
-      assert.match(
-        refused.message,
-        new RegExp(
-          `spec\\.requestedBy must be your own user name, ${user.replace(/[.]/g, '\\.')}, not ${claimed.replace(/[.]/g, '\\.')}`,
-        ),
-      );
-    }
     // The cluster admin is held to the same rule.
-    const refused = await refusal(
-      admin.request(NODE_ACTIONS, { method: 'POST', body: nodeAction(requester) }),
+    await assertOwnRequester(
+      (user, claimed) => createAs(user, nodeAction(claimed)),
+      () => admin.request(NODE_ACTIONS, { method: 'POST', body: nodeAction(requester) }),
     );
-    assert.equal(refused.code, 403);
-    assert.match(refused.message, /spec\.requestedBy must be your own user name/);
   });
 
   it("lets the controller's ServiceAccount create on behalf of the callers it authorised, but not without a reason", async () => {
@@ -402,24 +414,10 @@ describe('NodeRollout admission', () => {
   });
 
   it('refuses a rollout whose requestedBy names another user, from anyone', async () => {
-    for (const [user, claimed] of [
-      [requester, bypasser],
-      [bypasser, requester],
-    ] as const) {
-      const refused = await refusal(createRolloutAs(user, nodeRollout(claimed)));
-      assert.equal(refused.code, 403);
-      assert.match(
-        refused.message,
-        new RegExp(
-          `spec\\.requestedBy must be your own user name, ${user.replace(/[.]/g, '\\.')}, not ${claimed.replace(/[.]/g, '\\.')}`,
-        ),
-      );
-    }
-    const refused = await refusal(
-      admin.request(NODE_ROLLOUTS, { method: 'POST', body: nodeRollout(requester) }),
+    await assertOwnRequester(
+      (user, claimed) => createRolloutAs(user, nodeRollout(claimed)),
+      () => admin.request(NODE_ROLLOUTS, { method: 'POST', body: nodeRollout(requester) }),
     );
-    assert.equal(refused.code, 403);
-    assert.match(refused.message, /spec\.requestedBy must be your own user name/);
   });
 
   it('refuses a bypass without the verb bypass, and admits it with the verb and a reason', async () => {
