@@ -297,16 +297,27 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/**
+ * A Machine of `node`, annotated by gatehouse, then deleted: the NodeAction named after
+ * it is what each holding test watches (and deletes afterwards).
+ */
+async function deletedMachine(
+  t: TestContext,
+  node: string,
+): Promise<{ name: string; machine: Awaited<ReturnType<typeof createMachine>>; actionName: string }> {
+  const name = uniqueName('machine');
+  const machine = await createMachine(t, name, node);
+  await waitForHook(name, MACHINE_HOOK_OWNER);
+  await deleteMachine(name);
+  const actionName = `machine-${machine.metadata.uid}`;
+  deleteActionsAfter(t, client, actionName);
+  return { name, machine, actionName };
+}
+
 describe('Cluster API mode: gatehouse holds deleting Machines on its pre-drain hook', () => {
   it('holds a deleted Machine until its Reset NodeAction is Approved, saying why on both', async (t) => {
     const { node, check } = await gatedNode(t, 'capi-hold');
-    const name = uniqueName('machine');
-    const machine = await createMachine(t, name, node);
-    await waitForHook(name, MACHINE_HOOK_OWNER);
-
-    await deleteMachine(name);
-    const actionName = `machine-${machine.metadata.uid}`;
-    deleteActionsAfter(t, client, actionName);
+    const { name, machine, actionName } = await deletedMachine(t, node);
     const held = await waitForHeld(actionName, 'True', 'WaitingForApproval');
     assert.equal(held.spec.action, 'Reset');
     assert.equal(held.spec.execution, 'External');
@@ -392,12 +403,7 @@ describe('Cluster API mode: gatehouse holds deleting Machines on its pre-drain h
 
   it('keeps holding across a controller restart, with the same single NodeAction', async (t) => {
     const { node, check } = await gatedNode(t, 'capi-restart');
-    const name = uniqueName('machine');
-    const machine = await createMachine(t, name, node);
-    await waitForHook(name, MACHINE_HOOK_OWNER);
-    await deleteMachine(name);
-    const actionName = `machine-${machine.metadata.uid}`;
-    deleteActionsAfter(t, client, actionName);
+    const { name, machine, actionName } = await deletedMachine(t, node);
     const first = await waitForHeld(actionName, 'True', 'WaitingForApproval');
 
     await controller?.stop();
@@ -427,12 +433,7 @@ describe('Cluster API mode: gatehouse holds deleting Machines on its pre-drain h
       failurePolicy: 'Fail',
       template: hookTemplate('Failed'),
     });
-    const name = uniqueName('machine');
-    const machine = await createMachine(t, name, node);
-    await waitForHook(name, MACHINE_HOOK_OWNER);
-    await deleteMachine(name);
-    const actionName = `machine-${machine.metadata.uid}`;
-    deleteActionsAfter(t, client, actionName);
+    const { name, machine, actionName } = await deletedMachine(t, node);
     const failed = await waitForHeld(actionName, 'True', 'ActionFailed', 90_000);
     assert.equal(failed.status?.phase, 'Failed');
     assert.match(heldCondition(failed)?.message ?? '', /delete the NodeAction to try again/);
