@@ -1,64 +1,36 @@
-// Scale: 5,000 Nodes as big as a busy kubelet makes them and 1,000 checks. The controller
-// runs in a process of its own, started as the Deployment starts it (the same Node flags),
-// so its RSS is its own: the time to synced caches, its peak RSS and what that peak was
-// made of (V8 heap, external memory, the native rest), and the API requests it makes.
-import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+// Scale: 5,000 Nodes as big as a busy kubelet makes them and 1,000 `nodes` checks at 60 s.
+// gatehouse's controller runs in a process of its own, started as the Deployment starts it,
+// and beside it — one after the other, against the same objects — a controller-runtime
+// manager doing the same work the way Go controllers do (bench/baseline-go): each one's
+// time to synced caches, peak and steady memory, and the API requests it makes at start
+// and in a steady window, by verb and resource, from the API server's own counters.
+//
+// `growth` runs gatehouse alone at 1,000 / 5,000 / 10,000 Nodes × 100 / 1,000 / 5,000
+// checks, one start per cell, and prints what memory each Node and each check costs.
 import { performance } from 'node:perf_hooks';
 import type { Sandbox } from '../sandbox/cluster.ts';
-import { talosNode } from '../sandbox/nodes.ts';
 import type { KubeObject } from '../src/kube/informer.ts';
 import { slimNode } from '../src/kube/nodes.ts';
 import { RestClient } from '../src/kube/rest.ts';
-import { CONTROLLER_NODE_OPTIONS } from '../src/manifests/controller.ts';
 import { installGatehouse } from '../src/manifests/install.ts';
-import { sleep, waitFor } from '../src/wait.ts';
-import { requestsServed } from './gate.ts';
-import type { MemorySample } from './memory-sampler.ts';
+import { byVerbAndResource, total, type ServerCounters } from './api-requests.ts';
+import { createChecks, createNodes, deleteChecksFrom, settle } from './scale-objects.ts';
+import { measureStart, type StartFigures, type StartTiming, type SubjectName } from './scale-start.ts';
 import { median, ms, report } from './stats.ts';
 import { record } from './summary.ts';
 
-const API = '/apis/talos.dev/v1alpha1';
 const MiB = 2 ** 20;
-/** Steady state is sampled this long after sync: a quarter of the checks' interval, probes running. */
-const STEADY_MS = Number(process.env.BENCH_SCALE_STEADY_MS ?? 15_000);
+const INTERVAL = process.env.BENCH_SCALE_INTERVAL ?? '60s';
+const TIMING: StartTiming = {
+  intervalMs: Number.parseInt(INTERVAL, 10) * 1000,
+  settleIntervals: Number(process.env.BENCH_SCALE_SETTLE_INTERVALS ?? 2),
+};
 
-/** Peak RSS (VmHWM) of a process, in bytes. */
-async function peakRss(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${String(pid)}/status`, 'utf8');
-  return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024;
+function mib(bytes: number): string {
+  return `${(bytes / MiB).toFixed(0)} MiB`;
 }
 
-/** What a kubelet of a busy node adds to its status: 50 images (its default cap) and volumes. */
-function busyNodeStatus(n: number) {
-  return {
-    conditions: ['MemoryPressure', 'DiskPressure', 'PIDPressure', 'Ready'].map((type) => ({
-      type,
-      status: type === 'Ready' ? 'True' : 'False',
-      reason: type === 'Ready' ? 'KubeletReady' : `KubeletHasNo${type}`,
-      message: type === 'Ready' ? 'kubelet is posting ready status' : `kubelet has no ${type}`,
-      lastHeartbeatTime: '2026-11-30T00:00:00Z',
-      lastTransitionTime: '2026-11-30T00:00:00Z',
-    })),
-    images: Array.from({ length: 50 }, (_, i) => ({
-      names: [
-        `registry.example.com/team-${String((n + i) % 40)}/service-${String(i)}@sha256:${i.toString(16).padStart(64, '0')}`,
-        `registry.example.com/team-${String((n + i) % 40)}/service-${String(i)}:v1.${String(i)}.0`,
-      ],
-      sizeBytes: 50_000_000 + i * 1_000_000,
-    })),
-    volumesInUse: Array.from(
-      { length: 8 },
-      (_, i) => `kubernetes.io/csi/rbd.csi.ceph.com^0001-${String(n)}-${String(i)}`,
-    ),
-    volumesAttached: Array.from({ length: 8 }, (_, i) => ({
-      name: `kubernetes.io/csi/rbd.csi.ceph.com^0001-${String(n)}-${String(i)}`,
-      devicePath: '',
-    })),
-  };
-}
+const log = (line: string) => process.stdout.write(`${line}\n`);
 
 /** Mean JSON size of a Node as the API server serves it, and as the controller caches it. */
 async function nodeCacheSizes(api: RestClient): Promise<{ served: number; cached: number }> {
@@ -73,206 +45,217 @@ async function nodeCacheSizes(api: RestClient): Promise<{ served: number; cached
   return { served: served / list.items.length, cached: cached / list.items.length };
 }
 
-async function createObjects(sandbox: Sandbox, api: RestClient, nodes: number, checks: number) {
-  const names = Array.from({ length: nodes }, (_, i) => `scale-${String(i).padStart(5, '0')}`);
-  for (let i = 0; i < names.length; i += 100) {
-    await Promise.all(
-      names.slice(i, i + 100).map((name, j) => {
-        const node = talosNode(
-          {
-            name,
-            role: 'worker',
-            internalIP: `10.99.${String(Math.floor((i + j) / 250))}.${String(((i + j) % 250) + 2)}`,
-          },
-          sandbox.state.kubernetesVersion,
-        );
-        // Not simulated by kwok: the point is the controller's caches, not 5,000 kubelets.
-        // But as big as a kubelet makes them: the images it reports (up to 50) and volumes.
-        node.metadata = { name, labels: node.metadata?.labels ?? {} };
-        Object.assign(node.status ?? {}, busyNodeStatus(i + j));
-        return api.request('/api/v1/nodes', { method: 'POST', body: node });
-      }),
-    );
-  }
-  for (let i = 0; i < checks; i += 100) {
-    await Promise.all(
-      Array.from({ length: Math.min(100, checks - i) }, (_, j) =>
-        api.request(`${API}/clusterhealthchecks`, {
-          method: 'POST',
-          body: {
-            apiVersion: 'talos.dev/v1alpha1',
-            kind: 'ClusterHealthCheck',
-            metadata: { name: `scale-${String(i + j)}` },
-            spec: {
-              interval: '60s',
-              nodes: {
-                selector: { matchLabels: { 'kubernetes.io/hostname': names[(i + j) % names.length] ?? '' } },
-              },
-            },
-          },
-        }),
-      ),
-    );
-  }
+/** The start whose peak RSS is the median: it stands for all in what its memory was made of. */
+function medianStart(figures: StartFigures[]): StartFigures {
+  const sorted = [...figures].sort((a, b) => a.peakRss - b.peakRss);
+  return sorted[Math.floor((sorted.length - 1) / 2)] as StartFigures;
 }
 
-/** Requests the API server serves per second with nothing of ours running. */
-async function backgroundRate(api: RestClient, windowMs: number): Promise<number> {
-  const before = await requestsServed(api);
-  const t0 = performance.now();
-  await sleep(windowMs);
-  return ((await requestsServed(api)) - before - 1) / ((performance.now() - t0) / 1000);
-}
-
-export interface ScaleFigures {
-  syncedMs: number;
+interface Summary {
+  synced: number;
   peakRss: number;
-  peak: MemorySample;
-  steady: { rss: number; heapUsed: number };
-  requestsToSync: number;
-  requestsPerMinute: number;
+  steadyRss: number;
+  steadyHeap: number;
+  perMinute: number;
+  perProbe: number;
+  start: StartFigures;
 }
 
-/** Starts the controller as the Deployment does and measures it; stops it again. */
-async function runController(sandbox: Sandbox, api: RestClient): Promise<ScaleFigures> {
-  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-scale-'));
-  const memoryFile = join(dir, 'memory.json');
-  const extra = (process.env.BENCH_CONTROLLER_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean);
-  const snapshots = process.env.BENCH_HEAP_SNAPSHOT === '1';
-  const background = await backgroundRate(api, 5000);
-  const beforeStart = await requestsServed(api);
-  const child = spawn(
-    process.execPath,
+function summarise(figures: StartFigures[]): Summary {
+  const perMinute = (f: StartFigures) => (total(f.steadyWindow.requests) * 60_000) / f.steadyMs;
+  return {
+    synced: median(figures.map((f) => f.syncedMs)),
+    peakRss: median(figures.map((f) => f.peakRss)),
+    steadyRss: median(figures.map((f) => f.steady.rss)),
+    steadyHeap: median(figures.map((f) => f.steady.heapUsed)),
+    perMinute: median(figures.map(perMinute)),
+    perProbe: median(figures.map((f) => total(f.steadyWindow.requests) / Math.max(1, f.probes))),
+    start: medianStart(figures),
+  };
+}
+
+function all(figures: StartFigures[], of: (f: StartFigures) => string): string {
+  return figures.length > 1 ? `  [${figures.map(of).join(', ')}]` : '';
+}
+
+function lists(c: ServerCounters, scale: number): string {
+  const { fromCache, consistentFromCache, fromEtcd } = c.lists;
+  const f = (n: number) => (n * scale).toFixed(0);
+  return `${f(fromCache)} answered from the watch cache (${f(consistentFromCache)} of them consistent reads, each first reading etcd's revision); etcd range reads for lists ${f(fromEtcd)}`;
+}
+
+function requestRows(name: string, s: Summary): [string, string][] {
+  const f = s.start;
+  const perMin = 60_000 / f.steadyMs;
+  return [
     [
-      // The sampler first: it sees the whole life of the process.
-      '--import',
-      new URL('./memory-sampler.ts', import.meta.url).pathname,
-      ...(snapshots ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`] : []),
-      ...extra,
-      'src/cli/main.ts',
-      'controller',
-      '--kubeconfig',
-      sandbox.kubeconfig,
-      '--listen-host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--log-level',
-      'info',
+      `${name}: requests, start → synced`,
+      `${total(f.toSync.requests).toFixed(0)}: ${byVerbAndResource(f.toSync.requests)}`,
     ],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-      env: {
-        ...process.env,
-        // As the Deployment sets it (src/manifests/controller.ts), unless the run overrides it.
-        NODE_OPTIONS: process.env.BENCH_CONTROLLER_NODE_OPTIONS ?? CONTROLLER_NODE_OPTIONS,
-        GATEHOUSE_BENCH_MEMORY_FILE: memoryFile,
-      },
-    },
-  );
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const started = performance.now();
-  try {
-    const url = await new Promise<string>((resolve, reject) => {
-      let buffer = '';
-      child.stdout.on('data', (d: Buffer) => {
-        buffer += d.toString();
-        const match = /"url":"(http:\/\/[^"]+)"/.exec(buffer);
-        if (match?.[1]) resolve(match[1]);
-      });
-      child.once('exit', (code) => reject(new Error(`controller exited with ${String(code)}`)));
-    });
-    await waitFor(
-      'the controller to be ready (caches synced)',
-      async () => ((await fetch(`${url}/readyz`)).status === 200 ? true : undefined),
-      { timeoutMs: 300_000, intervalMs: 50 },
-    );
-    const synced = performance.now() - started;
-    const atSync = await requestsServed(api);
-    if (snapshots) child.kill('SIGUSR2');
-    await sleep(STEADY_MS);
-    const atEnd = await requestsServed(api);
-    const steadyMs = performance.now() - started - synced;
-    const metrics = await (await fetch(`${url}/metrics`)).text();
-    const gauge = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1] ?? NaN);
-    if (snapshots) child.kill('SIGUSR2');
-    const peakRssBytes = await peakRss(child.pid ?? 0);
-    child.kill('SIGTERM');
-    await exited;
-    const { peak } = JSON.parse(await readFile(memoryFile, 'utf8')) as { peak: MemorySample };
-    if (snapshots) process.stderr.write(`heap snapshots in ${dir}\n`);
-    else await rm(dir, { recursive: true, force: true });
-    return {
-      syncedMs: synced,
-      peakRss: peakRssBytes,
-      peak,
-      steady: {
-        rss: gauge('gatehouse_process_resident_memory_bytes'),
-        heapUsed: gauge('gatehouse_nodejs_heap_size_used_bytes'),
-      },
-      // Less what the cluster serves on its own meanwhile, and our own counter reads.
-      requestsToSync: atSync - beforeStart - 1 - (background * synced) / 1000,
-      requestsPerMinute: ((atEnd - atSync - 1 - (background * steadyMs) / 1000) * 60_000) / steadyMs,
-    };
-  } finally {
-    if (child.exitCode === null) child.kill('SIGTERM');
-  }
-}
-
-function mib(bytes: number): string {
-  return `${(bytes / MiB).toFixed(0)} MiB`;
+    [
+      `${name}: requests, start burst (start → ${String(TIMING.settleIntervals)} intervals after sync, ${ms(f.burstMs)})`,
+      `${total(f.burst.requests).toFixed(0)}: ${byVerbAndResource(f.burst.requests)}`,
+    ],
+    [
+      `${name}: requests, steady (per minute, ${String(f.probes)} probes in ${ms(f.steadyMs)})`,
+      `${s.perMinute.toFixed(0)} (${s.perProbe.toFixed(2)} per probe): ${byVerbAndResource(f.steadyWindow.requests, perMin)}`,
+    ],
+    [`${name}: lists, steady (per minute)`, lists(f.steadyWindow, perMin)],
+  ];
 }
 
 export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number, runs = 1): Promise<void> {
   const api = new RestClient(sandbox.kubeConfig());
   await installGatehouse(api, { withoutDeployment: true });
   const t0 = performance.now();
-  await createObjects(sandbox, api, nodes, checks);
+  await createNodes(sandbox, api, 0, nodes);
+  await createChecks(api, 0, checks, nodes, INTERVAL);
   const created = performance.now() - t0;
-  const figures: ScaleFigures[] = [];
-  for (let i = 0; i < runs; i++) figures.push(await runController(sandbox, api));
+  await settle(api, log);
+  const baselineRuns = Number(process.env.BENCH_BASELINE_RUNS ?? runs);
+  const figures: Record<SubjectName, StartFigures[]> = { gatehouse: [], baseline: [] };
+  // Interleaved, so that the machine's load drifts over both alike.
+  for (let i = 0; i < Math.max(runs, baselineRuns); i++) {
+    for (const which of ['gatehouse', 'baseline'] as const) {
+      if (figures[which].length >= (which === 'gatehouse' ? runs : baselineRuns)) continue;
+      log(`  start ${String(figures[which].length + 1)} of ${which}`);
+      figures[which].push(
+        await measureStart(which, sandbox, api, { checks, nodes, interval: INTERVAL }, TIMING),
+      );
+    }
+  }
   const sizes = await nodeCacheSizes(api);
-  // The start with the median peak RSS stands for all of them in what memory is made of.
-  const sorted = [...figures].sort((a, b) => a.peakRss - b.peakRss);
-  const f = sorted[Math.floor((sorted.length - 1) / 2)] as ScaleFigures;
-  const { peak } = f;
-  // Sync times vary apart from memory (the API server's load): their own median.
-  const synced = median(figures.map((x) => x.syncedMs));
-  const native = peak.rss - peak.heapPhysical - peak.external;
-  const spaces = Object.entries(peak.spaces)
-    .filter(([, bytes]) => bytes >= MiB)
-    .map(([name, bytes]) => `${name.replace(/_space$/, '')} ${mib(bytes)}`)
-    .join(', ');
-  const scope = `${String(nodes)} nodes, ${String(checks)} checks`;
-  report(
-    `scale: ${scope} (controller in its own process${runs > 1 ? `; median of ${String(runs)} starts` : ''})`,
+  const g = summarise(figures.gatehouse);
+  const b = figures.baseline.length ? summarise(figures.baseline) : undefined;
+  const ratio = (x: number, y: number | undefined) => (y ? ` (${(x / y).toFixed(2)}× the baseline)` : '');
+  const { peak } = g.start;
+  const scope = `${String(nodes)} nodes, ${String(checks)} checks at ${INTERVAL}`;
+  const rows: [string, string][] = [
+    ['objects created in', ms(created)],
     [
-      ['objects created in', ms(created)],
-      [
-        'controller start → caches synced (/readyz 200)',
-        `${ms(synced)}${runs > 1 ? `  [${figures.map((x) => ms(x.syncedMs)).join(', ')}]` : ''}`,
-      ],
-      [
-        'controller peak RSS',
-        `${mib(f.peakRss)}${runs > 1 ? `  [${figures.map((x) => mib(x.peakRss)).join(', ')}]` : ''}`,
-      ],
+      'gatehouse: start → caches synced (/readyz 200)',
+      `${ms(g.synced)}${ratio(g.synced, b?.synced)}${all(figures.gatehouse, (f) => ms(f.syncedMs))}`,
+    ],
+    [
+      'gatehouse: peak RSS',
+      `${mib(g.peakRss)}${ratio(g.peakRss, b?.peakRss)}${all(figures.gatehouse, (f) => mib(f.peakRss))}`,
+    ],
+  ];
+  if (peak) {
+    const native = peak.rss - peak.heapPhysical - peak.external;
+    const spaces = Object.entries(peak.spaces)
+      .filter(([, bytes]) => bytes >= MiB)
+      .map(([name, bytes]) => `${name.replace(/_space$/, '')} ${mib(bytes)}`)
+      .join(', ');
+    rows.push(
       [
         `  at its peak (${ms(peak.atMs)} after start)`,
         `V8 heap ${mib(peak.heapPhysical)} (${mib(peak.heapUsed)} in use), external ${mib(peak.external)} (array buffers ${mib(peak.arrayBuffers)}), native rest ${mib(native)}`,
       ],
       ['  V8 heap spaces at the peak', spaces],
-      ['steady state: RSS, V8 heap in use', `${mib(f.steady.rss)}, ${mib(f.steady.heapUsed)}`],
+    );
+  }
+  rows.push([
+    'gatehouse: steady RSS, V8 heap in use',
+    `${mib(g.steadyRss)}, ${mib(g.steadyHeap)}${all(figures.gatehouse, (f) => mib(f.steady.heapUsed))}`,
+  ]);
+  if (b)
+    rows.push(
       [
-        'API requests: to sync, then per minute',
-        `${f.requestsToSync.toFixed(0)}, ${f.requestsPerMinute.toFixed(0)} (background subtracted)`,
+        'baseline: start → cache synced (/readyz 200)',
+        `${ms(b.synced)}${all(figures.baseline, (f) => ms(f.syncedMs))}`,
       ],
-      [
-        'a Node as served → as cached (JSON)',
-        `${(sizes.served / 1024).toFixed(1)} KiB → ${(sizes.cached / 1024).toFixed(1)} KiB (${(sizes.cached / sizes.served).toFixed(2)}×)`,
-      ],
-    ],
+      ['baseline: peak RSS', `${mib(b.peakRss)}${all(figures.baseline, (f) => mib(f.peakRss))}`],
+      ['baseline: steady RSS, Go heap in use', `${mib(b.steadyRss)}, ${mib(b.steadyHeap)}`],
+    );
+  rows.push(...requestRows('gatehouse', g), ...(b ? requestRows('baseline', b) : []));
+  rows.push([
+    'a Node as served → as gatehouse caches it (JSON)',
+    `${(sizes.served / 1024).toFixed(1)} KiB → ${(sizes.cached / 1024).toFixed(1)} KiB (${(sizes.cached / sizes.served).toFixed(2)}×)`,
+  ]);
+  report(
+    `scale: ${scope} (each controller in its own process, one at a time; medians of ${String(runs)} starts of gatehouse, ${String(baselineRuns)} of the controller-runtime baseline; background subtracted)`,
+    rows,
   );
-  record(`scale (${scope}): controller peak RSS`, mib(f.peakRss), '≤ 250 MiB');
-  record(`scale (${scope}): start → caches synced`, ms(synced), '≤ 15 s');
-  record(`scale (${scope}): V8 heap in use, steady`, mib(f.steady.heapUsed));
+  record(
+    `scale (${scope}): gatehouse peak RSS`,
+    `${mib(g.peakRss)}${ratio(g.peakRss, b?.peakRss)}`,
+    '≤ 200 MiB, ≤ 1.0×',
+  );
+  record(`scale (${scope}): start → caches synced`, `${ms(g.synced)}${ratio(g.synced, b?.synced)}`, '≤ 1.0×');
+  record(`scale (${scope}): V8 heap in use, steady`, mib(g.steadyHeap), '≤ 80 MiB');
+  record(
+    `scale (${scope}): API requests, steady`,
+    `${g.perMinute.toFixed(0)}/min, ${g.perProbe.toFixed(2)} per probe${ratio(g.perMinute, b?.perMinute)}`,
+    '≤ 1.1 per probe, ≤ 1.0×',
+  );
+}
+
+const GROWTH_NODES = (process.env.BENCH_GROWTH_NODES ?? '1000,5000,10000').split(',').map(Number);
+const GROWTH_CHECKS = (process.env.BENCH_GROWTH_CHECKS ?? '100,1000,5000').split(',').map(Number);
+
+/** The growth table: one start of gatehouse per cell, and memory per Node and per check from its slopes. */
+export async function growthBench(sandbox: Sandbox): Promise<void> {
+  const api = new RestClient(sandbox.kubeConfig());
+  await installGatehouse(api, { withoutDeployment: true });
+  const cells = new Map<string, StartFigures>();
+  let madeNodes = 0;
+  let madeChecks = 0;
+  for (const nodes of GROWTH_NODES) {
+    await createNodes(sandbox, api, madeNodes, nodes);
+    madeNodes = nodes;
+    await settle(api, log);
+    for (const checks of GROWTH_CHECKS) {
+      if (madeChecks > checks) await deleteChecksFrom(api, checks as 100 | 1000);
+      madeChecks = Math.min(madeChecks, checks);
+      await createChecks(api, madeChecks, checks, nodes, INTERVAL);
+      madeChecks = checks;
+      log(`  ${String(nodes)} nodes, ${String(checks)} checks`);
+      cells.set(
+        `${String(nodes)}/${String(checks)}`,
+        await measureStart('gatehouse', sandbox, api, { checks, nodes, interval: INTERVAL }, TIMING),
+      );
+    }
+  }
+  const cell = (n: number, c: number) => cells.get(`${String(n)}/${String(c)}`) as StartFigures;
+  const rows: [string, string][] = [];
+  for (const n of GROWTH_NODES)
+    for (const c of GROWTH_CHECKS) {
+      const f = cell(n, c);
+      const perMinute = (total(f.steadyWindow.requests) * 60_000) / f.steadyMs;
+      rows.push([
+        `${String(n).padStart(6)} nodes, ${String(c).padStart(5)} checks`,
+        `synced ${ms(f.syncedMs).padStart(8)}, peak RSS ${mib(f.peakRss).padStart(8)}, steady RSS ${mib(f.steady.rss).padStart(8)}, V8 heap ${mib(f.steady.heapUsed).padStart(7)}, ${perMinute.toFixed(0).padStart(5)} requests/min (${(total(f.steadyWindow.requests) / Math.max(1, f.probes)).toFixed(2)} per probe)`,
+      ]);
+    }
+  const KiB = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+  const slope = (a: StartFigures, b: StartFigures, span: number, of: (f: StartFigures) => number) =>
+    (of(b) - of(a)) / span;
+  const heap = (f: StartFigures) => f.steady.heapUsed;
+  const rss = (f: StartFigures) => f.steady.rss;
+  const pairs = <T>(xs: T[]) => xs.slice(1).map((x, i) => [xs[i] as T, x] as const);
+  for (const c of GROWTH_CHECKS)
+    rows.push([
+      `per Node, at ${String(c)} checks (V8 heap; RSS)`,
+      pairs(GROWTH_NODES)
+        .map(
+          ([a, b]) =>
+            `${String(a)}→${String(b)}: ${KiB(slope(cell(a, c), cell(b, c), b - a, heap))}; ${KiB(slope(cell(a, c), cell(b, c), b - a, rss))}`,
+        )
+        .join('   '),
+    ]);
+  for (const n of GROWTH_NODES)
+    rows.push([
+      `per check, at ${String(n)} nodes (V8 heap; RSS)`,
+      pairs(GROWTH_CHECKS)
+        .map(
+          ([a, b]) =>
+            `${String(a)}→${String(b)}: ${KiB(slope(cell(n, a), cell(n, b), b - a, heap))}; ${KiB(slope(cell(n, a), cell(n, b), b - a, rss))}`,
+        )
+        .join('   '),
+    ]);
+  report(
+    `growth: gatehouse at each size, one start per cell (steady figures ${String(TIMING.settleIntervals)} intervals after sync, checks at ${INTERVAL})`,
+    rows,
+  );
 }

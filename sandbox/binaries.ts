@@ -61,6 +61,14 @@ export async function ensureBinaries(log: (line: string) => void = () => undefin
   // build.sh also builds the tools (helm, Prometheus...); it skips whatever is built already.
   if (found && (await Promise.all(TOOLS.map(findTool))).every(Boolean)) return found;
   log('sandbox binaries not built yet: building them from Go modules (a cold build takes 15-30 minutes)');
+  await runBuildScript(log);
+  const built = await findBinaries();
+  if (!built) throw new Error(`sandbox/build.sh finished but left no complete build under ${cacheDir()}`);
+  return built;
+}
+
+/** Runs sandbox/build.sh, which builds whatever is not in the cache yet, passing on its log lines. */
+export async function runBuildScript(log: (line: string) => void): Promise<void> {
   await new Promise<void>((resolve, reject) => {
     const child = spawn('bash', [buildScript], { stdio: ['ignore', 'ignore', 'pipe'] });
     child.stderr.setEncoding('utf8');
@@ -75,9 +83,6 @@ export async function ensureBinaries(log: (line: string) => void = () => undefin
       else reject(new Error(`sandbox/build.sh exited with ${code}:\n${tail}`));
     });
   });
-  const built = await findBinaries();
-  if (!built) throw new Error(`sandbox/build.sh finished but left no complete build under ${cacheDir()}`);
-  return built;
 }
 
 /** Programs build.sh puts under tools/, apart from the Kubernetes build. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the sandbox's control plane from Go modules: kube-apiserver,
 # kube-controller-manager and kube-scheduler (k8s.io/kubernetes), etcd 3.6 and kwok;
-# and helm, which the chart's tests use.
+# helm, Prometheus and Alertmanager, which tests use; and the scale benchmark's Go baseline.
 #
 # No release binaries can be downloaded here, but the Go module proxy serves the
 # sources, so each program is built in a scratch module under the cache. Binaries
@@ -220,6 +220,30 @@ build_monitoring() {
     github.com/prometheus/alertmanager/cmd/alertmanager
 }
 
+# The scale benchmark's Go baseline (bench/baseline-go: a controller-runtime manager that
+# the benchmark runs beside gatehouse; never shipped, see its README). Kept under tools/ by
+# a digest of its sources, so it is built again only when they change; bench/baseline-go.ts
+# computes the same digest. Built here, with everything else the repository needs, so
+# that CI notices when it stops building: a cold build takes 2-3 minutes.
+BASELINE_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../bench/baseline-go" && pwd)
+build_baseline() {
+  local digest dir began
+  digest=$(cd "$BASELINE_SRC" && cat go.mod go.sum main.go | sha256sum | cut -c1-16)
+  dir=$CACHE/tools/baseline-go-$digest
+  if [ ! -x "$dir/baseline-go" ]; then
+    began=$(date +%s)
+    log "bench baseline (controller-runtime) $digest: building (a cold build takes a few minutes)"
+    mkdir -p "$dir"
+    (cd "$BASELINE_SRC" && go build -trimpath -ldflags "-s -w" -o "$dir/.baseline-go.tmp" .) \
+      >"$CACHE/baseline-go-build.log" 2>&1 \
+      || { tail -20 "$CACHE/baseline-go-build.log" >&2; die "the bench baseline did not build"; }
+    mv "$dir/.baseline-go.tmp" "$dir/baseline-go"
+    # Builds of earlier sources are of no more use.
+    find "$CACHE/tools" -maxdepth 1 -name 'baseline-go-*' ! -name "baseline-go-$digest" -exec rm -rf {} +
+    log "bench baseline: done in $(($(date +%s) - began)) s"
+  fi
+}
+
 complete() {
   local bin=$1/bin f
   for f in kube-apiserver kube-controller-manager kube-scheduler etcd kwok; do
@@ -229,6 +253,7 @@ complete() {
 
 build_helm
 build_monitoring
+build_baseline
 
 # Reuse the newest complete build already in the cache.
 if [ -f "$CACHE/current" ] && complete "$CACHE/$(cat "$CACHE/current")"; then

@@ -1,0 +1,284 @@
+// One start of a controller against the scale benchmark's cluster — gatehouse as the
+// Deployment starts it, or the Go baseline — and what it cost: time to synced caches,
+// peak and steady memory, and the API requests it made at start and in a steady window.
+//
+// The steady window starts two check intervals after sync (by then every check has
+// probed twice and every first status write and Event is done) and lasts one interval,
+// so that each check probes in it about once.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { Sandbox } from '../sandbox/cluster.ts';
+import type { RestClient } from '../src/kube/rest.ts';
+import { CONTROLLER_NODE_OPTIONS } from '../src/manifests/controller.ts';
+import { sleep, waitFor } from '../src/wait.ts';
+import { lessBackground, perMs, served, serverCounters, type ServerCounters } from './api-requests.ts';
+import { baselineArguments, baselineBinary, freePort } from './baseline-go.ts';
+import { analyse, byConstructor, dominatorTree } from './heap-retainers.ts';
+import type { MemorySample } from './memory-sampler.ts';
+
+const MiB = 2 ** 20;
+
+export interface StartTiming {
+  /** The checks' interval. */
+  intervalMs: number;
+  /** The steady window starts this many intervals after sync. */
+  settleIntervals: number;
+}
+
+export interface StartFigures {
+  syncedMs: number;
+  peakRss: number;
+  /** gatehouse only: what its peak RSS was made of (bench/memory-sampler.ts). */
+  peak?: MemorySample;
+  steady: { rss: number; heapUsed: number };
+  /** Requests from the start to caches synced, less the cluster's background. */
+  toSync: ServerCounters;
+  /** From the start to the steady window: the start burst. */
+  burst: ServerCounters;
+  burstMs: number;
+  steadyWindow: ServerCounters;
+  steadyMs: number;
+  /** Probes the process made in the steady window. */
+  probes: number;
+}
+
+/** A controller process under measurement. */
+interface Subject {
+  child: ChildProcess;
+  /** Resolves with its base URLs once it listens: readiness, and metrics. */
+  listening: Promise<{ ready: string; metrics: string }>;
+  probesMetric: string;
+  heapMetric: string;
+  /** After it exited. */
+  peakSample?: () => Promise<MemorySample>;
+  /** Takes a heap snapshot (gatehouse with BENCH_HEAP_SNAPSHOT=1), named by the moment. */
+  snapshot?: (moment: string) => Promise<void>;
+  cleanup: () => Promise<void>;
+}
+
+async function procStatus(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number> {
+  const status = await readFile(`/proc/${String(pid)}/status`, 'utf8');
+  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0) * 1024;
+}
+
+/** Sum of every sample of a metric in a Prometheus text page. */
+function metricSum(text: string, name: string): number {
+  let sum = 0;
+  for (const line of text.split('\n'))
+    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`))
+      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  return sum;
+}
+
+/** Requests the API server serves with nothing of ours running, per millisecond. */
+export async function backgroundRate(api: RestClient, windowMs: number): Promise<ServerCounters> {
+  const before = await serverCounters(api);
+  const t0 = performance.now();
+  await sleep(windowMs);
+  const after = await serverCounters(api);
+  return perMs(served(before, after), performance.now() - t0);
+}
+
+/** gatehouse's controller, started as the Deployment starts it (src/manifests/controller.ts). */
+async function gatehouse(sandbox: Sandbox): Promise<Subject> {
+  const dir = await mkdtemp(join(tmpdir(), 'gatehouse-scale-'));
+  const memoryFile = join(dir, 'memory.json');
+  const extra = (process.env.BENCH_CONTROLLER_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean);
+  const snapshots = process.env.BENCH_HEAP_SNAPSHOT === '1';
+  const child = spawn(
+    process.execPath,
+    [
+      // The sampler first: it sees the whole life of the process.
+      '--import',
+      new URL('./memory-sampler.ts', import.meta.url).pathname,
+      ...(snapshots ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`] : []),
+      ...extra,
+      'src/cli/main.ts',
+      'controller',
+      '--kubeconfig',
+      sandbox.kubeconfig,
+      '--listen-host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--log-level',
+      'info',
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: {
+        ...process.env,
+        // As the Deployment sets it, unless the run overrides it.
+        NODE_OPTIONS: process.env.BENCH_CONTROLLER_NODE_OPTIONS ?? CONTROLLER_NODE_OPTIONS,
+        GATEHOUSE_BENCH_MEMORY_FILE: memoryFile,
+      },
+    },
+  );
+  const listening = new Promise<{ ready: string; metrics: string }>((resolve, reject) => {
+    let buffer = '';
+    child.stdout.on('data', (d: Buffer) => {
+      buffer += d.toString();
+      const match = /"url":"(http:\/\/[^"]+)"/.exec(buffer);
+      if (match?.[1]) {
+        resolve({ ready: `${match[1]}/readyz`, metrics: `${match[1]}/metrics` });
+        buffer = '';
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`the controller exited with ${String(code)}`)));
+  });
+  let taken = 0;
+  return {
+    child,
+    listening,
+    probesMetric: 'gatehouse_probes_total',
+    heapMetric: 'gatehouse_nodejs_heap_size_used_bytes',
+    peakSample: async () => (JSON.parse(await readFile(memoryFile, 'utf8')) as { peak: MemorySample }).peak,
+    ...(snapshots
+      ? {
+          snapshot: async (moment: string) => {
+            child.kill('SIGUSR2');
+            // Written synchronously by the process; wait for the file to appear.
+            const n = ++taken;
+            const file = await waitFor(
+              `heap snapshot ${String(n)}`,
+              async () => {
+                const files = (await readdir(dir)).filter((f) => f.endsWith('.heapsnapshot')).sort();
+                return files.length >= n ? join(dir, files[n - 1] as string) : undefined;
+              },
+              { timeoutMs: 120_000, intervalMs: 500 },
+            );
+            // The process writes it in one go: done once its size holds for a second.
+            let size = -1;
+            await waitFor(
+              `heap snapshot ${String(n)} written`,
+              async () => {
+                const now = (await stat(file)).size;
+                const done = now > 0 && now === size;
+                size = now;
+                return done ? true : undefined;
+              },
+              { timeoutMs: 300_000, intervalMs: 1000 },
+            );
+            printRetainers(moment, file, await readFile(file, 'utf8'));
+          },
+        }
+      : {}),
+    cleanup: async () => {
+      if (snapshots) process.stderr.write(`heap snapshots kept in ${dir}\n`);
+      else await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function printRetainers(moment: string, file: string, text: string): void {
+  const graph = analyse(JSON.parse(text) as Parameters<typeof analyse>[0]);
+  const out = [
+    `\nheap snapshot ${moment} (${file}): ${((graph.retained[0] as number) / MiB).toFixed(1)} MiB reachable`,
+    'retained by (dominator tree, ≥ 0.5 MiB):',
+    ...dominatorTree(graph, 0.5 * MiB, 16),
+    'own size by constructor (top 20):',
+    ...byConstructor(graph, 20),
+  ];
+  process.stdout.write(`${out.join('\n')}\n`);
+}
+
+/** The controller-runtime baseline (bench/baseline-go), with the same checks. */
+async function baseline(sandbox: Sandbox, checks: number, nodes: number, interval: string): Promise<Subject> {
+  const binary = await baselineBinary((line) => process.stderr.write(`${line}\n`));
+  const [healthPort, metricsPort] = [await freePort(), await freePort()];
+  const child = spawn(
+    binary,
+    baselineArguments({ kubeconfig: sandbox.kubeconfig, checks, nodes, interval, healthPort, metricsPort }),
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  return {
+    child,
+    listening: Promise.resolve({
+      ready: `http://127.0.0.1:${String(healthPort)}/readyz`,
+      metrics: `http://127.0.0.1:${String(metricsPort)}/metrics`,
+    }),
+    probesMetric: 'baseline_probes_total',
+    heapMetric: 'go_memstats_heap_inuse_bytes',
+    cleanup: () => Promise.resolve(),
+  };
+}
+
+export type SubjectName = 'gatehouse' | 'baseline';
+
+/** Starts `which`, measures it through sync, the start burst and one steady window, and stops it. */
+export async function measureStart(
+  which: SubjectName,
+  sandbox: Sandbox,
+  api: RestClient,
+  scale: { checks: number; nodes: number; interval: string },
+  timing: StartTiming,
+): Promise<StartFigures> {
+  const background = await backgroundRate(api, 10_000);
+  const beforeStart = await serverCounters(api);
+  const subject =
+    which === 'gatehouse'
+      ? await gatehouse(sandbox)
+      : await baseline(sandbox, scale.checks, scale.nodes, scale.interval);
+  const { child } = subject;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const started = performance.now();
+  const pid = child.pid ?? 0;
+  try {
+    const urls = await subject.listening;
+    await waitFor(
+      `the ${which} controller to be ready (caches synced)`,
+      async () => {
+        if (child.exitCode !== null)
+          throw new Error(`the ${which} controller exited with ${String(child.exitCode)}`);
+        return (await fetch(urls.ready).catch(() => undefined))?.status === 200 ? true : undefined;
+      },
+      { timeoutMs: 600_000, intervalMs: 50 },
+    );
+    const syncedMs = performance.now() - started;
+    const atSync = await serverCounters(api);
+    await subject.snapshot?.('at sync');
+    // The start burst's height: a quarter interval in, the first probes and their writes.
+    await sleep(Math.max(0, started + syncedMs + timing.intervalMs / 4 - performance.now()));
+    await subject.snapshot?.('a quarter interval after sync (the start burst)');
+    await sleep(
+      Math.max(0, started + syncedMs + timing.settleIntervals * timing.intervalMs - performance.now()),
+    );
+    const metricsText = async () => (await fetch(urls.metrics)).text();
+    const windowStart = { counters: await serverCounters(api), at: performance.now() };
+    const probesBefore = metricSum(await metricsText(), subject.probesMetric);
+    await sleep(timing.intervalMs);
+    const probesAfter = metricSum(await metricsText(), subject.probesMetric);
+    const windowEnd = { counters: await serverCounters(api), at: performance.now() };
+    const steadyText = await metricsText();
+    const steady = {
+      rss: await procStatus(pid, 'VmRSS'),
+      heapUsed: metricSum(steadyText, subject.heapMetric),
+    };
+    await subject.snapshot?.('in the steady window');
+    const peakRss = await procStatus(pid, 'VmHWM');
+    child.kill('SIGTERM');
+    await exited;
+    const peak = await subject.peakSample?.();
+    const burstMs = windowStart.at - started;
+    const steadyMs = windowEnd.at - windowStart.at;
+    return {
+      syncedMs,
+      peakRss,
+      ...(peak ? { peak } : {}),
+      steady,
+      toSync: lessBackground(served(beforeStart, atSync), background, syncedMs),
+      // Each reading in between is one GET /metrics of ours.
+      burst: lessBackground(served(beforeStart, windowStart.counters, 2), background, burstMs),
+      burstMs,
+      steadyWindow: lessBackground(served(windowStart.counters, windowEnd.counters), background, steadyMs),
+      steadyMs,
+      probes: probesAfter - probesBefore,
+    };
+  } finally {
+    if (child.exitCode === null) child.kill('SIGTERM');
+    await subject.cleanup();
+  }
+}
