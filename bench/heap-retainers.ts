@@ -40,6 +40,12 @@ export interface HeapGraph {
 
 const MiB = 2 ** 20;
 
+/** A name on one line and at most `max` characters (a key may hold a certificate). */
+function oneLine(text: string, max: number): string {
+  const line = text.replace(/\s+/g, ' ');
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
 export function analyse(snap: Snapshot): HeapGraph {
   const { meta } = snap.snapshot;
   const nf = meta.node_fields.length;
@@ -65,7 +71,9 @@ export function analyse(snap: Snapshot): HeapGraph {
   const edgeName = (e: number): string => {
     const type = edgeTypes[snap.edges[e + edgeTypeField] as number];
     const value = snap.edges[e + edgeNameField] as number;
-    return type === 'element' || type === 'hidden' ? `[${String(value)}]` : (snap.strings[value] ?? '?');
+    return type === 'element' || type === 'hidden'
+      ? `[${String(value)}]`
+      : oneLine(snap.strings[value] ?? '?', 50);
   };
 
   // Depth-first from the root (node 0): postorder numbers, and the edge each node came by.
@@ -156,10 +164,10 @@ export function analyse(snap: Snapshot): HeapGraph {
   const label = (v: number) => {
     const type = nodeTypes[snap.nodes[v * nf + typeField] as number] ?? '?';
     const name = snap.strings[snap.nodes[v * nf + nameField] as number] ?? '';
-    if (type === 'object' || type === 'native') return name.slice(0, 60);
-    if (type === 'closure') return `${name || '(anonymous)'}()`;
+    if (type === 'object' || type === 'native') return oneLine(name, 60);
+    if (type === 'closure') return `${oneLine(name, 60) || '(anonymous)'}()`;
     if (type === 'string' || type === 'concatenated string' || type === 'sliced string') return '(string)';
-    return `(${type}${name ? ` ${name.slice(0, 40)}` : ''})`;
+    return `(${type}${name ? ` ${oneLine(name, 40)}` : ''})`;
   };
   return { count, selfSize, retained, idom, via, label };
 }

@@ -43,6 +43,8 @@ export interface StartFigures {
   steadyMs: number;
   /** Probes the process made in the steady window. */
   probes: number;
+  /** CPU kube-apiserver and etcd spent in the steady window (ms), less their background. */
+  serverCpuMs: number;
 }
 
 /** A controller process under measurement. */
@@ -57,6 +59,18 @@ interface Subject {
   /** Takes a heap snapshot (gatehouse with BENCH_HEAP_SNAPSHOT=1), named by the moment. */
   snapshot?: (moment: string) => Promise<void>;
   cleanup: () => Promise<void>;
+}
+
+/** CPU time kube-apiserver and etcd have used so far, in milliseconds (/proc/PID/stat: utime + stime). */
+export async function serverCpuMs(sandbox: Sandbox): Promise<number> {
+  let ticks = 0;
+  for (const p of sandbox.state.processes.filter((x) => x.name === 'kube-apiserver' || x.name === 'etcd')) {
+    const stat = await readFile(`/proc/${String(p.pid)}/stat`, 'utf8');
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th of them.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks * 10; // USER_HZ is 100 on Linux
 }
 
 async function procStatus(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number> {
@@ -216,7 +230,10 @@ export async function measureStart(
   scale: { checks: number; nodes: number; interval: string },
   timing: StartTiming,
 ): Promise<StartFigures> {
+  const cpu0 = await serverCpuMs(sandbox);
+  const bg0 = performance.now();
   const background = await backgroundRate(api, 10_000);
+  const backgroundCpu = ((await serverCpuMs(sandbox)) - cpu0) / (performance.now() - bg0);
   const beforeStart = await serverCounters(api);
   const subject =
     which === 'gatehouse'
@@ -247,11 +264,19 @@ export async function measureStart(
       Math.max(0, started + syncedMs + timing.settleIntervals * timing.intervalMs - performance.now()),
     );
     const metricsText = async () => (await fetch(urls.metrics)).text();
-    const windowStart = { counters: await serverCounters(api), at: performance.now() };
+    const windowStart = {
+      counters: await serverCounters(api),
+      at: performance.now(),
+      cpu: await serverCpuMs(sandbox),
+    };
     const probesBefore = metricSum(await metricsText(), subject.probesMetric);
     await sleep(timing.intervalMs);
     const probesAfter = metricSum(await metricsText(), subject.probesMetric);
-    const windowEnd = { counters: await serverCounters(api), at: performance.now() };
+    const windowEnd = {
+      counters: await serverCounters(api),
+      at: performance.now(),
+      cpu: await serverCpuMs(sandbox),
+    };
     const steadyText = await metricsText();
     const steady = {
       rss: await procStatus(pid, 'VmRSS'),
@@ -276,6 +301,7 @@ export async function measureStart(
       steadyWindow: lessBackground(served(windowStart.counters, windowEnd.counters), background, steadyMs),
       steadyMs,
       probes: probesAfter - probesBefore,
+      serverCpuMs: windowEnd.cpu - windowStart.cpu - backgroundCpu * steadyMs,
     };
   } finally {
     if (child.exitCode === null) child.kill('SIGTERM');

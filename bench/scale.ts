@@ -14,6 +14,7 @@ import { slimNode } from '../src/kube/nodes.ts';
 import { RestClient } from '../src/kube/rest.ts';
 import { installGatehouse } from '../src/manifests/install.ts';
 import { byVerbAndResource, total, type ServerCounters } from './api-requests.ts';
+import { periodicReadCosts } from './periodic-reads.ts';
 import { createChecks, createNodes, deleteChecksFrom, settle } from './scale-objects.ts';
 import { measureStart, type StartFigures, type StartTiming, type SubjectName } from './scale-start.ts';
 import { median, ms, report } from './stats.ts';
@@ -101,6 +102,10 @@ function requestRows(name: string, s: Summary): [string, string][] {
       `${s.perMinute.toFixed(0)} (${s.perProbe.toFixed(2)} per probe): ${byVerbAndResource(f.steadyWindow.requests, perMin)}`,
     ],
     [`${name}: lists, steady (per minute)`, lists(f.steadyWindow, perMin)],
+    [
+      `${name}: kube-apiserver and etcd CPU, steady`,
+      `${((f.serverCpuMs * perMin) / 1000).toFixed(1)} s per minute (background subtracted)`,
+    ],
   ];
 }
 
@@ -111,7 +116,7 @@ export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number
   await createNodes(sandbox, api, 0, nodes);
   await createChecks(api, 0, checks, nodes, INTERVAL);
   const created = performance.now() - t0;
-  await settle(api, log);
+  await settle(api, { from: 0, to: nodes }, log);
   const baselineRuns = Number(process.env.BENCH_BASELINE_RUNS ?? runs);
   const figures: Record<SubjectName, StartFigures[]> = { gatehouse: [], baseline: [] };
   // Interleaved, so that the machine's load drifts over both alike.
@@ -125,6 +130,7 @@ export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number
     }
   }
   const sizes = await nodeCacheSizes(api);
+  const readCosts = await periodicReadCosts(sandbox, api, nodes);
   const g = summarise(figures.gatehouse);
   const b = figures.baseline.length ? summarise(figures.baseline) : undefined;
   const ratio = (x: number, y: number | undefined) => (y ? ` (${(x / y).toFixed(2)}× the baseline)` : '');
@@ -169,6 +175,7 @@ export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number
       ['baseline: steady RSS, Go heap in use', `${mib(b.steadyRss)}, ${mib(b.steadyHeap)}`],
     );
   rows.push(...requestRows('gatehouse', g), ...(b ? requestRows('baseline', b) : []));
+  rows.push(...readCosts);
   rows.push([
     'a Node as served → as gatehouse caches it (JSON)',
     `${(sizes.served / 1024).toFixed(1)} KiB → ${(sizes.cached / 1024).toFixed(1)} KiB (${(sizes.cached / sizes.served).toFixed(2)}×)`,
@@ -203,8 +210,8 @@ export async function growthBench(sandbox: Sandbox): Promise<void> {
   let madeChecks = 0;
   for (const nodes of GROWTH_NODES) {
     await createNodes(sandbox, api, madeNodes, nodes);
+    await settle(api, { from: 0, to: nodes }, log);
     madeNodes = nodes;
-    await settle(api, log);
     for (const checks of GROWTH_CHECKS) {
       if (madeChecks > checks) await deleteChecksFrom(api, checks as 100 | 1000);
       madeChecks = Math.min(madeChecks, checks);

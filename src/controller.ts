@@ -197,6 +197,7 @@ export class Controller {
         get: (name) => this.nodeInformer.get(name),
         list: () => this.nodeInformer.list(),
         busy: () => nodesWithUnfinishedActions(this.actionInformer.list()),
+        live: () => this.nodeInformer.live,
       },
     });
     const common = { rest: this.rest, log: options.log, ...options.informerOptions };

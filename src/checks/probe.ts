@@ -6,6 +6,7 @@ import {
   type ProbeName,
   type ProbeSpecs,
 } from '../api/cluster-health-check.ts';
+import type { KubeObject } from '../kube/informer.ts';
 import type { RestClient } from '../kube/rest.ts';
 import type { NodeTarget } from './node-target.ts';
 
@@ -34,12 +35,36 @@ export interface ProbeContext {
    * so identical lists of several checks are made once (RestRequest.sharedSince).
    */
   readsSince?: number;
+  /**
+   * Present for periodic probes only: what they may read instead of a consistent read
+   * (docs/decisions.md, "Requests per probe"). Absent — a gate's fresh evaluation, an
+   * operator's "evaluate now", any caller that did not ask — every read is consistent.
+   */
+  cached?: CachedReads;
   /** The node a Node-scoped check is evaluated for; undefined for a Cluster-scoped one. */
   node?: NodeTarget;
   /** The check being probed, and its timeout (a checker Job's deadline). */
   check?: CheckIdentity & { timeoutMs: number };
   /** Runs checker Jobs (src/checks/checker-jobs.ts); absent on a replica that may not create them (only the leader does). */
   jobs?: CheckerJobRunner;
+}
+
+/**
+ * Reads a periodic probe may take from caches. Lists and gets then ask for
+ * resourceVersion=0 — any version the API server's watch cache holds, without reading
+ * etcd or waiting for the cache to catch up — and Nodes come from the controller's own cache.
+ */
+export interface CachedReads {
+  /** The controller's Nodes, or undefined while its Node watch is not live (ask the API server then). */
+  nodes(): readonly KubeObject[] | undefined;
+}
+
+/**
+ * resourceVersion=0 for a read that may be answered from the API server's watch cache at
+ * whatever version it holds (no etcd read, no wait); nothing, for a consistent read.
+ */
+export function consistency(cached: boolean | undefined): { resourceVersion?: string } {
+  return cached ? { resourceVersion: '0' } : {};
 }
 
 /** The check a probe runs for (a checker Job's name and owner). */

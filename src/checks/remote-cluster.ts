@@ -32,7 +32,9 @@ export async function onRemoteCluster(
   );
   let result: ProbeResult;
   try {
-    result = await probe({ ...context, rest: client.rest });
+    // This controller's Node cache is not that cluster's; reads from its watch cache stay.
+    const cached = context.cached && { nodes: () => undefined };
+    result = await probe({ ...context, rest: client.rest, ...(cached ? { cached } : {}) });
   } catch (error) {
     throw new Error(`${client.where}: ${refusal(error)}`, { cause: error });
   }

@@ -17,7 +17,7 @@ import { errorMessage, formatDuration } from '../wait.ts';
 import { nodeSummaryState, summarizeNodes, type NodeResults } from './node-results.ts';
 import { CheckerJobs } from './checker-jobs.ts';
 import { nodeTarget, type NodeTarget } from './node-target.ts';
-import { probeTypeOf, type ProbeContext, type ProbeResult } from './probe.ts';
+import { probeTypeOf, type CachedReads, type ProbeContext, type ProbeResult } from './probe.ts';
 import { matchesSelector } from '../kube/labels.ts';
 import {
   applyOutcome,
@@ -58,6 +58,8 @@ export interface NodeSource {
   list(): KubeObject[];
   /** The nodes with an unfinished action: evaluated every interval, not only every nodeInterval. */
   busy(): ReadonlySet<string>;
+  /** Whether the cache is kept current by a live watch (Informer.live): periodic `nodes` probes then read it. */
+  live?(): boolean;
 }
 
 /** The default nodeInterval: how often every selected node is evaluated. */
@@ -129,10 +131,14 @@ export class CheckRunner {
   recordLag = false;
   /** The checker Jobs of `job` probes, run by the leader only. */
   private readonly jobs: CheckerJobs;
+  /** What periodic probes may read from caches (ProbeContext.cached); gates never get it. */
+  private readonly cached: CachedReads;
 
   constructor(options: CheckRunnerOptions) {
     this.options = { statusRefreshMs: 300_000, jitter: 0.1, ...options };
     this.jobs = new CheckerJobs(options.rest);
+    const nodes = options.nodes;
+    this.cached = { nodes: () => (nodes?.live?.() ? nodes.list() : undefined) };
   }
 
   /**
@@ -332,8 +338,11 @@ export class CheckRunner {
     const worker = async () => {
       for (let slot = queue.shift(); slot; slot = queue.shift()) {
         if (this.entries.get(entry.check.metadata.name) !== entry) return;
-        // A probe still running for this node (a gate's) is not doubled.
-        await (slot.inflight ?? this.probe(entry, slot, cause));
+        // Asked for (an operator's evaluation): a probe that starts now, with consistent
+        // reads. Periodic: a probe still running for this node (a gate's) is not doubled.
+        await (cause === 'gate'
+          ? this.fresh(entry, slot)
+          : (slot.inflight ?? this.probe(entry, slot, cause)));
       }
     };
     await Promise.all(Array.from({ length: Math.min(NODE_ROUND_CONCURRENCY, queue.length) }, worker));
@@ -435,6 +444,8 @@ export class CheckRunner {
             rest: this.options.rest,
             signal: controller.signal,
             readsSince: since,
+            // Periodic probes may read caches; a gate's fresh evaluation reads consistently.
+            ...(cause === 'periodic' ? { cached: this.cached } : {}),
             serviceResolution: this.options.serviceResolution,
             namespace: this.options.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
             ...(node ? { node } : {}),

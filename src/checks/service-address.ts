@@ -4,7 +4,7 @@
 // it reads the Service instead: an ExternalName's host, or a ready endpoint from the
 // Service's EndpointSlices, on the target port that backs the requested Service port.
 import { KubeApiError } from '../kube/rest.ts';
-import type { ProbeContext } from './probe.ts';
+import { consistency, type ProbeContext } from './probe.ts';
 
 export interface ServiceReference {
   name: string;
@@ -63,6 +63,7 @@ export async function resolveService(
   let object: Service;
   try {
     object = await context.rest.request<Service>(`/api/v1/namespaces/${namespace}/services/${name}`, {
+      query: consistency(context.cached !== undefined),
       signal: context.signal,
     });
   } catch (error) {
@@ -86,7 +87,13 @@ export async function resolveService(
 
   const slices = await context.rest.request<{ items?: EndpointSlice[] }>(
     `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices`,
-    { query: { labelSelector: `kubernetes.io/service-name=${name}` }, signal: context.signal },
+    {
+      query: {
+        labelSelector: `kubernetes.io/service-name=${name}`,
+        ...consistency(context.cached !== undefined),
+      },
+      signal: context.signal,
+    },
   );
   let notReady = 0;
   for (const slice of slices.items ?? []) {

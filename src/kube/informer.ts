@@ -4,6 +4,7 @@
 // relist and report the difference), and watches that go silent without closing (a
 // watchdog restarts any watch that has carried no event or bookmark for too long).
 import { EventEmitter } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../log.ts';
 import { sleep } from '../wait.ts';
 import { KubeApiError, type ListFields, type RestClient, type WatchEvent } from './rest.ts';
@@ -35,6 +36,8 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
   watchTimeoutSeconds?: number;
   /** Restart a watch that has carried nothing (not even a bookmark) for this long. */
   idleTimeoutMs?: number;
+  /** The cache is not `live` once its watch has carried nothing for this long (default LIVE_SILENCE_MS). */
+  liveSilenceMs?: number;
   minBackoffMs?: number;
   maxBackoffMs?: number;
   /** Objects per list page (limit); default 500, as client-go's reflector asks. */
@@ -64,6 +67,12 @@ class Gone extends Error {}
 class WatchStatusError extends Error {}
 
 const LIST_PAGE = 500;
+/**
+ * A watch silent for longer is not taken as live (Informer.live): kube-apiserver's watch
+ * cache sends every watcher a bookmark each minute (cacher.go, defaultBookmarkFrequency),
+ * and holds events fresh for a minute and 15 s (DefaultEventFreshDuration).
+ */
+export const LIVE_SILENCE_MS = 75_000;
 
 /**
  * The cache keeps objects without metadata.managedFields: nothing here reads them, and
@@ -86,6 +95,10 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   private loop: Promise<void> | undefined;
   private hasSynced = false;
   private currentWatch: AbortController | undefined;
+  /** Whether a watch is open: the server accepted it and it has not ended or failed since. */
+  private watching = false;
+  /** When the open watch last carried anything, an event or a bookmark (performance.now()). */
+  private lastHeard = -Infinity;
   /** Counters for tests and metrics. */
   readonly stats = { lists: 0, watches: 0, watchdogRestarts: 0, gone: 0, errors: 0 };
 
@@ -97,6 +110,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
       minBackoffMs: 200,
       maxBackoffMs: 30_000,
       pageSize: LIST_PAGE,
+      liveSilenceMs: LIVE_SILENCE_MS,
       ...options,
     };
     this.transform = transform as ((object: KubeObject) => KubeObject) | undefined;
@@ -104,6 +118,17 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
 
   get synced(): boolean {
     return this.hasSynced;
+  }
+
+  /**
+   * Whether the cache is being kept current: synced, its watch open, and heard from within
+   * LIVE_SILENCE_MS (kube-apiserver sends each watch a bookmark every minute). False while
+   * the watch reconnects, a relist runs or a connection has gone quiet, when the cache may
+   * lag the API server by more than an event's delivery: readers that must not lag then
+   * ask the server.
+   */
+  get live(): boolean {
+    return this.hasSynced && this.watching && performance.now() - this.lastHeard < this.options.liveSilenceMs;
   }
 
   /**
@@ -287,9 +312,14 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
         },
         (event) => {
           kick();
+          this.lastHeard = performance.now();
           this.apply(event);
         },
         watch.signal,
+        () => {
+          this.watching = true;
+          this.lastHeard = performance.now();
+        },
       );
     } catch (error) {
       if (watchdog.fired && !stopped()) {
@@ -299,6 +329,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
       }
       throw error;
     } finally {
+      this.watching = false;
       clearTimeout(idle);
       signal.removeEventListener('abort', onAbort);
     }

@@ -53,3 +53,39 @@ export function selectorToQuery(selector: LabelSelector | undefined): string | u
   }
   return parts.length ? parts.join(',') : undefined;
 }
+
+// The API server's syntax for label keys and values (k8s.io/apimachinery validation):
+// a value is at most 63 characters of alphanumerics, '-', '_' and '.', starting and ending
+// with an alphanumeric (or empty); a key is such a name, optionally after a DNS subdomain
+// prefix and '/'.
+const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+function validKey(key: string): boolean {
+  const slash = key.indexOf('/');
+  if (slash < 0) return LABEL_NAME.test(key);
+  const prefix = key.slice(0, slash);
+  return prefix.length <= 253 && DNS_SUBDOMAIN.test(prefix) && LABEL_NAME.test(key.slice(slash + 1));
+}
+
+function validValue(value: string): boolean {
+  return value === '' || LABEL_NAME.test(value);
+}
+
+/**
+ * Whether the API server would take this selector: matching it locally (a cache) gives the
+ * server's answer only then. A selector it refuses is a request error there, never "no
+ * match" — a caller that gets false asks the server, which says what is wrong.
+ */
+export function selectorValid(selector: LabelSelector | undefined): boolean {
+  if (!selector) return true;
+  for (const [key, value] of Object.entries(selector.matchLabels ?? {}))
+    if (!validKey(key) || !validValue(value)) return false;
+  for (const { key, operator, values = [] } of selector.matchExpressions ?? []) {
+    if (!validKey(key)) return false;
+    const takesValues = operator === 'In' || operator === 'NotIn';
+    if (takesValues ? values.length === 0 : values.length > 0) return false;
+    if (!values.every(validValue)) return false;
+  }
+  return true;
+}

@@ -15,7 +15,7 @@ const api = rest(kc);
 function informer(
   t: TestContext,
   namespace: string,
-  options: { watchTimeoutSeconds?: number; idleTimeoutMs?: number } = {},
+  options: { watchTimeoutSeconds?: number; idleTimeoutMs?: number; liveSilenceMs?: number } = {},
 ) {
   const inf = new Informer<KubeObject & { data?: Record<string, string> }>({
     rest: api,
@@ -125,6 +125,38 @@ describe('Informer', () => {
     await waitFor('the informer to see a create after the restart', () =>
       inf.get(`${namespace}/after-silence`),
     );
+  });
+
+  it('is live only while synced, its watch open and heard from lately', async (t) => {
+    const namespace = await freshNamespace(t);
+    const inf = informer(t, namespace, { watchTimeoutSeconds: 300, liveSilenceMs: 1500 });
+    assert.equal(inf.live, false, 'not live before the first list');
+    await inf.waitForSync();
+    await waitFor('the watch to open', () => (inf.live ? true : undefined));
+    // Nothing happens in the namespace, and bookmarks come once a minute: it goes quiet.
+    await waitFor('a quiet watch to stop counting as live', () => (inf.live ? undefined : true), {
+      timeoutMs: 10_000,
+    });
+    await create(namespace, 'wakes-it');
+    await waitFor('an event to make it live again', () => (inf.live ? true : undefined));
+    await inf.stop();
+    assert.equal(inf.live, false, 'a stopped informer is not live');
+  });
+
+  it('is not live while its watch reconnects', async (t) => {
+    const namespace = await freshNamespace(t);
+    const inf = informer(t, namespace);
+    await inf.waitForSync();
+    await waitFor('the watch to open', () => (inf.live ? true : undefined));
+    const states: boolean[] = [];
+    const sample = setInterval(() => states.push(inf.live), 1);
+    t.after(() => clearInterval(sample));
+    const watches = inf.stats.watches;
+    // As if the connection dropped: the watch resumes from where it was.
+    inf.resumeFrom(inf.watchedVersion ?? '');
+    await waitFor('the watch to reopen', () => (inf.stats.watches > watches && inf.live ? true : undefined));
+    clearInterval(sample);
+    assert.ok(states.includes(false), 'live throughout a broken watch');
   });
 
   it('relists when the watch history has expired (410 Gone), emitting what it missed', async (t) => {

@@ -13,6 +13,10 @@ import type { ProbeContext, ProbeResult } from '../../src/checks/probe.ts';
 import { runProbe } from '../../src/checks/probes/index.ts';
 import { resolveService } from '../../src/checks/service-address.ts';
 import { prometheusProbe } from '../../src/checks/probes/prometheus.ts';
+import { Informer, type KubeObject } from '../../src/kube/informer.ts';
+import { slimNode } from '../../src/kube/nodes.ts';
+import { RestClient, type RestRequest } from '../../src/kube/rest.ts';
+import { silentLogger } from '../../src/log.ts';
 import { errorMessage } from '../../src/wait.ts';
 import {
   localHttpServer,
@@ -519,6 +523,87 @@ describe('nodes', () => {
     );
     assert.ok(result.healthy);
     assert.equal((await probe({ nodes: { selector, maxNotReady: 0 } })).healthy, false);
+  });
+});
+
+/** A client that notes every request it sends: path and query. */
+class CountingRest extends RestClient {
+  readonly sent: { path: string; query: RestRequest['query'] }[] = [];
+  override request<T = unknown>(path: string, req: RestRequest = {}): Promise<T> {
+    this.sent.push({ path, query: req.query });
+    return super.request<T>(path, req);
+  }
+}
+
+describe('periodic reads (ProbeContext.cached)', () => {
+  it('a periodic nodes probe answers from the live Node cache as the API server would, and asks the server otherwise', async (t) => {
+    const nodes = new Informer<KubeObject>({
+      rest: client,
+      path: '/api/v1/nodes',
+      log: silentLogger(),
+      transform: slimNode,
+    });
+    nodes.start();
+    t.after(() => nodes.stop());
+    await nodes.waitForSync();
+    await waitFor('the Node watch to open', () => (nodes.live ? true : undefined));
+    const cached = { nodes: () => (nodes.live ? nodes.list() : undefined) };
+    const run = async (spec: ProbeSpecFragment, withCache: boolean) => {
+      const counting = new CountingRest(kc);
+      const context = { ...probeContext(), rest: counting, ...(withCache ? { cached } : {}) };
+      const result = await runProbe(spec, context).catch((error: unknown) => ({
+        error: errorMessage(error),
+      }));
+      return { result, requests: counting.sent.length };
+    };
+    const selectors = [
+      undefined,
+      { matchLabels: { type: 'kwok' } },
+      { matchLabels: { type: 'none-such' } },
+      { matchExpressions: [{ key: 'type', operator: 'In' as const, values: ['kwok', 'x'] }] },
+      { matchExpressions: [{ key: 'type', operator: 'NotIn' as const, values: ['kwok'] }] },
+      { matchExpressions: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists' as const }] },
+      {
+        matchExpressions: [
+          { key: 'node-role.kubernetes.io/control-plane', operator: 'DoesNotExist' as const },
+        ],
+      },
+    ];
+    for (const selector of selectors) {
+      const spec = { nodes: selector ? { selector } : {} };
+      const fromServer = await run(spec, false);
+      const fromCache = await run(spec, true);
+      assert.deepEqual(fromCache.result, fromServer.result, JSON.stringify(selector));
+      assert.equal(fromCache.requests, 0, `cache read without a request: ${JSON.stringify(selector)}`);
+      assert.ok(fromServer.requests >= 1);
+    }
+    // A selector the API server refuses is its error, never "no such nodes" from the cache.
+    const refused = await run({ nodes: { selector: { matchLabels: { 'bad key': 'x' } } } }, true);
+    assert.equal(refused.requests, 1);
+    assert.match(JSON.stringify(refused.result), /"error":"GET \/api\/v1\/nodes: 400 /);
+    // Not live (the watch is down): the server is asked.
+    await nodes.stop();
+    assert.equal((await run({ nodes: { selector: { matchLabels: { type: 'kwok' } } } }, true)).requests, 1);
+  });
+
+  it("periodic lists ask the API server's watch cache (resourceVersion=0); a gate's are consistent reads", async (t) => {
+    const namespace = await freshNamespace(t, kc);
+    const spec = {
+      resource: { apiVersion: 'v1', kind: 'ConfigMap', namespace, expression: 'true', maxMatching: 100 },
+    };
+    const versions = async (withCache: boolean) => {
+      const counting = new CountingRest(kc);
+      const context = {
+        ...probeContext(),
+        rest: counting,
+        ...(withCache ? { cached: { nodes: () => undefined } } : {}),
+      };
+      const result = await runProbe(spec, context);
+      assert.ok(result.healthy, result.message);
+      return counting.sent.filter((r) => r.path.endsWith('/configmaps')).map((r) => r.query?.resourceVersion);
+    };
+    assert.deepEqual(await versions(true), ['0']);
+    assert.deepEqual(await versions(false), [undefined]);
   });
 });
 

@@ -135,6 +135,43 @@ describe('CheckRunner', () => {
     }
   });
 
+  it("gives periodic probes cached reads and a gate's fresh evaluation none (invariant 1)", async () => {
+    const calls: { cached: boolean; nodes: number | undefined }[] = [];
+    let live = true;
+    const cachedNode = { metadata: { name: 'n1', labels: { pool: 'a' } } };
+    const r = new CheckRunner({
+      rest: new RestClient(kc),
+      probe: (_spec, context) => {
+        calls.push({ cached: context.cached !== undefined, nodes: context.cached?.nodes()?.length });
+        return Promise.resolve({ healthy: true, message: 'ok' });
+      },
+      log: silentLogger(),
+      serviceResolution: 'dns',
+      mayWrite: () => false,
+      nodes: { get: () => cachedNode, list: () => [cachedNode], busy: () => new Set(), live: () => live },
+    });
+    try {
+      r.upsert(check('c', { interval: '50ms' }));
+      await waitFor('periodic probes', () => (calls.length >= 2 ? true : undefined));
+      assert.ok(
+        calls.every((c) => c.cached && c.nodes === 1),
+        JSON.stringify(calls),
+      );
+      live = false;
+      const since = calls.length;
+      await waitFor('a periodic probe while the Node watch is not live', () =>
+        calls.length > since + 1 ? true : undefined,
+      );
+      assert.equal(calls.at(-1)?.nodes, undefined, 'no Nodes from a cache whose watch is not live');
+      r.stop();
+      calls.length = 0;
+      await r.evaluateNow(['c']);
+      assert.deepEqual(calls, [{ cached: false, nodes: undefined }]);
+    } finally {
+      r.stop();
+    }
+  });
+
   it('starts a check over as unknown when its spec changes', async () => {
     const r = runner(() => Promise.resolve({ healthy: true, message: 'ok' }));
     try {

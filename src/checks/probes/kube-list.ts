@@ -5,6 +5,7 @@ import type { Static } from 'typebox';
 import type { LabelSelector } from '../../api/common.ts';
 import { selectorToQuery } from '../../kube/labels.ts';
 import type { RestClient } from '../../kube/rest.ts';
+import { consistency } from '../probe.ts';
 
 export type Selector = Static<ReturnType<typeof LabelSelector>>;
 
@@ -36,6 +37,8 @@ export interface ListOptions {
   signal: AbortSignal;
   /** Share an identical list sent since then (ProbeContext.readsSince; RestRequest.sharedSince). */
   sharedSince?: number | undefined;
+  /** A periodic probe's list (ProbeContext.cached): answered from the watch cache, not a consistent read. */
+  cached?: boolean | undefined;
 }
 
 /** Every object at a list path, page by page. */
@@ -53,6 +56,8 @@ export async function listObjects<T extends KubeObject = KubeObject>(
         continue: token,
         labelSelector: options.labelSelector,
         fieldSelector: options.fieldSelector,
+        // A continue token carries the version of the list's first page.
+        ...(token === undefined ? consistency(options.cached) : {}),
       },
       signal: options.signal,
       ...(options.sharedSince !== undefined ? { sharedSince: options.sharedSince } : {}),
@@ -87,6 +92,7 @@ export async function resolveScope(
   rest: RestClient,
   scope: NamespaceScope,
   signal: AbortSignal,
+  cached?: boolean,
 ): Promise<ResolvedScope> {
   if (scope.namespace !== undefined)
     return {
@@ -97,7 +103,7 @@ export async function resolveScope(
   const selector = labelQuery(scope.namespaceSelector);
   if (selector === undefined)
     return { namespace: undefined, namespaces: undefined, description: 'in all namespaces' };
-  const found = await listObjects(rest, '/api/v1/namespaces', { labelSelector: selector, signal });
+  const found = await listObjects(rest, '/api/v1/namespaces', { labelSelector: selector, signal, cached });
   const names = new Set(found.map((n) => n.metadata?.name ?? ''));
   return {
     namespace: undefined,

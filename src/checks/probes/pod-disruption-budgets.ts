@@ -27,7 +27,8 @@ interface PodDisruptionBudget extends KubeObject {
 
 export const podDisruptionBudgetsProbe: Probe<PodDisruptionBudgetsProbeSpec> = async (spec, context) => {
   const { rest, signal } = context;
-  const scope = await resolveScope(rest, spec, signal);
+  const cached = context.cached !== undefined;
+  const scope = await resolveScope(rest, spec, signal, cached);
   const labelSelector = labelQuery(spec.selector);
   const minimum = spec.minDisruptionsAllowed ?? 1;
   const budgets = await listInScope<PodDisruptionBudget>(
@@ -39,6 +40,7 @@ export const podDisruptionBudgetsProbe: Probe<PodDisruptionBudgetsProbeSpec> = a
       labelSelector,
       signal,
       sharedSince: context.readsSince,
+      cached,
     },
   );
 

@@ -45,6 +45,7 @@ export const resourceProbe: Probe<ResourceProbeSpec> = async (spec, context) => 
     fieldSelector,
     signal,
     sharedSince: context.readsSince,
+    cached: context.cached !== undefined,
   }).catch((error: unknown) => {
     // The kind may have gone (CRD deleted) since discovery was cached.
     if (error instanceof KubeApiError && error.code === 404) forgetDiscovery(rest, spec.apiVersion);

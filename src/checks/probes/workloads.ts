@@ -43,7 +43,8 @@ interface Workload extends KubeObject {
 
 export const workloadsProbe: Probe<WorkloadsProbeSpec> = async (spec, context) => {
   const { rest, signal } = context;
-  const scope = await resolveScope(rest, spec, signal);
+  const cached = context.cached !== undefined;
+  const scope = await resolveScope(rest, spec, signal, cached);
   const labelSelector = labelQuery(spec.selector);
   const kinds = spec.kinds?.length ? ALL_KINDS.filter((k) => spec.kinds?.includes(k)) : ALL_KINDS;
   const lists = await Promise.all(
@@ -52,6 +53,7 @@ export const workloadsProbe: Probe<WorkloadsProbeSpec> = async (spec, context) =
         labelSelector,
         signal,
         sharedSince: context.readsSince,
+        cached,
       }),
     ),
   );
