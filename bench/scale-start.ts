@@ -263,7 +263,13 @@ export async function measureStart(
     await sleep(
       Math.max(0, started + syncedMs + timing.settleIntervals * timing.intervalMs - performance.now()),
     );
-    const metricsText = async () => (await fetch(urls.metrics)).text();
+    const metricsText = async () => {
+      if (child.exitCode !== null)
+        throw new Error(
+          `the ${which} controller exited with ${String(child.exitCode)} during the measurement`,
+        );
+      return (await fetch(urls.metrics)).text();
+    };
     const windowStart = {
       counters: await serverCounters(api),
       at: performance.now(),

@@ -56,6 +56,10 @@ func main() {
 		LeaderElection:          true,
 		LeaderElectionID:        "gatehouse-bench-baseline",
 		LeaderElectionNamespace: *leaseNamespace,
+		// Renewed every 2 s as by default (the same requests), but a renewal may take 30 s
+		// before leadership is lost and the manager exits: the benchmark's machine is shared.
+		LeaseDuration: ptr(45 * time.Second),
+		RenewDeadline: ptr(30 * time.Second),
 	})
 	if err != nil {
 		fail(err)
@@ -137,6 +141,8 @@ func probe(ctx context.Context, c client.Client, key, value string, timeout time
 	}
 	_ = ready
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, err)

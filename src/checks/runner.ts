@@ -23,6 +23,7 @@ import {
   applyOutcome,
   significantlyChanged,
   unknownState,
+  writtenState,
   type CheckState,
   type Outcome,
   type Thresholds,
@@ -201,11 +202,20 @@ export class CheckRunner {
       timeoutMs: parseDuration(spec.timeout ?? '5s'),
       probeType: probeTypeOf(spec),
     };
-    // Carry over what was last written, so an unchanged result is not rewritten.
+    // Carry over what was last written, so an unchanged result is not rewritten — by this
+    // process, or (a restart, a new leader) what the status in the API server says.
     if (existing?.written) {
       entry.written = existing.written;
       entry.writtenAt = existing.writtenAt ?? 0;
       if (existing.writtenNodes) entry.writtenNodes = existing.writtenNodes;
+    } else if (!existing) {
+      const written = writtenState(check.status, generation);
+      if (written) {
+        entry.written = written;
+        // Refreshed when it is statusRefreshMs old, however old it was when we started.
+        const age = Date.now() - (written.lastProbeTime?.getTime() ?? -Infinity);
+        entry.writtenAt = performance.now() - Math.max(0, age);
+      }
     }
     if (!existing) this.sortedNames = undefined;
     this.entries.set(name, entry);
@@ -510,7 +520,10 @@ export class CheckRunner {
       performance.now() - (entry.writtenAt ?? 0) > this.options.statusRefreshMs;
     if (!due || entry.writing) return;
     const state = entry.state;
-    const transition = previous.healthy !== state.healthy && state.healthy !== undefined;
+    // A transition readers saw: from what the status last said (so the first result after a
+    // restart that finds what the status says is none).
+    const before = entry.written ? entry.written.healthy : previous.healthy;
+    const transition = before !== state.healthy && state.healthy !== undefined;
     const nodes = entry.nodeResults;
     entry.writing = this.writeStatus(entry, state, transition, nodes).finally(() => {
       entry.writing = undefined;

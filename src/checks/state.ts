@@ -82,3 +82,42 @@ export function significantlyChanged(a: CheckState, b: CheckState, thresholds: T
     a.healthy !== b.healthy || a.reason !== b.reason || a.message !== b.message || progress(a) !== progress(b)
   );
 }
+
+/** A check's status as read from the API server (ClusterHealthCheckStatus, by shape). */
+export interface ObservedStatus {
+  observedGeneration?: number;
+  healthy?: boolean | null;
+  consecutiveFailures?: number;
+  consecutiveSuccesses?: number;
+  lastProbeTime?: string;
+  lastTransitionTime?: string;
+  message?: string;
+  conditions?: { type: string; reason: string }[];
+  nodes?: unknown;
+}
+
+const REASONS: readonly CheckReason[] = ['NotProbed', 'ProbeSucceeded', 'ProbeFailed', 'ProbeError', 'ProbeTimeout'];
+
+/**
+ * What an earlier controller wrote for this generation of a Cluster-scoped check, as the
+ * state it wrote: so that a restarted controller whose first probes find the same neither
+ * rewrites the status nor records a transition that readers never saw. Undefined when the
+ * status is of another generation, Node-scoped (per-node results), or not ours to read.
+ */
+export function writtenState(status: ObservedStatus | undefined, generation: number): CheckState | undefined {
+  if (!status || status.observedGeneration !== generation || status.nodes != null) return undefined;
+  const reason = status.conditions?.find((c) => c.type === 'Healthy')?.reason as CheckReason | undefined;
+  if (reason === undefined || !REASONS.includes(reason) || typeof status.message !== 'string') return undefined;
+  const time = (t: string | undefined) => (t === undefined || Number.isNaN(Date.parse(t)) ? undefined : new Date(t));
+  const lastProbeTime = time(status.lastProbeTime);
+  const lastTransitionTime = time(status.lastTransitionTime);
+  return {
+    healthy: status.healthy ?? undefined,
+    reason,
+    message: status.message,
+    consecutiveFailures: status.consecutiveFailures ?? 0,
+    consecutiveSuccesses: status.consecutiveSuccesses ?? 0,
+    ...(lastProbeTime ? { lastProbeTime } : {}),
+    ...(lastTransitionTime ? { lastTransitionTime } : {}),
+  };
+}

@@ -155,6 +155,63 @@ describe('ClusterHealthCheck controller', () => {
     assert.ok(events.some((e) => e.reason === 'CheckUnhealthy' && e.message.includes(nodes[1] as string)));
   });
 
+  it('when restarted, neither rewrites a status its probes find unchanged nor records a transition nobody saw', async (t) => {
+    const name = uniqueName('restart');
+    const path = `/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`;
+    await api.request('/apis/talos.dev/v1alpha1/clusterhealthchecks', {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'ClusterHealthCheck',
+        metadata: { name, labels: { [SUITE_LABEL]: '' } },
+        spec: { interval: '1s', nodes: { selector: { matchLabels: { 'gatehouse.test/none': name } } } },
+      },
+    });
+    t.after(() => api.request(path, { method: 'DELETE' }).catch(() => undefined));
+    type Observed = { metadata: { resourceVersion: string }; status?: { healthy?: boolean } };
+    const written = await waitFor(`${name} healthy in its status`, async () => {
+      const chc = await api.request<Observed>(path);
+      return chc.status?.healthy === true ? chc : undefined;
+    });
+    const events = async () =>
+      (
+        await api.request<{ items: { reason: string }[] }>('/api/v1/namespaces/default/events', {
+          query: { fieldSelector: `involvedObject.name=${name}` },
+        })
+      ).items.length;
+    const eventsBefore = await waitFor('its CheckHealthy Event', async () =>
+      (await events()) >= 1 ? events() : undefined,
+    );
+    // A second controller, as a restarted one: its state starts unknown.
+    const restarted = await Controller.start({
+      kubeConfig: kc,
+      log: createLogger({ level: 'error', destination: { write: () => undefined } }),
+      host: '127.0.0.1',
+      port: 0,
+      leaderElection: false,
+      actions: false,
+      checkSelector: SUITE_LABEL,
+    });
+    t.after(() => restarted.stop());
+    const started = Date.now();
+    await restarted.waitForSync();
+    await waitFor('the restarted controller to have probed it twice', () => {
+      const state = restarted.checks.view(name)?.state;
+      return state?.healthy === true &&
+        state.consecutiveSuccesses >= 2 &&
+        (state.lastProbeTime?.getTime() ?? 0) > started
+        ? true
+        : undefined;
+    });
+    const after = await api.request<Observed>(path);
+    assert.equal(
+      after.metadata.resourceVersion,
+      written.metadata.resourceVersion,
+      'the status was rewritten',
+    );
+    assert.equal(await events(), eventsBefore, 'a transition was recorded');
+  });
+
   it('never shows the credentials of a check URL: status, health, dashboard, Events, logs, metrics', async (t) => {
     const server = createServer((_req, res) => res.writeHead(500).end('down'));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -4,6 +4,7 @@ import {
   applyOutcome,
   significantlyChanged,
   unknownState,
+  writtenState,
   type CheckState,
   type Outcome,
 } from '../../src/checks/state.ts';
@@ -76,5 +77,58 @@ describe('check state', () => {
     assert.equal(changed(2, 3), true, 'first failure while healthy');
     assert.equal(changed(4, 5), true, 'turned unhealthy');
     assert.equal(changed(6, 7), false, 'unhealthy and unchanged');
+  });
+});
+
+describe('writtenState: what an earlier controller wrote, read back', () => {
+  const status = {
+    observedGeneration: 3,
+    healthy: true,
+    consecutiveFailures: 0,
+    consecutiveSuccesses: 42,
+    lastProbeTime: '2026-12-01T10:00:00Z',
+    lastTransitionTime: '2026-12-01T09:00:00Z',
+    message: '3/3 nodes Ready',
+    conditions: [{ type: 'Healthy', reason: 'ProbeSucceeded' }],
+  };
+
+  it('is the state it wrote, for the same generation of a Cluster-scoped check', () => {
+    const state = writtenState(status, 3);
+    assert.deepEqual(state, {
+      healthy: true,
+      reason: 'ProbeSucceeded',
+      message: '3/3 nodes Ready',
+      consecutiveFailures: 0,
+      consecutiveSuccesses: 42,
+      lastProbeTime: new Date('2026-12-01T10:00:00Z'),
+      lastTransitionTime: new Date('2026-12-01T09:00:00Z'),
+    });
+    // A first probe after a restart that finds the same is no change worth a write.
+    const first = applyOutcome(
+      unknownState(),
+      { healthy: true, reason: 'ProbeSucceeded', message: '3/3 nodes Ready' },
+      { successThreshold: 1, failureThreshold: 3 },
+      new Date(),
+    );
+    assert.equal(
+      significantlyChanged(state as CheckState, first, { successThreshold: 1, failureThreshold: 3 }),
+      false,
+    );
+  });
+
+  it('is nothing for another generation, a Node-scoped status, or one it cannot read', () => {
+    assert.equal(writtenState(status, 4), undefined);
+    assert.equal(writtenState(undefined, 3), undefined);
+    assert.equal(writtenState({ ...status, nodes: { evaluated: 1 } }, 3), undefined);
+    assert.equal(writtenState({ ...status, conditions: [] }, 3), undefined);
+    assert.equal(
+      writtenState({ ...status, conditions: [{ type: 'Healthy', reason: 'Invented' }] }, 3),
+      undefined,
+    );
+    assert.equal(
+      writtenState({ ...status, healthy: null, conditions: [{ type: 'Healthy', reason: 'NotProbed' }] }, 3)
+        ?.healthy,
+      undefined,
+    );
   });
 });
