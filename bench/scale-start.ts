@@ -96,7 +96,30 @@ export async function backgroundRate(api: RestClient, windowMs: number): Promise
   return perMs(served(before, after), performance.now() - t0);
 }
 
-/** gatehouse's controller, started as the Deployment starts it (src/manifests/controller.ts). */
+let compiled: Promise<string> | undefined;
+
+/**
+ * The controller as the image runs it: compiled to JavaScript (scripts/package-build.ts),
+ * into .build/ so that its packages resolve from this checkout's node_modules. Compiled once
+ * per benchmark run. BENCH_CONTROLLER_SOURCES=1 runs the TypeScript sources instead.
+ */
+function controllerEntry(): Promise<string> {
+  if (process.env.BENCH_CONTROLLER_SOURCES === '1') return Promise.resolve('src/cli/main.ts');
+  compiled ??= (async () => {
+    const out = join(process.cwd(), '.build', 'bench-controller');
+    await new Promise<void>((resolve, reject) => {
+      const build = spawn(process.execPath, ['scripts/package-build.ts', out], { stdio: 'inherit' });
+      build.once('error', reject);
+      build.once('exit', (code) =>
+        code === 0 ? resolve() : reject(new Error(`scripts/package-build.ts exited with ${String(code)}`)),
+      );
+    });
+    return join(out, 'src', 'cli', 'main.js');
+  })();
+  return compiled;
+}
+
+/** gatehouse's controller, started as the Deployment starts it (src/manifests/controller.ts, the image). */
 async function gatehouse(sandbox: Sandbox): Promise<Subject> {
   const dir = await mkdtemp(join(tmpdir(), 'gatehouse-scale-'));
   const memoryFile = join(dir, 'memory.json');
@@ -110,7 +133,7 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
       new URL('./memory-sampler.ts', import.meta.url).pathname,
       ...(snapshots ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`] : []),
       ...extra,
-      'src/cli/main.ts',
+      await controllerEntry(),
       'controller',
       '--kubeconfig',
       sandbox.kubeconfig,
@@ -125,8 +148,9 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
       stdio: ['ignore', 'pipe', 'inherit'],
       env: {
         ...process.env,
-        // As the Deployment sets it, unless the run overrides it.
+        // As the Deployment and the image set them, unless the run overrides them.
         NODE_OPTIONS: process.env.BENCH_CONTROLLER_NODE_OPTIONS ?? CONTROLLER_NODE_OPTIONS,
+        NODE_ENV: 'production',
         GATEHOUSE_BENCH_MEMORY_FILE: memoryFile,
       },
     },
