@@ -640,6 +640,12 @@ export interface ObservedNodeAction {
   status?: NodeActionStatus;
 }
 
+/**
+ * A NodeAction as the caches and clients hold it: an ObservedNodeAction that is also a
+ * Kubernetes object (src/kube/informer.ts KubeObject), for every reconciler, route and command.
+ */
+export type ActionObject = ObservedNodeAction & { metadata: { namespace?: string } };
+
 export const nodeActionKind: KindDefinition = {
   kind: 'NodeAction',
   plural: 'nodeactions',

@@ -7,7 +7,7 @@ import type { ActionPolicySpec } from '../api/action-policy.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
 import type { ObservedNodeRollout, RolloutCounts, RolloutNode } from '../api/node-rollout.ts';
 import { isTerminal } from '../api/phases.ts';
-import type { ActionObject } from '../actions/reconciler.ts';
+import type { ActionObject } from '../api/node-action.ts';
 import { blockedSince } from '../actions/drain-hold.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import { rfc3339 } from '../kube/time.ts';

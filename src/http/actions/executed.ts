@@ -1,7 +1,7 @@
 // POST /v1/actions/{name}/executed: someone performed an External action (e.g. ran
 // `talosctl reboot` once it was Approved) and says so; the controller then watches for
 // the node's new boot. The CLI's direct backend applies the same rules.
-import type { ActionObject } from '../../actions/reconciler.ts';
+import type { ActionObject } from '../../api/node-action.ts';
 import { EXECUTED_ANNOTATION } from '../../api/names.ts';
 import { NODE_ACTIONS_PATH } from '../../api/paths.ts';
 import { isTerminal } from '../../api/phases.ts';
