@@ -16,6 +16,8 @@ import type { Logger } from '../log.ts';
 import { uncordonFor } from '../talos/drain.ts';
 import { ADMISSION_KEY, type ActionContext } from './context.ts';
 import type { ActionEffect } from './decision.ts';
+import { kindOf } from './kinds/index.ts';
+import { nodeFacts } from './observations.ts';
 
 export class ActionEffects {
   private readonly c: ActionContext;
@@ -115,6 +117,13 @@ export class ActionEffects {
     const name = action.metadata.name;
     const uid = action.metadata.uid;
     const onChange = () => this.c.queue.add(name);
+    // The steps as the action's kind plans them on its node's Talos version (the executor
+    // knows nothing of kinds); planned again when a step starts, as decide() planned them.
+    const talos = () => {
+      const kind = kindOf(action.spec);
+      const osImage = nodeFacts(this.c.o.nodes.get(action.spec.nodeName))?.osImage;
+      return kind.managed.steps(action.spec, osImage);
+    };
     for (const e of effects) {
       switch (e.type) {
         case 'uncordon':
@@ -132,11 +141,11 @@ export class ActionEffects {
             const callTime = e.callTime;
             executor?.start(
               'call',
-              { action, onChange, confirm: () => this.confirmCall(name, uid, callTime) },
+              { action, onChange, talos, confirm: () => this.confirmCall(name, uid, callTime) },
               log,
             );
           } else {
-            executor?.start(e.step, { action, onChange }, log);
+            executor?.start(e.step, { action, onChange, talos }, log);
           }
           break;
         default:

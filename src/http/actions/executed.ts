@@ -4,7 +4,7 @@
 import type { ActionObject } from '../../api/node-action.ts';
 import { EXECUTED_ANNOTATION } from '../../api/names.ts';
 import { NODE_ACTIONS_PATH } from '../../api/paths.ts';
-import { isTerminal } from '../../api/phases.ts';
+import { PHASES, isTerminal } from '../../api/phases.ts';
 import { KubeApiError } from '../../kube/rest.ts';
 import { ApiError } from '../api-error.ts';
 import type { Reply, Request } from '../router.ts';
@@ -19,10 +19,7 @@ import { REQUESTER_ROLE, actionView, onAction, phaseOf } from './view.ts';
  */
 export function performanceObserved(action: ActionObject): boolean {
   const phase = phaseOf(action);
-  return (
-    (action.spec.execution ?? 'Managed') === 'External' &&
-    (phase === 'WaitingForNode' || phase === 'RunningPostHooks' || phase === 'Succeeded')
-  );
+  return (action.spec.execution ?? 'Managed') === 'External' && PHASES[phase].performed;
 }
 
 /** The merge patch that marks an action executed, conditional on the version judged Approved. */
