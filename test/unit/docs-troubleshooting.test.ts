@@ -55,6 +55,9 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // type alias, extracted); the stored condition's reason is read back, not written anew.
   'src/cluster-api/decide.ts: reason': [],
   'src/cluster-api/reconciler.ts: c.reason': [],
+  // writtenState() reads back the reason an earlier controller wrote (one of CheckReason,
+  // extracted where it is written); nothing new is written.
+  'src/checks/state.ts: reason': [],
   // planSilences()'s event() helper, like decide()'s.
   'src/silences/plan.ts: reason': [],
   // Effects and EventSpecs passed on to the recorder.
