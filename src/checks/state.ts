@@ -96,7 +96,13 @@ export interface ObservedStatus {
   nodes?: unknown;
 }
 
-const REASONS: readonly CheckReason[] = ['NotProbed', 'ProbeSucceeded', 'ProbeFailed', 'ProbeError', 'ProbeTimeout'];
+const REASONS: readonly CheckReason[] = [
+  'NotProbed',
+  'ProbeSucceeded',
+  'ProbeFailed',
+  'ProbeError',
+  'ProbeTimeout',
+];
 
 /**
  * What an earlier controller wrote for this generation of a Cluster-scoped check, as the
@@ -107,8 +113,10 @@ const REASONS: readonly CheckReason[] = ['NotProbed', 'ProbeSucceeded', 'ProbeFa
 export function writtenState(status: ObservedStatus | undefined, generation: number): CheckState | undefined {
   if (!status || status.observedGeneration !== generation || status.nodes != null) return undefined;
   const reason = status.conditions?.find((c) => c.type === 'Healthy')?.reason as CheckReason | undefined;
-  if (reason === undefined || !REASONS.includes(reason) || typeof status.message !== 'string') return undefined;
-  const time = (t: string | undefined) => (t === undefined || Number.isNaN(Date.parse(t)) ? undefined : new Date(t));
+  if (reason === undefined || !REASONS.includes(reason) || typeof status.message !== 'string')
+    return undefined;
+  const time = (t: string | undefined) =>
+    t === undefined || Number.isNaN(Date.parse(t)) ? undefined : new Date(t);
   const lastProbeTime = time(status.lastProbeTime);
   const lastTransitionTime = time(status.lastTransitionTime);
   return {
