@@ -241,26 +241,17 @@ export async function growthBench(sandbox: Sandbox): Promise<void> {
   const heap = (f: StartFigures) => f.steady.heapUsed;
   const rss = (f: StartFigures) => f.steady.rss;
   const pairs = <T>(xs: T[]) => xs.slice(1).map((x, i) => [xs[i] as T, x] as const);
+  const perUnit = (xs: number[], at: (x: number) => StartFigures) =>
+    pairs(xs)
+      .map(
+        ([a, b]) =>
+          `${String(a)}→${String(b)}: ${KiB(slope(at(a), at(b), b - a, heap))}; ${KiB(slope(at(a), at(b), b - a, rss))}`,
+      )
+      .join('   ');
   for (const c of GROWTH_CHECKS)
-    rows.push([
-      `per Node, at ${String(c)} checks (V8 heap; RSS)`,
-      pairs(GROWTH_NODES)
-        .map(
-          ([a, b]) =>
-            `${String(a)}→${String(b)}: ${KiB(slope(cell(a, c), cell(b, c), b - a, heap))}; ${KiB(slope(cell(a, c), cell(b, c), b - a, rss))}`,
-        )
-        .join('   '),
-    ]);
+    rows.push([`per Node, at ${String(c)} checks (V8 heap; RSS)`, perUnit(GROWTH_NODES, (n) => cell(n, c))]);
   for (const n of GROWTH_NODES)
-    rows.push([
-      `per check, at ${String(n)} nodes (V8 heap; RSS)`,
-      pairs(GROWTH_CHECKS)
-        .map(
-          ([a, b]) =>
-            `${String(a)}→${String(b)}: ${KiB(slope(cell(n, a), cell(n, b), b - a, heap))}; ${KiB(slope(cell(n, a), cell(n, b), b - a, rss))}`,
-        )
-        .join('   '),
-    ]);
+    rows.push([`per check, at ${String(n)} nodes (V8 heap; RSS)`, perUnit(GROWTH_CHECKS, (c) => cell(n, c))]);
   report(
     `growth: gatehouse at each size, one start per cell (steady figures ${String(TIMING.settleIntervals)} intervals after sync, checks at ${INTERVAL})`,
     rows,

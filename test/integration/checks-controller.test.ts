@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import { Controller } from '../../src/controller.ts';
 import { createLogger } from '../../src/log.ts';
 import { installGatehouseAPI } from '../support/install.ts';
@@ -33,6 +33,22 @@ async function createOwnNode(name: string, label: string): Promise<void> {
 
 function setReady(name: string, ready: boolean): Promise<void> {
   return setNodeReady(api, name, ready, ready ? 'ready' : 'container runtime down');
+}
+
+/** Creates one of this file's checks (its controller selects them), deleted after the test. */
+async function createCheck(t: TestContext, name: string, spec: Record<string, unknown>): Promise<string> {
+  const path = `/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`;
+  await api.request('/apis/talos.dev/v1alpha1/clusterhealthchecks', {
+    method: 'POST',
+    body: {
+      apiVersion: 'talos.dev/v1alpha1',
+      kind: 'ClusterHealthCheck',
+      metadata: { name, labels: { [SUITE_LABEL]: '' } },
+      spec,
+    },
+  });
+  t.after(() => api.request(path, { method: 'DELETE' }).catch(() => undefined));
+  return path;
 }
 
 interface HealthBody {
@@ -157,17 +173,10 @@ describe('ClusterHealthCheck controller', () => {
 
   it('when restarted, neither rewrites a status its probes find unchanged nor records a transition nobody saw', async (t) => {
     const name = uniqueName('restart');
-    const path = `/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`;
-    await api.request('/apis/talos.dev/v1alpha1/clusterhealthchecks', {
-      method: 'POST',
-      body: {
-        apiVersion: 'talos.dev/v1alpha1',
-        kind: 'ClusterHealthCheck',
-        metadata: { name, labels: { [SUITE_LABEL]: '' } },
-        spec: { interval: '1s', nodes: { selector: { matchLabels: { 'gatehouse.test/none': name } } } },
-      },
+    const path = await createCheck(t, name, {
+      interval: '1s',
+      nodes: { selector: { matchLabels: { 'gatehouse.test/none': name } } },
     });
-    t.after(() => api.request(path, { method: 'DELETE' }).catch(() => undefined));
     type Observed = { metadata: { resourceVersion: string }; status?: { healthy?: boolean } };
     const written = await waitFor(`${name} healthy in its status`, async () => {
       const chc = await api.request<Observed>(path);
@@ -219,27 +228,14 @@ describe('ClusterHealthCheck controller', () => {
     const port = (server.address() as AddressInfo).port;
     const secrets = ['probe-user', 'S3cretPass', 'T0kenValue', 'K3yValue', 'S1gValue'];
     const name = uniqueName('secret-url');
-    await api.request('/apis/talos.dev/v1alpha1/clusterhealthchecks', {
-      method: 'POST',
-      body: {
-        apiVersion: 'talos.dev/v1alpha1',
-        kind: 'ClusterHealthCheck',
-        metadata: { name, labels: { [SUITE_LABEL]: '' } },
-        spec: {
-          interval: '1s',
-          timeout: '1s',
-          failureThreshold: 1,
-          httpGet: {
-            url: `http://probe-user:S3cretPass@127.0.0.1:${String(port)}/healthz?token=T0kenValue&access_key=K3yValue&X-Amz-Signature=S1gValue&q=up`,
-          },
-        },
+    await createCheck(t, name, {
+      interval: '1s',
+      timeout: '1s',
+      failureThreshold: 1,
+      httpGet: {
+        url: `http://probe-user:S3cretPass@127.0.0.1:${String(port)}/healthz?token=T0kenValue&access_key=K3yValue&X-Amz-Signature=S1gValue&q=up`,
       },
     });
-    t.after(() =>
-      api
-        .request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`, { method: 'DELETE' })
-        .catch(() => undefined),
-    );
     const status = await waitFor(`${name} to be unhealthy, naming its URL`, async () => {
       const chc = await api.request<{ status?: { healthy?: boolean; message?: string } }>(
         `/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`,
@@ -283,20 +279,7 @@ describe('ClusterHealthCheck controller', () => {
         const name = uniqueName(`scenario-${scenario.name}`);
         const namespace = await freshNamespace(t);
         const probeSpec = await scenario.setup({ kc, namespace });
-        await api.request('/apis/talos.dev/v1alpha1/clusterhealthchecks', {
-          method: 'POST',
-          body: {
-            apiVersion: 'talos.dev/v1alpha1',
-            kind: 'ClusterHealthCheck',
-            metadata: { name, labels: { [SUITE_LABEL]: '' } },
-            spec: { interval: '1s', timeout: '3s', failureThreshold: 1, ...probeSpec },
-          },
-        });
-        t.after(() =>
-          api
-            .request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}`, { method: 'DELETE' })
-            .catch(() => undefined),
-        );
+        await createCheck(t, name, { interval: '1s', timeout: '3s', failureThreshold: 1, ...probeSpec });
         const status = (healthy: boolean, message: RegExp) =>
           waitFor(
             `${scenario.name}: ${name} to report healthy=${String(healthy)} with ${String(message)}`,
