@@ -124,8 +124,10 @@ export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number
     for (const which of ['gatehouse', 'baseline'] as const) {
       if (figures[which].length >= (which === 'gatehouse' ? runs : baselineRuns)) continue;
       log(`  start ${String(figures[which].length + 1)} of ${which}`);
-      figures[which].push(
-        await measureStart(which, sandbox, api, { checks, nodes, interval: INTERVAL }, TIMING),
+      const f = await measureStart(which, sandbox, api, { checks, nodes, interval: INTERVAL }, TIMING);
+      figures[which].push(f);
+      log(
+        `    synced ${ms(f.syncedMs)}, peak RSS ${mib(f.peakRss)}, steady RSS ${mib(f.steady.rss)}, heap ${mib(f.steady.heapUsed)}, steady ${((total(f.steadyWindow.requests) * 60_000) / f.steadyMs).toFixed(0)} requests/min over ${String(f.probes)} probes`,
       );
     }
   }
