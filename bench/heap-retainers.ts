@@ -3,7 +3,7 @@
 // object with the memory that would be freed if it alone were gone (its retained size) —
 // down to the objects that hold at least a given share, plus the objects by constructor.
 //
-//   node bench/heap-retainers.ts FILE.heapsnapshot [--min-mib 1] [--depth 14]
+//   node bench/heap-retainers.ts FILE.heapsnapshot [--min-mib 1] [--depth 14] [--instances CheckRunner]...
 //
 // Written here because the one kept library that computes retained sizes (memlab) depends
 // on puppeteer, which downloads a browser when installed (docs/decisions.md, "Where the
@@ -172,8 +172,8 @@ export function analyse(snap: Snapshot): HeapGraph {
   return { count, selfSize, retained, idom, via, label };
 }
 
-/** The dominator tree down to nodes retaining at least minBytes, as indented lines. */
-export function dominatorTree(graph: HeapGraph, minBytes: number, maxDepth: number): string[] {
+/** The dominator tree down to nodes retaining at least minBytes, as indented lines (from `top`, default the root). */
+export function dominatorTree(graph: HeapGraph, minBytes: number, maxDepth: number, top = 0): string[] {
   const children = new Map<number, number[]>();
   for (let v = 1; v < graph.count; v++) {
     const d = graph.idom[v] as number;
@@ -195,12 +195,47 @@ export function dominatorTree(graph: HeapGraph, minBytes: number, maxDepth: numb
       if (depth < maxDepth) walk(k, depth + 1);
     }
   };
-  walk(0, 0);
+  walk(top, 0);
   return lines;
 }
 
-/** Objects grouped by label: how many, their own sizes, and what the largest few retain. */
-export function byConstructor(graph: HeapGraph, top: number): string[] {
+/**
+ * What grew from `before` to `after`, by constructor, divided by `per` (the checks or Nodes
+ * added between the two): what each one costs, and in which objects.
+ */
+export function growthByConstructor(before: HeapGraph, after: HeapGraph, per: number, top: number): string[] {
+  const a = groupByConstructor(before);
+  const rows = [...groupByConstructor(after)].map(([key, g]) => {
+    const was = a.get(key) ?? { count: 0, self: 0 };
+    return { key, count: (g.count - was.count) / per, bytes: (g.self - was.self) / per };
+  });
+  const totalBytes = rows.reduce((sum, r) => sum + r.bytes, 0);
+  return [
+    `${(totalBytes / 1024).toFixed(2).padStart(8)} KiB each in all`,
+    ...rows
+      .sort((x, y) => y.bytes - x.bytes)
+      .slice(0, top)
+      .map(
+        (r) => `${(r.bytes / 1024).toFixed(2).padStart(8)} KiB  ${r.count.toFixed(1).padStart(7)} × ${r.key}`,
+      ),
+  ];
+}
+
+/** Every object of a constructor (`CheckRunner`, `Informer`) with what it retains, largest first. */
+export function instancesOf(graph: HeapGraph, name: string, minBytes: number, maxDepth: number): string[] {
+  const found: number[] = [];
+  for (let v = 0; v < graph.count; v++) if (graph.idom[v] !== -1 && graph.label(v) === name) found.push(v);
+  return found
+    .sort((a, b) => (graph.retained[b] as number) - (graph.retained[a] as number))
+    .slice(0, 5)
+    .flatMap((v) => [
+      `${((graph.retained[v] as number) / MiB).toFixed(2).padStart(7)} MiB  ${name} (.${graph.via[v] ?? ''})`,
+      ...dominatorTree(graph, minBytes, maxDepth, v).map((line) => `  ${line}`),
+    ]);
+}
+
+/** Objects grouped by label: how many, and their own sizes. */
+function groupByConstructor(graph: HeapGraph): Map<string, { count: number; self: number }> {
   const groups = new Map<string, { count: number; self: number }>();
   for (let v = 0; v < graph.count; v++) {
     if (graph.idom[v] === -1) continue;
@@ -210,7 +245,12 @@ export function byConstructor(graph: HeapGraph, top: number): string[] {
     g.self += graph.selfSize[v] as number;
     groups.set(key, g);
   }
-  return [...groups]
+  return groups;
+}
+
+/** Objects grouped by label: how many, and their own sizes, the largest groups first. */
+export function byConstructor(graph: HeapGraph, top: number): string[] {
+  return [...groupByConstructor(graph)]
     .sort((a, b) => b[1].self - a[1].self)
     .slice(0, top)
     .map(
@@ -221,10 +261,26 @@ export function byConstructor(graph: HeapGraph, top: number): string[] {
 if (import.meta.main) {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { 'min-mib': { type: 'string', default: '1' }, depth: { type: 'string', default: '14' } },
+    options: {
+      'min-mib': { type: 'string', default: '1' },
+      depth: { type: 'string', default: '14' },
+      instances: { type: 'string', multiple: true, default: [] },
+      // --diff BEFORE.heapsnapshot --per 900: what grew from BEFORE to FILE, per unit added.
+      diff: { type: 'string' },
+      per: { type: 'string', default: '1' },
+    },
   });
+  const load = async (file: string) => analyse(JSON.parse(await readFile(file, 'utf8')) as Snapshot);
+  if (values.diff !== undefined) {
+    const [file] = positionals;
+    if (file === undefined) throw new Error('--diff BEFORE needs the later snapshot as FILE');
+    process.stdout.write(`\ngrowth from ${values.diff} to ${file}, per ${values.per} added:\n`);
+    for (const line of growthByConstructor(await load(values.diff), await load(file), Number(values.per), 25))
+      process.stdout.write(`${line}\n`);
+    process.exit(0);
+  }
   for (const file of positionals) {
-    const graph = analyse(JSON.parse(await readFile(file, 'utf8')) as Snapshot);
+    const graph = await load(file);
     const total = graph.retained[0] as number;
     process.stdout.write(
       `\n${file}: ${(total / MiB).toFixed(1)} MiB reachable, ${String(graph.count)} objects\n`,
@@ -232,6 +288,10 @@ if (import.meta.main) {
     process.stdout.write(`\nretained by (dominator tree, ≥ ${values['min-mib']} MiB):\n`);
     for (const line of dominatorTree(graph, Number(values['min-mib']) * MiB, Number(values.depth)))
       process.stdout.write(`${line}\n`);
+    for (const name of values.instances) {
+      process.stdout.write(`\n${name}, by what it retains (≥ 16 KiB):\n`);
+      for (const line of instancesOf(graph, name, 16 * 1024, 3)) process.stdout.write(`${line}\n`);
+    }
     process.stdout.write('\nown size by constructor (top 25):\n');
     for (const line of byConstructor(graph, 25)) process.stdout.write(`${line}\n`);
   }

@@ -46,6 +46,12 @@ async function nodeCacheSizes(api: RestClient): Promise<{ served: number; cached
   return { served: served / list.items.length, cached: cached / list.items.length };
 }
 
+/** One start's figures on a line, printed as it ends. */
+function startLine(f: StartFigures): string {
+  const perMinute = (total(f.steadyWindow.requests) * 60_000) / f.steadyMs;
+  return `synced ${ms(f.syncedMs)}, peak RSS ${mib(f.peakRss)}, steady RSS ${mib(f.steady.rss)}, heap ${mib(f.steady.heapUsed)}, steady ${perMinute.toFixed(0)} requests/min over ${String(f.probes)} probes`;
+}
+
 /** The start whose peak RSS is the median: it stands for all in what its memory was made of. */
 function medianStart(figures: StartFigures[]): StartFigures {
   const sorted = [...figures].sort((a, b) => a.peakRss - b.peakRss);
@@ -120,15 +126,23 @@ export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number
   const baselineRuns = Number(process.env.BENCH_BASELINE_RUNS ?? runs);
   const figures: Record<SubjectName, StartFigures[]> = { gatehouse: [], baseline: [] };
   // Interleaved, so that the machine's load drifts over both alike.
-  for (let i = 0; i < Math.max(runs, baselineRuns); i++) {
+  // A start that fails (a controller exiting: the baseline's manager exits when it loses its
+  // lease to a starved API server) is reported and made again, up to two more times.
+  let failures = 0;
+  for (let i = 0; i < Math.max(runs, baselineRuns) + failures; i++) {
     for (const which of ['gatehouse', 'baseline'] as const) {
       if (figures[which].length >= (which === 'gatehouse' ? runs : baselineRuns)) continue;
       log(`  start ${String(figures[which].length + 1)} of ${which}`);
-      const f = await measureStart(which, sandbox, api, { checks, nodes, interval: INTERVAL }, TIMING);
+      let f: StartFigures;
+      try {
+        f = await measureStart(which, sandbox, api, { checks, nodes, interval: INTERVAL }, TIMING);
+      } catch (error) {
+        if (++failures > 2) throw error;
+        log(`    failed, made again: ${error instanceof Error ? error.message : String(error)}`);
+        continue;
+      }
       figures[which].push(f);
-      log(
-        `    synced ${ms(f.syncedMs)}, peak RSS ${mib(f.peakRss)}, steady RSS ${mib(f.steady.rss)}, heap ${mib(f.steady.heapUsed)}, steady ${((total(f.steadyWindow.requests) * 60_000) / f.steadyMs).toFixed(0)} requests/min over ${String(f.probes)} probes`,
-      );
+      log(`    ${startLine(f)}`);
     }
   }
   const sizes = await nodeCacheSizes(api);
@@ -220,10 +234,9 @@ export async function growthBench(sandbox: Sandbox): Promise<void> {
       await createChecks(api, madeChecks, checks, nodes, INTERVAL);
       madeChecks = checks;
       log(`  ${String(nodes)} nodes, ${String(checks)} checks`);
-      cells.set(
-        `${String(nodes)}/${String(checks)}`,
-        await measureStart('gatehouse', sandbox, api, { checks, nodes, interval: INTERVAL }, TIMING),
-      );
+      const f = await measureStart('gatehouse', sandbox, api, { checks, nodes, interval: INTERVAL }, TIMING);
+      cells.set(`${String(nodes)}/${String(checks)}`, f);
+      log(`    ${startLine(f)}`);
     }
   }
   const cell = (n: number, c: number) => cells.get(`${String(n)}/${String(c)}`) as StartFigures;

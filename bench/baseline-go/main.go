@@ -56,10 +56,10 @@ func main() {
 		LeaderElection:          true,
 		LeaderElectionID:        "gatehouse-bench-baseline",
 		LeaderElectionNamespace: *leaseNamespace,
-		// Renewed every 2 s as by default (the same requests), but a renewal may take 30 s
+		// Renewed every 2 s as by default (the same requests), but a renewal may take 100 s
 		// before leadership is lost and the manager exits: the benchmark's machine is shared.
-		LeaseDuration: ptr(45 * time.Second),
-		RenewDeadline: ptr(30 * time.Second),
+		LeaseDuration: ptr(120 * time.Second),
+		RenewDeadline: ptr(100 * time.Second),
 	})
 	if err != nil {
 		fail(err)
