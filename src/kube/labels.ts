@@ -16,29 +16,41 @@ export function matchesSelector(
   selector: LabelSelector | undefined,
   labels: Record<string, string> = {},
 ): boolean {
-  if (!selector) return true;
-  for (const [key, value] of Object.entries(selector.matchLabels ?? {})) {
-    if (labels[key] !== value) return false;
-  }
-  for (const { key, operator, values = [] } of selector.matchExpressions ?? []) {
-    const has = Object.hasOwn(labels, key);
-    const value = labels[key];
-    switch (operator) {
-      case 'In':
-        if (!has || !values.includes(value as string)) return false;
-        break;
-      case 'NotIn':
-        if (has && values.includes(value as string)) return false;
-        break;
-      case 'Exists':
-        if (!has) return false;
-        break;
-      case 'DoesNotExist':
-        if (has) return false;
-        break;
+  return labelMatcher(selector)(labels);
+}
+
+/**
+ * The selector as a function, its parts taken apart once: for matching many objects (a
+ * periodic probe over the Node cache matches every Node) without allocating per object.
+ */
+export function labelMatcher(
+  selector: LabelSelector | undefined,
+): (labels?: Record<string, string>) => boolean {
+  if (!selector) return () => true;
+  const pairs = Object.entries(selector.matchLabels ?? {});
+  const expressions = selector.matchExpressions ?? [];
+  return (labels = {}) => {
+    for (const [key, value] of pairs) if (labels[key] !== value) return false;
+    for (const { key, operator, values = [] } of expressions) {
+      const has = Object.hasOwn(labels, key);
+      const value = labels[key];
+      switch (operator) {
+        case 'In':
+          if (!has || !values.includes(value as string)) return false;
+          break;
+        case 'NotIn':
+          if (has && values.includes(value as string)) return false;
+          break;
+        case 'Exists':
+          if (!has) return false;
+          break;
+        case 'DoesNotExist':
+          if (has) return false;
+          break;
+      }
     }
-  }
-  return true;
+    return true;
+  };
 }
 
 /** The selector in the API's query-string syntax (for ?labelSelector=). */
