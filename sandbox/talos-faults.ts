@@ -58,6 +58,9 @@ export const FAULT_METHODS = [
   'EtcdStatus',
   'EtcdAlarmList',
   'EtcdForfeitLeadership',
+  'EtcdSnapshot',
+  'Rollback',
+  'MachineConfigGet',
 ] as const;
 
 /** Parses the fault annotation: comma-separated `kind` or `kind:Method`. */
