@@ -109,6 +109,7 @@ import { TALOS_VERSION } from './nodes.ts';
 import {
   BOOT_DELAY_ANNOTATION,
   DEFAULT_FAULT_MESSAGE,
+  SHUTDOWN_DELAY_ANNOTATION,
   faultFor,
   parseFaults,
   TALOS_FAULT_ANNOTATION,
@@ -1087,15 +1088,20 @@ export class TalosSimulator {
     return version;
   }
 
-  private bootDelayFor(machine: Machine): number {
-    const text = machine.node.metadata.annotations?.[BOOT_DELAY_ANNOTATION];
-    if (text === undefined) return this.bootDelayMs;
+  /** A duration the machine's Node asks for by annotation, else `fallback`. */
+  private delayFor(machine: Machine, annotation: string, fallback: number): number {
+    const text = machine.node.metadata.annotations?.[annotation];
+    if (text === undefined) return fallback;
     try {
       return parseDuration(text);
     } catch {
-      this.log(`node ${machine.name}: ignoring ${BOOT_DELAY_ANNOTATION}="${text}" (not a duration)`);
-      return this.bootDelayMs;
+      this.log(`node ${machine.name}: ignoring ${annotation}="${text}" (not a duration)`);
+      return fallback;
     }
+  }
+
+  private bootDelayFor(machine: Machine): number {
+    return this.delayFor(machine, BOOT_DELAY_ANNOTATION, this.bootDelayMs);
   }
 
   /**
@@ -1106,7 +1112,7 @@ export class TalosSimulator {
     machine: Machine,
     why: string,
     force = false,
-    delayMs = force ? 0 : this.shutdownDelayMs,
+    delayMs = force ? 0 : this.delayFor(machine, SHUTDOWN_DELAY_ANNOTATION, this.shutdownDelayMs),
   ): void {
     const neverReturns = faultFor(machine.faults, 'never-return', 'Reboot') !== undefined;
     const bootDelay = this.bootDelayFor(machine);

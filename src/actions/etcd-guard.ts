@@ -10,7 +10,7 @@
 // (phases/approval.ts) again, on a read of its own: pre-hooks may take long.
 import { CONTROL_PLANE_LABEL } from '../api/names.ts';
 import type { NodeActionSpec, NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
-import { ETCD_CHECK_NAME, type EtcdCheckState } from '../talos/etcd-health.ts';
+import { ETCD_CHECK_NAME, type EtcdCheckState, type EtcdDisruption } from '../talos/etcd-health.ts';
 import type { DecisionBuilder } from './decision.ts';
 import { ACTION_DESCRIPTORS, completionOf } from './descriptors.ts';
 
@@ -28,6 +28,16 @@ export function etcdGuardApplies(
   osImage?: string,
 ): boolean {
   return labels[CONTROL_PLANE_LABEL] !== undefined && ACTION_DESCRIPTORS[spec.action].disrupts(spec, osImage);
+}
+
+/**
+ * What the action does to its node's etcd member (etcd-health.ts EtcdDisruption): a
+ * graceful Reset leaves etcd for good (Talos's LeaveEtcd), one that is not leaves a
+ * dead member listed; anything else takes it down for a while.
+ */
+export function etcdDisruption(spec: NodeActionSpec): EtcdDisruption {
+  if (spec.action !== 'Reset') return 'down';
+  return (spec.reset?.graceful ?? true) ? 'leaves' : 'dead';
 }
 
 /** Phases in which an approved action's node is going down, or is down, because of it. */
@@ -140,7 +150,7 @@ export function guardEtcd(b: DecisionBuilder): EtcdGuardOutcome {
   if (spec.action === 'Reset' && !state.spareable) {
     b.end(
       'Denied',
-      `refused: a Reset of control-plane node ${nodeName} takes its etcd member out (a graceful reset leaves etcd; one that is not leaves a dead member), and ${state.message}; add a control-plane node first`,
+      `refused: a Reset of control-plane node ${nodeName} takes its etcd member out for good (${etcdDisruption(spec) === 'leaves' ? 'a graceful reset leaves etcd' : 'a reset that is not graceful leaves a dead member'}), and ${state.message}; add a control-plane node first`,
     );
     return { go: false, asked: false, result: r };
   }

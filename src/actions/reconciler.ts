@@ -60,7 +60,7 @@ import {
   type FreshChecks,
   type NodeFacts,
 } from './decide.ts';
-import { etcdAway } from './etcd-guard.ts';
+import { etcdAway, etcdDisruption } from './etcd-guard.ts';
 import { FreshEvaluations } from './fresh-evaluations.ts';
 import { DEFAULT_RETENTION, planRetention, type RetentionPolicy } from './retention.ts';
 import { holdSilences } from './silences.ts';
@@ -453,7 +453,7 @@ export class ActionReconciler {
     if (!this.o.etcd)
       return { at: new Date(), checked: false, healthy: false, spareable: true, message: NO_TALOSCONFIG };
     const list = await this.o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
-    return this.o.etcd.check(action.spec.nodeName, etcdAway(list.items, action));
+    return this.o.etcd.check(action.spec.nodeName, etcdAway(list.items, action), etcdDisruption(action.spec));
   }
 
   /** The checks that gate the action on its node, as the cache has them; undefined without a node. */
@@ -711,6 +711,10 @@ export class ActionReconciler {
           break;
         case 'stopExecution':
           executor?.stop(uid, e.reason);
+          break;
+        case 'talosAgain':
+          executor?.again(uid, e.steps);
+          onChange();
           break;
         case 'drain':
           executor?.start('drain', { action, onChange }, log);

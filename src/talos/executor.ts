@@ -23,9 +23,10 @@
 // recording and waiting for the node belong to the reconciler.
 import type { NodeActionSpec } from '../api/node-action.ts';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import type { ApplyMode, TalosClient, WipeMode } from './client.ts';
+import type { ApplyMode, TalosClient } from './client.ts';
 import { TalosApiError } from './errors.ts';
-import { applyThenReboot, lifecycleUpgrade } from './plan.ts';
+import { normalizeImageReference } from './image-reference.ts';
+import { applyThenReboot, lifecycleUpgrade, rebootMode, resetRequest, takesNodeDown } from './plan.ts';
 import { formatTalosVersion, talosVersionFromOsImage } from './version.ts';
 
 export interface TalosTarget {
@@ -48,7 +49,6 @@ export interface StepOptions {
   signal?: AbortSignal;
 }
 
-const WIPE: Record<string, WipeMode> = { All: 'all', SystemDisk: 'system-disk', UserDisks: 'user-disks' };
 const APPLY: Record<string, ApplyMode> = {
   Auto: 'auto',
   NoReboot: 'no-reboot',
@@ -136,48 +136,47 @@ export async function installTalosUpgrade(
   if (spec.action !== 'Upgrade' || !image || !lifecycleUpgrade(spec, target.osImage))
     return 'nothing to install';
   const progress = options.progress ?? (() => undefined);
-  progress(`installing ${image}`);
+  // Talos stored the pulled image under containerd's name for it, and looks the installer
+  // up by exactly the name it is given: `alpine:3` is `docker.io/library/alpine:3` there.
+  const stored = normalizeImageReference(image);
+  progress(`installing ${stored}`);
   await confirmed('LifecycleService.Upgrade', target.osImage, () =>
     client.installUpgrade({
       node: target.address,
-      image,
+      image: stored,
       ...(options.signal ? { signal: options.signal } : {}),
       onProgress: (line) => progress(`installer: ${line}`),
     }),
   );
-  return `installed ${image}`;
-}
-
-/**
- * Whether the call may take the node down (or out): then a control-plane node hands
- * etcd leadership over first, so that the cluster does not wait for an election on a
- * leader that is gone. Only a ConfigChange that cannot reboot is spared.
- */
-export function takesNodeDown(spec: NodeActionSpec): boolean {
-  if (spec.action !== 'ConfigChange') return true;
-  const mode = spec.configChange?.mode ?? 'Auto';
-  return mode === 'Reboot' || mode === 'Auto';
+  return `installed ${stored}`;
 }
 
 /**
  * Before the disruptive call on a control-plane node: EtcdForfeitLeadership, which
- * hands leadership to another member if this one leads (and does nothing otherwise).
- * Returns what happened, for the step's progress.
+ * hands leadership to another member if this one leads (and does nothing otherwise),
+ * so that the cluster does not wait for an election on a leader that is gone. Only for
+ * a call that takes the node down (plan.ts takesNodeDown: not a change applied live).
+ * Talos refuses it in an etcd of one member ("only one member"), and a member alone
+ * among voters has nobody to hand to: then nothing is asked. Returns what happened, for
+ * the step's progress.
  */
 export async function forfeitEtcdLeadership(
   client: TalosClient,
   spec: NodeActionSpec,
-  target: TalosTarget,
+  target: TalosTarget & { name?: string },
   options: { signal?: AbortSignal } = {},
 ): Promise<string | undefined> {
-  if (!target.controlPlane || !takesNodeDown(spec)) return undefined;
-  const { member } = await client.etcdForfeitLeadership({
-    node: target.address,
-    ...(options.signal ? { signal: options.signal } : {}),
-  });
+  if (!target.controlPlane || !takesNodeDown(spec, target.osImage)) return undefined;
+  const call = { node: target.address, ...(options.signal ? { signal: options.signal } : {}) };
+  const self = target.name ?? spec.nodeName;
+  const members = await client.etcdMemberList(call);
+  const voters = members.filter((m) => !m.isLearner && m.hostname !== self);
+  if (voters.length === 0)
+    return `etcd member ${self} is the only voting member: nobody to hand leadership to, so none is handed over`;
+  const { member } = await client.etcdForfeitLeadership(call);
   return member
-    ? `etcd leadership handed over by ${member}`
-    : 'not the etcd leader: no leadership to hand over';
+    ? `etcd leadership handed over by ${self} to ${member}`
+    : `etcd member ${self} does not lead: no leadership to hand over`;
 }
 
 /**
@@ -193,7 +192,7 @@ export async function callTalos(
   const call = { node: target.address, ...(options.signal ? { signal: options.signal } : {}) };
   switch (spec.action) {
     case 'Reboot': {
-      const mode = spec.reboot?.mode === 'PowerCycle' ? 'powercycle' : 'default';
+      const mode = rebootMode(spec, target.osImage);
       await client.reboot({ ...call, mode });
       return { disrupts: true, message: `rebooting (${mode})` };
     }
@@ -201,11 +200,19 @@ export async function callTalos(
       await client.shutdown({ ...call, force: false });
       return { disrupts: true, message: 'shutting down' };
     case 'Reset': {
-      const wipeMode = WIPE[spec.reset?.wipeMode ?? 'All'] ?? 'all';
-      await client.reset({ ...call, graceful: spec.reset?.graceful ?? true, reboot: false, wipeMode });
+      const request = resetRequest(spec, target.osImage);
+      const graceful = spec.reset?.graceful ?? true;
+      await client.reset({
+        ...call,
+        graceful,
+        reboot: false,
+        wipeMode: request.wipeMode,
+        userDisksToWipe: request.userDisksToWipe,
+        systemPartitionsToWipe: request.systemPartitionsToWipe,
+      });
       return {
         disrupts: true,
-        message: `resetting (wipe ${wipeMode}, ${spec.reset?.graceful === false ? 'not ' : ''}graceful)`,
+        message: `resetting: wiping ${request.wipes}${graceful ? (target.controlPlane ? ', after leaving etcd for good' : '') : ', not gracefully'}`,
       };
     }
     case 'Upgrade': {
