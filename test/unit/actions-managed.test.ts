@@ -268,7 +268,9 @@ describe('Managed execution: failures', () => {
       assert.equal(d.status.execution?.installRetries, undefined);
     }
     // 5: recorded, a pause, then both steps again; a new failure counts and pauses longer.
-    let { i, facts } = failedWith(5);
+    const five = failedWith(5);
+    const facts = five.facts;
+    let i = five.i;
     let d = decide(i);
     assert.equal(d.status.phase, 'Executing');
     assert.equal(d.status.execution?.installRetries?.count, 1);

@@ -181,6 +181,7 @@ function retryInstall(b: DecisionBuilder, op: ExecutionStepFacts): boolean {
   const image = b.spec.upgrade?.image ?? '';
   const exit = installerExit(op.exitCode ?? 1, image);
   if (exit.then !== 'pull') return false;
+  const { condition, event } = b;
   const recorded = b.status.execution ?? {};
   const previous = recorded.installRetries;
   // A failure not yet recorded (the first, or one after the steps were made again).
@@ -192,8 +193,8 @@ function retryInstall(b: DecisionBuilder, op: ExecutionStepFacts): boolean {
     };
     const wait = installRetryDelayMs(count);
     const message = `the installer failed on a dependency (exit code 5): pulling and installing ${image} again in ${formatDuration(wait)} (attempt ${String(count + 1)}), until the executing deadline: ${op.message}`;
-    b.condition('Executed', 'Unknown', 'InstallerDependencyFailed', message);
-    b.event('Warning', 'InstallRetried', message);
+    condition('Executed', 'Unknown', 'InstallerDependencyFailed', message);
+    event('Warning', 'InstallRetried', message);
     b.say(message);
     b.wake(wait);
     return true;
