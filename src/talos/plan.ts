@@ -1,7 +1,9 @@
-// Which Talos steps a Managed action has on a node (see executor.ts for the steps), one
-// planner per action kind: pure, so that the decision core (src/actions/descriptors.ts)
-// chooses them and the executor only makes them.
+// Which Talos steps a Managed action has on a node, as typed calls the executor makes
+// (executor.ts) without knowing which kind of action asked for them: one planner per
+// action kind, pure, so that the decision core chooses the steps (each action kind's
+// descriptor, src/actions/kinds/) and the executor only performs them.
 import type { NodeActionSpec } from '../api/node-action.ts';
+import type { ApplyMode, WipeMode } from './client.ts';
 import {
   appliesWithoutReboot,
   formatTalosVersion,
@@ -12,7 +14,56 @@ import {
   type TalosVersionNumber,
 } from './version.ts';
 
+/** A ConfigChange's Secret: the node's full machine configuration, in the controller's namespace. */
+export interface ConfigSecret {
+  name: string;
+  key?: string;
+}
+
+/** The repeatable step before the drain: what can fail without having disturbed any workload. */
+export type PrepareStep =
+  /** ImageService.Pull of the installer image into the node's system containerd (Talos ≥ 1.13). */
+  | { type: 'pull'; image: string }
+  /** Reading the machine configuration a ConfigChange applies. */
+  | { type: 'readConfig'; secret: ConfigSecret | undefined };
+
+/** The repeatable step after the drain. */
+export type InstallStep =
+  /** LifecycleService.Upgrade: the pulled image installed to the boot disk (runs after the next reboot). */
+  | { type: 'installImage'; image: string }
+  /** ApplyConfiguration NO_REBOOT ahead of a Reboot of its own (Talos ≥ 1.14 refuses REBOOT). */
+  | { type: 'applyConfig'; secret: ConfigSecret | undefined };
+
+/** The one call that disrupts the node, made at most once. */
+export type TalosCall =
+  | {
+      method: 'MachineService.Reboot';
+      /** FORCE only when spec.reboot.mode names it (rebootMode()). */
+      mode: 'default' | 'powercycle' | 'force';
+      /** What the reboot completes: an upgrade installed before it, or a configuration applied without one. */
+      completes?: { upgrade: string } | { configuration: true };
+    }
+  | { method: 'MachineService.Shutdown'; force: false }
+  | ({ method: 'MachineService.Reset'; graceful: boolean } & ResetRequestPlan)
+  /** Talos before 1.13: the node pulls, installs and reboots by itself. */
+  | { method: 'MachineService.Upgrade'; image: string; stage: boolean; version: string }
+  | { method: 'MachineService.ApplyConfiguration'; mode: ApplyMode; secret: ConfigSecret | undefined };
+
 /** The steps of one action on one node (see the top of executor.ts). */
+export interface TalosSteps {
+  prepare?: PrepareStep;
+  install?: InstallStep;
+  call: TalosCall;
+}
+
+/**
+ * The steps of an action on a node running `osImage`. Throws, with a message for the
+ * action's status, when they cannot be chosen (an upgrade of a node whose Talos version
+ * is unknown).
+ */
+export type TalosStepsPlanner = (spec: NodeActionSpec, osImage: string | undefined) => TalosSteps;
+
+/** The steps in words, as the action's status and Events say them. */
 export interface TalosPlan {
   /** What the repeatable step before the drain does, if there is one. */
   prepare: string | undefined;
@@ -22,12 +73,30 @@ export interface TalosPlan {
   call: string;
 }
 
-/**
- * The steps of an action on a node running `osImage`. Throws, with a message for the
- * action's status, when they cannot be chosen (an upgrade of a node whose Talos version
- * is unknown).
- */
 export type TalosPlanner = (spec: NodeActionSpec, osImage: string | undefined) => TalosPlan;
+
+/** A step in words: "pull IMAGE", "install IMAGE", … */
+export function describeStep(step: PrepareStep | InstallStep): string {
+  switch (step.type) {
+    case 'pull':
+      return `pull ${step.image}`;
+    case 'readConfig':
+      return `read the machine configuration from Secret ${step.secret?.name ?? '(none)'}`;
+    case 'installImage':
+      return `install ${step.image}`;
+    case 'applyConfig':
+      return 'apply the machine configuration without a reboot';
+  }
+}
+
+/** The steps in words. */
+export function talosPlan(steps: TalosSteps): TalosPlan {
+  return {
+    prepare: steps.prepare && describeStep(steps.prepare),
+    install: steps.install && describeStep(steps.install),
+    call: steps.call.method,
+  };
+}
 
 /** Whether the node's Talos upgrades through ImageService.Pull + LifecycleService.Upgrade. */
 export function lifecycleUpgrade(spec: NodeActionSpec, osImage: string | undefined): boolean {
@@ -62,18 +131,6 @@ export function autoNeverReboots(spec: NodeActionSpec, osImage: string | undefin
 }
 
 /**
- * Whether the action's call takes the node down (reboots it, halts it, resets it), so
- * that a control-plane node first hands etcd leadership over: everything but a
- * ConfigChange that cannot reboot — NoReboot, Try, Staged, and Auto on Talos ≥ 1.14
- * (where AUTO never reboots). An Auto change on an unknown version may reboot.
- */
-export function takesNodeDown(spec: NodeActionSpec, osImage: string | undefined): boolean {
-  if (spec.action !== 'ConfigChange') return true;
-  const mode = spec.configChange?.mode ?? 'Auto';
-  return mode === 'Reboot' || (mode === 'Auto' && !autoNeverReboots(spec, osImage));
-}
-
-/**
  * The sequence a disruptive call starts on the node, as its events name it
  * (MachineService.Events; Talos's runtime.Sequence names): what shows that the call
  * reached the node, while the node is still in the boot it was made in. A staged legacy
@@ -98,6 +155,20 @@ export function callSequence(call: string, spec: NodeActionSpec): string | undef
   }
 }
 
+/**
+ * Whether the call takes the node (running `osImage`) down: then a control-plane node
+ * hands etcd leadership over first, so that the cluster does not wait for an election
+ * on a leader that is gone. A configuration applied in a mode that cannot reboot is
+ * spared, and so is AUTO on Talos ≥ 1.14, where it never reboots (an unknown version may).
+ */
+export function takesNodeDown(call: TalosCall, osImage: string | undefined): boolean {
+  if (call.method !== 'MachineService.ApplyConfiguration') return true;
+  if (call.mode === 'reboot') return true;
+  if (call.mode !== 'auto') return false;
+  const version = talosVersionFromOsImage(osImage);
+  return version === undefined || !appliesWithoutReboot(version);
+}
+
 /** The system partitions a SystemData reset wipes before Talos 1.14.0-beta.1. */
 const SYSTEM_DATA = ['STATE', 'EPHEMERAL'];
 /** From Talos 1.14.0-beta.1 also these, which it may put on partitions of their own. */
@@ -105,7 +176,7 @@ const SYSTEM_VOLUMES = ['ETCD', 'CRI', 'KUBELET', 'LOG'];
 
 /** What gatehouse asks of MachineService.Reset, and what that wipes, in words. */
 export interface ResetRequestPlan {
-  wipeMode: 'all' | 'system-disk' | 'user-disks';
+  wipeMode: WipeMode;
   userDisksToWipe: string[];
   systemPartitionsToWipe: { label: string; wipe: boolean }[];
   /** Exactly what is wiped, for the action's status. */
@@ -178,7 +249,7 @@ export function rebootMode(
   spec: NodeActionSpec,
   osImage: string | undefined,
 ): 'default' | 'powercycle' | 'force' {
-  const mode = spec.action === 'Reboot' ? (spec.reboot?.mode ?? 'Default') : 'Default';
+  const mode = spec.reboot?.mode ?? 'Default';
   if (mode === 'PowerCycle') return 'powercycle';
   if (mode !== 'Force') return 'default';
   const version = talosVersionFromOsImage(osImage);
@@ -189,33 +260,71 @@ export function rebootMode(
   return 'force';
 }
 
-/** A single call, nothing to prepare or install. */
-function callOnly(call: string): TalosPlanner {
-  return () => ({ prepare: undefined, install: undefined, call });
-}
-
-export const planReboot: TalosPlanner = (spec, osImage) => {
-  rebootMode(spec, osImage); // refuses Force where Talos lacks it, before anything is done
-  return callOnly('MachineService.Reboot')(spec, osImage);
-};
-export const planShutdown: TalosPlanner = callOnly('MachineService.Shutdown');
-export const planReset: TalosPlanner = (spec, osImage) => {
-  resetRequest(spec, osImage); // refuses what cannot be asked, before anything is done
-  return callOnly('MachineService.Reset')(spec, osImage);
+const APPLY: Record<string, ApplyMode> = {
+  Auto: 'auto',
+  NoReboot: 'no-reboot',
+  Reboot: 'reboot',
+  Staged: 'staged',
+  Try: 'try',
 };
 
-export const planConfigChange: TalosPlanner = (spec, osImage) => {
+export const rebootSteps: TalosStepsPlanner = (spec, osImage) => ({
+  call: { method: 'MachineService.Reboot', mode: rebootMode(spec, osImage) },
+});
+
+export const shutdownSteps: TalosStepsPlanner = () => ({
+  call: { method: 'MachineService.Shutdown', force: false },
+});
+
+export const resetSteps: TalosStepsPlanner = (spec, osImage) => ({
+  call: {
+    method: 'MachineService.Reset',
+    graceful: spec.reset?.graceful ?? true,
+    ...resetRequest(spec, osImage),
+  },
+});
+
+export const configChangeSteps: TalosStepsPlanner = (spec, osImage) => {
   const ref = spec.configChange?.configSecretRef;
-  const prepare = `read the machine configuration from Secret ${ref?.name ?? '(none)'}`;
+  const secret: ConfigSecret | undefined = ref && { name: ref.name, ...(ref.key ? { key: ref.key } : {}) };
+  const prepare: PrepareStep = { type: 'readConfig', secret };
   return applyThenReboot(spec, osImage)
-    ? { prepare, install: 'apply the machine configuration without a reboot', call: 'MachineService.Reboot' }
-    : { prepare, install: undefined, call: 'MachineService.ApplyConfiguration' };
+    ? {
+        prepare,
+        install: { type: 'applyConfig', secret },
+        call: { method: 'MachineService.Reboot', mode: 'default', completes: { configuration: true } },
+      }
+    : {
+        prepare,
+        call: {
+          method: 'MachineService.ApplyConfiguration',
+          mode: APPLY[spec.configChange?.mode ?? 'Auto'] ?? 'auto',
+          secret,
+        },
+      };
 };
 
-export const planUpgrade: TalosPlanner = (spec, osImage) => {
+export const upgradeSteps: TalosStepsPlanner = (spec, osImage) => {
   const image = spec.upgrade?.image ?? '';
-  return lifecycleUpgrade(spec, osImage)
-    ? { prepare: `pull ${image}`, install: `install ${image}`, call: 'MachineService.Reboot' }
-    : // Talos before 1.13: the node pulls, installs and reboots by itself.
-      { prepare: undefined, install: undefined, call: 'MachineService.Upgrade' };
+  if (lifecycleUpgrade(spec, osImage))
+    return {
+      prepare: { type: 'pull', image },
+      install: { type: 'installImage', image },
+      call: { method: 'MachineService.Reboot', mode: 'default', completes: { upgrade: image } },
+    };
+  // Talos before 1.13: the node pulls, installs and reboots by itself.
+  const version = talosVersionFromOsImage(osImage);
+  return {
+    call: {
+      method: 'MachineService.Upgrade',
+      image,
+      stage: spec.upgrade?.stage ?? false,
+      version: version ? formatTalosVersion(version) : '?',
+    },
+  };
 };
+
+/** The steps in words of an Upgrade (for tests and the CLI's explanations). */
+export const planUpgrade: TalosPlanner = (spec, osImage) => talosPlan(upgradeSteps(spec, osImage));
+/** The steps in words of a ConfigChange. */
+export const planConfigChange: TalosPlanner = (spec, osImage) => talosPlan(configChangeSteps(spec, osImage));

@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import type { NodeActionSpec } from '../../src/api/node-action.ts';
 import {
   callSequence,
+  configChangeSteps,
   planConfigChange,
   planUpgrade,
   rebootMode,
@@ -83,19 +84,19 @@ describe('what the node is asked', () => {
   });
 
   it('hands etcd leadership over only before a call that takes the node down: never for a live 1.14 Auto change', () => {
-    const auto = spec({ action: 'ConfigChange', configChange: { mode: 'Auto' } });
-    assert.equal(takesNodeDown(auto, 'Talos (v1.14.0)'), false);
-    assert.equal(takesNodeDown(auto, 'Talos (v1.13.9)'), true, 'AUTO may reboot before 1.14');
-    assert.equal(takesNodeDown(auto, undefined), true, 'an unknown version may reboot');
-    assert.equal(
-      takesNodeDown(spec({ action: 'ConfigChange', configChange: { mode: 'Reboot' } }), 'Talos (v1.14.0)'),
-      true,
+    const apply = (mode: 'auto' | 'reboot' | 'try') =>
+      ({ method: 'MachineService.ApplyConfiguration', mode, secret: undefined }) as const;
+    assert.equal(takesNodeDown(apply('auto'), 'Talos (v1.14.0)'), false);
+    assert.equal(takesNodeDown(apply('auto'), 'Talos (v1.13.9)'), true, 'AUTO may reboot before 1.14');
+    assert.equal(takesNodeDown(apply('auto'), undefined), true, 'an unknown version may reboot');
+    assert.equal(takesNodeDown(apply('reboot'), 'Talos (v1.13.9)'), true);
+    assert.equal(takesNodeDown(apply('try'), 'Talos (v1.12.0)'), false);
+    // 1.14's ConfigChange Reboot is NO_REBOOT then a Reboot call: that call takes it down.
+    const steps = configChangeSteps(
+      spec({ action: 'ConfigChange', configChange: { mode: 'Reboot', configSecretRef: { name: 'c' } } }),
+      'Talos (v1.14.0)',
     );
-    assert.equal(
-      takesNodeDown(spec({ action: 'ConfigChange', configChange: { mode: 'Try' } }), 'Talos (v1.12.0)'),
-      false,
-    );
-    assert.equal(takesNodeDown(spec({ action: 'Reboot' }), 'Talos (v1.14.0)'), true);
+    assert.equal(takesNodeDown(steps.call, 'Talos (v1.14.0)'), true);
   });
 
   it('sends the user disks of a reset, refuses UserDisks without any, and says what each mode wipes', () => {
