@@ -139,7 +139,10 @@ export function evaluatePolicies(input: PolicyInput): PolicyVerdict {
     }
     const window: WindowState = windowState(policy.spec.windows, now);
     if (!window.open) {
-      const problems = window.problems.length ? `; ${window.problems.join('; ')}` : '';
+      // Windows that never open are named, so that the action says why it may wait forever.
+      const problems = window.problems.length
+        ? `${window.nextStart ? '; and' : ', and none ever will:'} ${window.problems.join('; ')} (InvalidWindow)`
+        : '';
       reasons.push(
         `ActionPolicy ${policy.name}: no maintenance window is open${window.nextStart ? ` (the next opens at ${window.nextStart.toISOString()})` : ''}${problems}`,
       );
