@@ -379,7 +379,7 @@ describe('NodeRollout admission', () => {
   }
   const noVerb = (user: string) =>
     new RegExp(
-      `spec\\.bypass needs the verb bypass on nodeactions\\.talos\\.dev \\(ClusterRole gatehouse:bypass\\), which ${user.replace(/[.]/g, '\\.')} does not hold`,
+      `spec\\.bypass needs the verb bypass on nodeactions\\.talos\\.dev \\(ClusterRole gatehouse:bypass\\) to set it, and to change anything but spec\\.paused: true in a rollout that bypasses, which ${user.replace(/[.]/g, '\\.')} does not hold`,
     );
   const noReason =
     /spec\.bypass\.reason is required when bypassing health checks or hooks: say why, it is recorded in the status and an Event of every NodeAction of the rollout/;

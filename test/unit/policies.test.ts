@@ -94,7 +94,9 @@ describe('maintenance windows', () => {
       assert.equal(never.open, false);
       assert.equal(never.nextStart, undefined);
       assert.equal(never.problems.length, 1);
-      assert.ok(never.problems[0]?.startsWith(`windows[0]: schedule ${JSON.stringify(schedule)} never opens`));
+      assert.ok(
+        never.problems[0]?.startsWith(`windows[0]: schedule ${JSON.stringify(schedule)} never opens`),
+      );
       assert.match(never.problems[0] ?? '', /fix spec\.windows\[0\]\.schedule/);
     }
     // Beside a window that does open, only the one that never does is reported.
@@ -116,7 +118,10 @@ describe('maintenance windows', () => {
     const leap = { schedule: '0 0 29 2 *', duration: '6h' };
     const far = windowState([leap], now); // 2026: the next 29 February is in 2028
     assert.equal(far.open, false);
-    assert.match(far.problems[0] ?? '', /never opens within the next 366 days \(next at 2028-02-29T00:00:00.000Z\)/);
+    assert.match(
+      far.problems[0] ?? '',
+      /never opens within the next 366 days \(next at 2028-02-29T00:00:00.000Z\)/,
+    );
     const soon = windowState([leap], new Date('2027-06-01T00:00:00Z'));
     assert.deepEqual(soon.problems, [], 'within 366 days of its next opening it is a window like any');
     assert.equal(soon.nextStart?.toISOString(), '2028-02-29T00:00:00.000Z');
@@ -222,7 +227,10 @@ describe('evaluatePolicies', () => {
       verdict.reasons[0] ?? '',
       /^ActionPolicy february: no maintenance window is open, and none ever will: windows\[0\]: schedule "0 0 31 2 \*" never opens: no date matches it .*\(InvalidWindow\)$/,
     );
-    assert.match(reportPolicy(february.spec, [], nodes, now).problems[0] ?? '', /schedule "0 0 31 2 \*" never opens/);
+    assert.match(
+      reportPolicy(february.spec, [], nodes, now).problems[0] ?? '',
+      /schedule "0 0 31 2 \*" never opens/,
+    );
   });
 
   it('refuses a node that does not exist', () => {
