@@ -26,6 +26,8 @@ import { apiRoutes, serverUrl, startServer, type ApiOptions } from './http/serve
 import { EventRecorder } from './kube/events.ts';
 import { Informer, type KubeObject } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader.ts';
+import { TurnLease } from './kube/turn-lease.ts';
+import { turnIdentity, type TurnTiming } from './kube/turn.ts';
 import { slimNode } from './kube/nodes.ts';
 import { RestClient } from './kube/rest.ts';
 import { RolloutReconciler, type RolloutObject } from './rollouts/reconciler.ts';
@@ -60,6 +62,12 @@ export interface ControllerOptions {
         renewDeadlineMs?: number;
         retryPeriodMs?: number;
       };
+  /**
+   * The turn every controller instance of the cluster takes to admit actions and to
+   * approve control-plane ones (src/kube/turn.ts): a Lease, by default `gatehouse-turn`
+   * in the controller's namespace. Every instance must name the same one.
+   */
+  turn?: { namespace?: string; name?: string } & Partial<TurnTiming>;
   /** For tests of silent or dropped watches. */
   informerOptions?: { watchTimeoutSeconds?: number; idleTimeoutMs?: number };
   /**
@@ -130,6 +138,8 @@ export class Controller {
   /** Every reconciler's Events, sent in the background; flushed on stop. */
   private readonly events: EventRecorder;
   readonly leader: LeaderElector | undefined;
+  /** The turn the instances take (undefined with `actions: false`). */
+  readonly turn: TurnLease | undefined;
   readonly actionInformer: Informer<ActionObject>;
   /** Other controller instances' actions, trimmed to what the admission pass reads of them. */
   private readonly foreignActionInformer: Informer<ActionObject>;
@@ -169,17 +179,19 @@ export class Controller {
       options.serviceResolution ?? (process.env.KUBERNETES_SERVICE_HOST ? 'dns' : 'endpoints');
     this.metrics = options.metrics ?? new Metrics();
     const election = options.leaderElection ?? {};
+    const namespace = process.env.POD_NAMESPACE ?? 'gatehouse-system';
+    const replica =
+      (election !== false ? election.identity : undefined) ??
+      `${process.env.HOSTNAME ?? 'gatehouse'}-${process.pid.toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
     this.leader =
       election === false
         ? undefined
         : new LeaderElector({
             rest: this.rest,
             log: options.log,
-            namespace: election.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
+            namespace: election.namespace ?? namespace,
             name: election.name ?? 'gatehouse-controller',
-            identity:
-              election.identity ??
-              `${process.env.HOSTNAME ?? 'gatehouse'}-${process.pid.toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
+            identity: replica,
             ...(election.leaseDurationMs !== undefined ? { leaseDurationMs: election.leaseDurationMs } : {}),
             ...(election.renewDeadlineMs !== undefined ? { renewDeadlineMs: election.renewDeadlineMs } : {}),
             ...(election.retryPeriodMs !== undefined ? { retryPeriodMs: election.retryPeriodMs } : {}),
@@ -277,6 +289,20 @@ export class Controller {
       withClient: (fn) => (executor ? executor.withClient(fn) : Promise.resolve(undefined)),
       nodes: () => this.nodeInformer.list(),
     });
+    const { namespace: turnNamespace, name: turnName, ...timing } = options.turn ?? {};
+    this.turn =
+      options.actions === false
+        ? undefined
+        : new TurnLease({
+            rest: this.rest,
+            log: options.log.child({ component: 'turn' }),
+            namespace: turnNamespace ?? (election !== false ? election.namespace : undefined) ?? namespace,
+            ...(turnName ? { name: turnName } : {}),
+            identity: turnIdentity(options.instance, replica),
+            active: () => this.isLeader(),
+            timing,
+            ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),
+          });
     this.actions =
       options.actions === false
         ? undefined
@@ -296,6 +322,7 @@ export class Controller {
             runner: this.hooks,
             ...(this.executor ? { executor: this.executor } : {}),
             etcd: this.etcd,
+            ...(this.turn ? { turn: this.turn } : {}),
             isLeader: () => this.isLeader(),
             ...(options.instance ? { instance: options.instance } : {}),
             retention: { ...DEFAULT_RETENTION, ...options.retention },
@@ -345,6 +372,7 @@ export class Controller {
             ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),
           });
     this.leader?.on('started', () => {
+      this.turn?.kick();
       this.machines?.enqueueAll();
       this.actions?.enqueueAll();
       this.rollouts?.enqueueAll();
@@ -352,7 +380,10 @@ export class Controller {
     });
     // A replica that stops leading stops its Talos steps: the new leader decides from the
     // status alone (a call recorded there is not made again).
-    this.leader?.on('stopped', () => this.executor?.stopAll('this replica stopped leading'));
+    this.leader?.on('stopped', () => {
+      this.executor?.stopAll('this replica stopped leading');
+      this.turn?.kick();
+    });
   }
 
   /**
@@ -390,6 +421,7 @@ export class Controller {
         registry: controller.metrics.registry,
       });
     for (const informer of controller.informers()) informer.start();
+    controller.turn?.start();
     controller.leader?.start();
     const stopping = new AbortController();
     controller.stopping = stopping;
@@ -494,6 +526,8 @@ export class Controller {
     this.machines?.stop();
     this.talosConfig?.stop();
     this.executor?.close();
+    // The turn goes on to whoever asked for it before the lease that makes us leader.
+    await this.turn?.stop();
     await this.leader?.stop();
     this.checks.stop();
     await this.events.flush(2000);

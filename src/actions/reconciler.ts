@@ -43,9 +43,11 @@ import { NO_TALOSCONFIG } from '../talos/etcd-check.ts';
 import type { EtcdCheckState } from '../talos/etcd-health.ts';
 import type { TalosExecutor } from '../talos/execution.ts';
 import { errorMessage } from '../wait.ts';
+import type { TurnLease, TurnSection } from '../kube/turn-lease.ts';
 import {
   afterWrite,
   cacheShowsEverySlot,
+  foreignUnfinished,
   parseResourceVersion,
   type AdmissionReadState,
 } from './admission-read.ts';
@@ -62,6 +64,7 @@ import {
 } from './decide.ts';
 import { etcdAway } from './etcd-guard.ts';
 import { FreshEvaluations } from './fresh-evaluations.ts';
+import { enterTurn, etcdWaitsForTurn, waitingForTurn } from './instance-turn.ts';
 import { DEFAULT_RETENTION, planRetention, type RetentionPolicy } from './retention.ts';
 import { holdSilences } from './silences.ts';
 
@@ -149,6 +152,18 @@ export interface ActionReconcilerOptions {
   silences?: SilenceLeases;
   /** Reads etcd for the etcd guard (src/talos/etcd-check.ts); without it, etcd is never checked. */
   etcd?: EtcdCheck;
+  /**
+   * The turn every controller instance takes to admit and to approve control-plane
+   * actions (src/kube/turn-lease.ts). Without it the reconciler acts as if alone.
+   */
+  turn?: TurnLease;
+}
+
+/** The etcd guard's lock and turn, held from its read to the write of the decision made on it. */
+interface EtcdHold {
+  release(): void;
+  /** Whether the turn the read was made under is still ours: false, and the decision is not written. */
+  valid(): boolean;
 }
 
 interface NodeObject extends KubeObject {
@@ -211,6 +226,10 @@ export class ActionReconciler {
   private leading = false;
   /** What the admission pass knows of the caches' completeness (admission-read.ts). */
   private admissionRead: AdmissionReadState = {};
+  /** Other instances' unfinished actions as the last quorum read showed them (admission-read.ts). */
+  private foreignAtQuorum: { items: ActionObject[]; resourceVersion?: string } = { items: [] };
+  /** Actions whose etcd guard waits for the turn: looked at again when it comes. */
+  private readonly turnWaiters = new Set<string>();
   /** Bumped whenever leadership may have changed hands: a quorum read begun before does not count. */
   private leadership = 0;
 
@@ -293,6 +312,15 @@ export class ActionReconciler {
       this.silences.forget(a.metadata.uid);
       if (holdsSlot(a.status?.phase)) this.queue.add(ADMISSION_KEY);
     });
+    // The turn (src/kube/turn.ts): another instance may have admitted or approved while it
+    // was not ours, so what was read before it came counts for nothing.
+    this.o.turn?.on('acquired', () => {
+      this.forgetQuorum();
+      this.queue.add(ADMISSION_KEY);
+      for (const name of this.turnWaiters) this.queue.add(name);
+      this.turnWaiters.clear();
+    });
+    this.o.turn?.on('lost', () => this.forgetQuorum());
     // Another instance's action that takes or frees a node: ours waiting for it look again.
     const foreign = this.o.foreignActions;
     foreign?.on('update', (old, a) => {
@@ -418,10 +446,13 @@ export class ActionReconciler {
     }
     this.superseded.delete(name);
     const log = this.log.child({ action: name, node: action.spec.nodeName });
-    let release: (() => void) | undefined;
+    let hold: EtcdHold | undefined;
     try {
-      const decision = await this.decideFor(action, false, (r) => (release = r));
+      const decision = await this.decideFor(action, false, (h) => (hold = h));
       if (!this.o.isLeader()) return undefined;
+      // Decided on an etcd read made under a turn that is gone: another instance may have
+      // approved since. Decide again.
+      if (hold && !hold.valid()) return { requeueAfterMs: 0 };
       if (isNew(action) && decision.status.phase === 'Pending') {
         // Recorded as requested by the admission pass, in the same write as its admission
         // when its policies allow it at once: one write instead of two.
@@ -430,7 +461,7 @@ export class ActionReconciler {
       }
       return await this.commit(action, decision, log);
     } finally {
-      release?.();
+      hold?.release();
     }
   }
 
@@ -445,11 +476,32 @@ export class ActionReconciler {
   }
 
   /**
+   * The etcd guard's lock, and the turn (instance-turn.ts): held from its read to the
+   * write of the decision made on it, so that no approval of this instance or another
+   * is written between. Without the turn, `turn` is undefined and it has been asked for.
+   */
+  private async etcdHold(action: ActionObject): Promise<EtcdHold & { turn: TurnSection | undefined }> {
+    const unlock = await this.etcdLock();
+    const turn = enterTurn(this.o.turn);
+    if (!turn) this.turnWaiters.add(action.metadata.name);
+    return {
+      turn,
+      valid: () => turn?.valid() ?? true,
+      release: () => {
+        turn?.release();
+        unlock();
+      },
+    };
+  }
+
+  /**
    * The etcd guard's read for the action (etcd-guard.ts), counting as down the members
    * of nodes whose disruptive action is approved — from a quorum read of every
-   * instance's actions, not the cache, which may not show an approval just written.
+   * instance's actions, made under the turn, not the cache, which may not show an
+   * approval just written.
    */
-  private async readEtcd(action: ActionObject): Promise<EtcdCheckState> {
+  private async readEtcd(action: ActionObject, turn: TurnSection | undefined): Promise<EtcdCheckState> {
+    if (!turn) return etcdWaitsForTurn(this.o.turn);
     if (!this.o.etcd)
       return { at: new Date(), checked: false, healthy: false, spareable: true, message: NO_TALOSCONFIG };
     const list = await this.o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
@@ -513,8 +565,8 @@ export class ActionReconciler {
   private async decideFor(
     action: ActionObject,
     begunOnly = false,
-    /** Takes the etcd guard's lock, when it was taken, to release it after the write (else released here). */
-    holdEtcd?: (release: () => void) => void,
+    /** Takes the etcd guard's hold, when it was taken, to release it after the write (else released here). */
+    holdEtcd?: (hold: EtcdHold) => void,
   ): Promise<ActionDecision> {
     const records = [...(action.status?.hooks ?? []), ...(action.status?.undo?.runs ?? [])];
     const input: ActionInput = {
@@ -541,7 +593,7 @@ export class ActionReconciler {
     // approval may ask for a read of its own after the health gate's, hence the rounds.
     let fresh: FreshChecks | undefined;
     let etcd: EtcdCheckState | undefined;
-    let release: (() => void) | undefined;
+    let hold: (EtcdHold & { turn: TurnSection | undefined }) | undefined;
     try {
       for (let round = 0; round < 3 && (decision.evaluateChecks || decision.readEtcd); round++) {
         const checks = decision.evaluateChecks;
@@ -552,12 +604,12 @@ export class ActionReconciler {
           decision = decide({ ...input, now, evaluating });
           break;
         }
-        if (decision.readEtcd && !release) release = await this.etcdLock();
+        if (decision.readEtcd) hold ??= await this.etcdHold(action);
         [fresh, etcd] = await Promise.all([
           checks
             ? (begun ?? this.evaluate(action.metadata.uid, checks, action.spec.nodeName))
             : Promise.resolve(fresh),
-          decision.readEtcd ? this.readEtcd(action) : Promise.resolve(etcd),
+          decision.readEtcd && hold ? this.readEtcd(action, hold.turn) : Promise.resolve(etcd),
         ]);
         begun = undefined;
         now = new Date();
@@ -565,8 +617,8 @@ export class ActionReconciler {
       }
     } finally {
       // Held on to the status write when the caller takes it; else released now.
-      if (release && holdEtcd) holdEtcd(release);
-      else release?.();
+      if (hold && holdEtcd) holdEtcd(hold);
+      else hold?.release();
     }
     const nodeObject = this.o.nodes.get(action.spec.nodeName);
     return holdSilences(decision, action, {
@@ -843,115 +895,141 @@ export class ActionReconciler {
   private async admission(): Promise<ReconcileResult | undefined> {
     const now = new Date();
     const nodes = this.nodeLabels();
-    let holders: ActionRef[];
-    let requeueAfterMs: number | undefined;
     if (!this.o.actions.list().some((a) => isCandidate(a) || isNew(a))) {
-      holders = this.o.actions
+      const holders = this.o.actions
         .list()
         .filter((a) => holdsSlot(a.status?.phase))
         .map(actionRef);
-    } else {
-      // The cache foretells whom this pass will admit: their health gates' evaluations
-      // begin now, beside the list, so that the admission can carry the gate's verdict.
-      const foretold = planAdmissions({
-        now,
-        actions: this.o.actions
-          .list()
-          .map((a) => (isNew(a) ? { ...a, status: { ...a.status, phase: 'Pending' as const } } : a)),
-        nodes,
-        policies: this.policyFacts(),
-      });
-      for (const { action } of foretold.admit) this.beginEvaluation(action);
-      // Every instance's unfinished actions: another instance's action on a node keeps
-      // ours off it. From the caches when they show every slot taken (admission-read.ts),
-      // else a quorum read: a cache that missed an admission written a moment ago could
-      // give one slot out twice.
-      const list = this.unfinishedFromCaches() ?? (await this.listUnfinished());
-      const mine = (a: ActionObject) => a.metadata.labels?.[INSTANCE_LABEL] === this.o.instance;
-      // New actions enter the pass as their own decision records them: requested, Pending.
-      const requested = new Map<string, ActionDecision>();
-      const listed: ActionObject[] = [];
-      for (const a of list.items.filter(mine)) {
-        const decision = isNew(a) ? await this.decideFor(a, true) : undefined;
-        if (decision?.status.phase !== 'Pending') {
-          listed.push(a);
-          continue;
-        }
-        requested.set(a.metadata.name, decision);
-        listed.push({ ...a, status: decision.status });
-      }
-      const plan = planAdmissions({
-        now,
-        actions: listed,
-        others: list.items.filter((a) => !mine(a)),
-        nodes,
-        policies: this.policyFacts(),
-      });
-      for (const { action, status } of plan.admit) {
-        if (!this.o.isLeader()) return undefined;
-        const admitted = { ...(action as ActionObject), status };
-        const log = this.log.child({ action: action.metadata.name, node: action.spec.nodeName });
-        const onward = await this.decideOnward(admitted);
-        if (!this.o.isLeader()) return undefined;
-        let written: ActionObject;
-        try {
-          // One write, conditional on the listed version: the slot, and (when it could be
-          // decided at once) the action's way on from it — up to its approval.
-          written = await this.writeStatus(action, onward?.status ?? status);
-        } catch (error) {
-          if (error instanceof KubeApiError && (error.code === 409 || error.code === 404)) {
-            // It changed since the list (a deadline, a deletion): judge everyone again,
-            // from a quorum read (a cache behind the write would only conflict again).
-            this.forgetQuorum();
-            return { requeueAfterMs: 0 };
-          }
-          throw error;
-        }
-        await this.recorded(requested, written, log);
-        this.log.info(
-          { action: action.metadata.name, node: action.spec.nodeName, message: status.message },
-          'action admitted',
-        );
-        await this.o.events.record(action, {
-          type: 'Normal',
-          reason: 'WaitingForHealth',
-          message: `${action.spec.action} of node ${action.spec.nodeName}: ${status.message ?? ''}`,
-        });
-        if (onward) {
-          if (onward.status.phase !== status.phase)
-            log.info({ phase: onward.status.phase, message: onward.status.message }, 'action phase changed');
-          await this.apply(onward.effects, written, log);
-          if (onward.requeueAfterMs !== undefined)
-            this.queue.addAfter(action.metadata.name, onward.requeueAfterMs);
-        }
-        this.queue.add(action.metadata.name);
-      }
-      const waiting = [
-        ...plan.wait,
-        // New, and neither admitted nor told why not (planAdmissions leaves out what its
-        // reconciler is to deny): recorded as requested all the same.
-        ...listed.flatMap((action) =>
-          requested.has(action.metadata.name) &&
-          !plan.admit.some((u) => u.action.metadata.name === action.metadata.name) &&
-          !plan.wait.some((u) => u.action.metadata.name === action.metadata.name)
-            ? [{ action, status: action.status ?? {} }]
-            : [],
-        ),
-      ];
-      for (const { action, status } of waiting) {
-        if (!this.o.isLeader()) return undefined;
-        const log = this.log.child({ action: action.metadata.name, node: action.spec.nodeName });
-        try {
-          await this.recorded(requested, await this.writeStatus(action, status), log);
-        } catch (error) {
-          if (!(error instanceof KubeApiError && (error.code === 409 || error.code === 404))) throw error;
-        }
-      }
-      holders = plan.holders;
-      requeueAfterMs = plan.requeueAfterMs;
+      await this.writePolicyStatuses(holders, nodes, now);
+      return undefined;
     }
-    await this.writePolicyStatuses(holders, nodes, now);
-    return requeueAfterMs !== undefined ? { requeueAfterMs } : undefined;
+    // The cache foretells whom this pass will admit: their health gates' evaluations
+    // begin now, beside the list, so that the admission can carry the gate's verdict.
+    const foretold = planAdmissions({
+      now,
+      actions: this.o.actions
+        .list()
+        .map((a) => (isNew(a) ? { ...a, status: { ...a.status, phase: 'Pending' as const } } : a)),
+      nodes,
+      policies: this.policyFacts(),
+    });
+    for (const { action } of foretold.admit) this.beginEvaluation(action);
+    // Admissions of every instance take turns (instance-turn.ts): without the turn, the
+    // pass only tells its actions what they wait for, from the caches.
+    const turn = enterTurn(this.o.turn);
+    try {
+      return await this.admitUnderTurn(now, nodes, turn);
+    } finally {
+      turn?.release();
+    }
+  }
+
+  /**
+   * The admission pass proper, under the turn (`turn` defined) or without it (nothing is
+   * admitted; the actions it would admit are told they wait for their turn).
+   */
+  private async admitUnderTurn(
+    now: Date,
+    nodes: NodeLabels,
+    turn: TurnSection | undefined,
+  ): Promise<ReconcileResult | undefined> {
+    // Every instance's unfinished actions: another instance's action on a node keeps
+    // ours off it. From the caches when they show every slot taken (admission-read.ts),
+    // else a quorum read: a cache that missed an admission written a moment ago could
+    // give one slot out twice.
+    const list = turn
+      ? (this.unfinishedFromCaches() ?? (await this.listUnfinished()))
+      : this.cachedUnfinished();
+    const mine = (a: ActionObject) => a.metadata.labels?.[INSTANCE_LABEL] === this.o.instance;
+    // New actions enter the pass as their own decision records them: requested, Pending.
+    const requested = new Map<string, ActionDecision>();
+    const listed: ActionObject[] = [];
+    for (const a of list.items.filter(mine)) {
+      const decision = isNew(a) ? await this.decideFor(a, true) : undefined;
+      if (decision?.status.phase !== 'Pending') {
+        listed.push(a);
+        continue;
+      }
+      requested.set(a.metadata.name, decision);
+      listed.push({ ...a, status: decision.status });
+    }
+    const planned = planAdmissions({
+      now,
+      actions: listed,
+      others: list.items.filter((a) => !mine(a)),
+      nodes,
+      policies: this.policyFacts(),
+    });
+    const plan = turn ? planned : waitingForTurn(planned, this.o.turn);
+    // Leading, and the turn still ours: lost since the read (renewals failing), another
+    // instance may be admitting, and this pass's read counts for nothing.
+    const ours = () => this.o.isLeader() && turn?.valid() === true;
+    const lost = () => {
+      this.forgetQuorum();
+      return this.o.isLeader() ? { requeueAfterMs: 0 } : undefined;
+    };
+    for (const { action, status } of plan.admit) {
+      if (!ours()) return lost();
+      const admitted = { ...(action as ActionObject), status };
+      const log = this.log.child({ action: action.metadata.name, node: action.spec.nodeName });
+      const onward = await this.decideOnward(admitted);
+      if (!ours()) return lost();
+      let written: ActionObject;
+      try {
+        // One write, conditional on the listed version: the slot, and (when it could be
+        // decided at once) the action's way on from it — up to its approval.
+        written = await this.writeStatus(action, onward?.status ?? status);
+      } catch (error) {
+        if (error instanceof KubeApiError && (error.code === 409 || error.code === 404)) {
+          // It changed since the list (a deadline, a deletion): judge everyone again,
+          // from a quorum read (a cache behind the write would only conflict again).
+          this.forgetQuorum();
+          return { requeueAfterMs: 0 };
+        }
+        throw error;
+      }
+      await this.recorded(requested, written, log);
+      this.log.info(
+        { action: action.metadata.name, node: action.spec.nodeName, message: status.message },
+        'action admitted',
+      );
+      await this.o.events.record(action, {
+        type: 'Normal',
+        reason: 'WaitingForHealth',
+        message: `${action.spec.action} of node ${action.spec.nodeName}: ${status.message ?? ''}`,
+      });
+      if (onward) {
+        if (onward.status.phase !== status.phase)
+          log.info({ phase: onward.status.phase, message: onward.status.message }, 'action phase changed');
+        await this.apply(onward.effects, written, log);
+        if (onward.requeueAfterMs !== undefined)
+          this.queue.addAfter(action.metadata.name, onward.requeueAfterMs);
+      }
+      this.queue.add(action.metadata.name);
+    }
+    const waiting = [
+      ...plan.wait,
+      // New, and neither admitted nor told why not (planAdmissions leaves out what its
+      // reconciler is to deny): recorded as requested all the same.
+      ...listed.flatMap((action) =>
+        requested.has(action.metadata.name) &&
+        !plan.admit.some((u) => u.action.metadata.name === action.metadata.name) &&
+        !plan.wait.some((u) => u.action.metadata.name === action.metadata.name)
+          ? [{ action, status: action.status ?? {} }]
+          : [],
+      ),
+    ];
+    for (const { action, status } of waiting) {
+      if (!this.o.isLeader()) return undefined;
+      const log = this.log.child({ action: action.metadata.name, node: action.spec.nodeName });
+      try {
+        await this.recorded(requested, await this.writeStatus(action, status), log);
+      } catch (error) {
+        if (!(error instanceof KubeApiError && (error.code === 409 || error.code === 404))) throw error;
+      }
+    }
+    await this.writePolicyStatuses(plan.holders, nodes, now);
+    return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
   }
 
   /**
@@ -968,23 +1046,43 @@ export class ActionReconciler {
   private async listUnfinished(): Promise<{ items: ActionObject[] }> {
     const leadership = this.leadership;
     const list = await this.readUnfinished();
-    if (this.o.isLeader() && leadership === this.leadership)
+    if (this.o.isLeader() && leadership === this.leadership) {
       this.admissionRead = {
         ...this.admissionRead,
         quorum: parseResourceVersion(list.metadata?.resourceVersion),
       };
+      this.foreignAtQuorum = {
+        items: list.items.filter((a) => a.metadata.labels?.[INSTANCE_LABEL] !== this.o.instance),
+        ...(list.metadata?.resourceVersion !== undefined
+          ? { resourceVersion: list.metadata.resourceVersion }
+          : {}),
+      };
+    }
     this.o.metrics?.admissionReads.inc({ source: 'quorum' });
     return list;
   }
 
-  /** Every instance's unfinished actions from the caches, when they show every slot taken; else undefined. */
+  /**
+   * Every instance's unfinished actions from the caches, when they show every slot taken
+   * (ours: admission-read.ts; other instances': the last quorum read, made under the
+   * turn we still hold, as their informer updates it); else undefined.
+   */
   private unfinishedFromCaches(): { items: ActionObject[] } | undefined {
     const foreign = this.o.foreignActions;
     if (!foreign || !cacheShowsEverySlot(this.admissionRead, this.o.actions.watchedVersion)) return undefined;
     this.o.metrics?.admissionReads.inc({ source: 'cache' });
-    return {
-      items: [...this.o.actions.list(), ...foreign.list()].filter((a) => !isTerminal(a.status?.phase)),
-    };
+    const theirs = foreignUnfinished(
+      this.foreignAtQuorum,
+      { items: foreign.list(), ...(foreign.watchedVersion ? { watched: foreign.watchedVersion } : {}) },
+      (a) => isTerminal(a.status?.phase),
+    );
+    return { items: [...this.o.actions.list().filter((a) => !isTerminal(a.status?.phase)), ...theirs] };
+  }
+
+  /** Every instance's unfinished actions as the caches show them: for messages only, never to admit. */
+  private cachedUnfinished(): { items: ActionObject[] } {
+    const all = [...this.o.actions.list(), ...(this.o.foreignActions?.list() ?? [])];
+    return { items: all.filter((a) => !isTerminal(a.status?.phase)) };
   }
 
   private async readUnfinished(): Promise<UnfinishedList> {

@@ -4,6 +4,7 @@
 import { GROUP } from '../api/common.ts';
 import { KINDS } from '../api/kinds.ts';
 import { hookKinds } from '../api/hooks.ts';
+import { TURN_LEASE_NAME } from '../kube/turn-lease.ts';
 import { LEASE_NAME, SERVICE_ACCOUNT, labels } from './controller.ts';
 
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] };
@@ -82,13 +83,21 @@ export function controllerRules(): Rule[] {
 /** What the controller needs in its own namespace only. */
 export function controllerNamespaceRules(): Rule[] {
   return [
-    // Leader election on one Lease; create cannot be limited by name.
+    // Leader election on one Lease, and the turn the controller instances take (watched:
+    // a list or watch names it with a metadata.name field selector); create cannot be
+    // limited by name.
     { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
     {
       apiGroups: ['coordination.k8s.io'],
       resources: ['leases'],
       verbs: ['get', 'update', 'patch'],
-      resourceNames: [LEASE_NAME],
+      resourceNames: [LEASE_NAME, TURN_LEASE_NAME],
+    },
+    {
+      apiGroups: ['coordination.k8s.io'],
+      resources: ['leases'],
+      verbs: ['list', 'watch'],
+      resourceNames: [TURN_LEASE_NAME],
     },
     // Managed ConfigChange reads the machine configuration from a Secret here, and a
     // talosconfig may be provided as a Secret here: no cluster-wide Secret access.

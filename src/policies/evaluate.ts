@@ -8,6 +8,8 @@
 //     cluster-wide (what DESIGN.md prescribes for a cluster without policies);
 //   - never two control-plane nodes at once (two lost etcd members of three lose quorum);
 //   - never two actions on one node at once.
+// Budgets count the slot holders of the controller instance judging; the last two rules
+// count every instance's: a node, and etcd, are one whatever the labels say.
 import type { ActionPolicySpec } from '../api/action-policy.ts';
 import type { Action } from '../api/common.ts';
 import { CONTROL_PLANE_LABEL } from '../api/names.ts';
@@ -24,6 +26,8 @@ export interface ActionRef {
   name: string;
   node: string;
   action: Action;
+  /** The controller instance it belongs to, when it is another's (for messages). */
+  instance?: string;
 }
 
 /** Labels of every node the controller knows; a node not in the map does not exist (any more). */
@@ -31,8 +35,13 @@ export type NodeLabels = ReadonlyMap<string, Record<string, string>>;
 
 export interface PolicyInput {
   candidate: ActionRef;
-  /** Actions holding a slot now (admitted and unfinished), not including the candidate. */
+  /** Actions of this instance holding a slot now (admitted and unfinished), not including the candidate. */
   holders: readonly ActionRef[];
+  /**
+   * Other controller instances' actions holding a slot: their budgets are theirs, but they
+   * count for the one-node and the control-plane rules.
+   */
+  elsewhere?: readonly ActionRef[];
   policies: readonly PolicyFacts[];
   nodes: NodeLabels;
   now: Date;
@@ -89,7 +98,12 @@ export function allowedConcurrent(maxConcurrent: number | string | undefined, go
 }
 
 function names(refs: readonly ActionRef[]): string {
-  const shown = refs.slice(0, 5).map((r) => `${r.name} on ${r.node}`);
+  const shown = refs
+    .slice(0, 5)
+    .map(
+      (r) =>
+        `${r.name} on ${r.node}${r.instance !== undefined ? ` (controller instance ${r.instance})` : ''}`,
+    );
   return refs.length > 5 ? `${shown.join(', ')} and ${refs.length - 5} more` : shown.join(', ');
 }
 
@@ -105,12 +119,13 @@ export function evaluatePolicies(input: PolicyInput): PolicyVerdict {
     return { allowed: false, reasons: [`node ${candidate.node} does not exist`], governedBy: [] };
   }
 
-  const sameNode = holders.filter((h) => h.node === candidate.node);
+  const everyHolder = [...holders, ...(input.elsewhere ?? [])];
+  const sameNode = everyHolder.filter((h) => h.node === candidate.node);
   if (sameNode.length > 0)
     reasons.push(`another action on ${candidate.node} is in progress: ${names(sameNode)}`);
 
   if (isControlPlane(labels)) {
-    const otherControlPlanes = holders.filter(
+    const otherControlPlanes = everyHolder.filter(
       (h) =>
         h.node !== candidate.node && (nodes.get(h.node) === undefined || isControlPlane(nodes.get(h.node))),
     );

@@ -292,12 +292,12 @@ describe('ActionPolicy', () => {
     const waiting = await waitFor('our action to be told why it waits', async () => {
       const a = await getAction(client, ours.metadata.name);
       assert.equal(a.status?.phase ?? 'Pending', 'Pending', `admitted beside ${foreign.metadata.name}`);
-      return /held by/.test(a.status?.message ?? '') ? a : undefined;
+      return /controller instance/.test(a.status?.message ?? '') ? a : undefined;
     });
     assert.match(
       waiting.status?.message ?? '',
       new RegExp(
-        `node ${node} is held by NodeAction ${foreign.metadata.name} \\(Approved\\) of controller instance ${instance}-elsewhere`,
+        `another action on ${node} is in progress: ${foreign.metadata.name} on ${node} \\(controller instance ${instance}-elsewhere\\)`,
       ),
     );
     // Once that one ends, ours goes.
