@@ -68,6 +68,12 @@ export interface ControllerOptions {
    * in the controller's namespace. Every instance must name the same one.
    */
   turn?: { namespace?: string; name?: string } & Partial<TurnTiming>;
+  /**
+   * Whether other instances' control-plane actions keep this instance's off every other
+   * control-plane node (default true: a cluster has one etcd). For test beds only, whose
+   * test files share one API server and each simulate an etcd cluster of their own.
+   */
+  controlPlaneAcrossInstances?: boolean;
   /** For tests of silent or dropped watches. */
   informerOptions?: { watchTimeoutSeconds?: number; idleTimeoutMs?: number };
   /**
@@ -323,6 +329,7 @@ export class Controller {
             ...(this.executor ? { executor: this.executor } : {}),
             etcd: this.etcd,
             ...(this.turn ? { turn: this.turn } : {}),
+            ...(options.controlPlaneAcrossInstances === false ? { controlPlaneAcrossInstances: false } : {}),
             isLeader: () => this.isLeader(),
             ...(options.instance ? { instance: options.instance } : {}),
             retention: { ...DEFAULT_RETENTION, ...options.retention },

@@ -19,6 +19,8 @@ export interface AdmissionInput {
    * off its node, and off every other control-plane node if it is on one.
    */
   others?: readonly ObservedNodeAction[];
+  /** Whether `others` count for the control-plane rule (default true; see PolicyInput). */
+  controlPlaneElsewhere?: boolean;
   nodes: NodeLabels;
   policies: readonly PolicyFacts[];
 }
@@ -79,7 +81,15 @@ export function planAdmissions(input: AdmissionInput): AdmissionPlan {
     // A node that does not exist is the action reconciler's to deny.
     if (!nodes.has(action.spec.nodeName)) continue;
     const ref = actionRef(action);
-    const verdict = evaluatePolicies({ candidate: ref, holders, elsewhere, policies, nodes, now });
+    const verdict = evaluatePolicies({
+      candidate: ref,
+      holders,
+      elsewhere,
+      ...(input.controlPlaneElsewhere === false ? { controlPlaneElsewhere: false } : {}),
+      policies,
+      nodes,
+      now,
+    });
     const status = structuredClone(action.status ?? {});
     const governed = verdict.governedBy.length
       ? `ActionPolicy ${verdict.governedBy.join(', ')}`

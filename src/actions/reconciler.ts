@@ -157,6 +157,8 @@ export interface ActionReconcilerOptions {
    * actions (src/kube/turn-lease.ts). Without it the reconciler acts as if alone.
    */
   turn?: TurnLease;
+  /** See ControllerOptions.controlPlaneAcrossInstances (default true). */
+  controlPlaneAcrossInstances?: boolean;
 }
 
 /** The etcd guard's lock and turn, held from its read to the write of the decision made on it. */
@@ -957,6 +959,7 @@ export class ActionReconciler {
       now,
       actions: listed,
       others: list.items.filter((a) => !mine(a)),
+      ...(this.o.controlPlaneAcrossInstances === false ? { controlPlaneElsewhere: false } : {}),
       nodes,
       policies: this.policyFacts(),
     });

@@ -145,6 +145,11 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
           expression:
             'has(object.spec.bypass) && ((has(object.spec.bypass.healthChecks) && object.spec.bypass.healthChecks) || (has(object.spec.bypass.hooks) && object.spec.bypass.hooks))',
         },
+        {
+          // Who may make an action count for a rollout: who may say what a rollout did.
+          name: 'mayMarkForRollouts',
+          expression: `variables.viaController || authorizer.group('${GROUP}').resource('noderollouts').subresource('status').check('update').allowed()`,
+        },
       ],
       validations: [
         ...actionRules.identity,
@@ -196,6 +201,8 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
  * rollout label, the bypass grantor and an ownerReference to a NodeRollout. A requester
  * who could set them would make a rollout report a node done that it never touched
  * (the rollout checks name, action, target and requester too: src/rollouts/membership.ts).
+ * Besides the controller's ServiceAccount, whoever may write a rollout's status — which
+ * says what the rollout did — may set them (an admin running the controller as itself).
  */
 function rolloutMarkRules(): Validation[] {
   const marks = [
@@ -205,17 +212,17 @@ function rolloutMarkRules(): Validation[] {
   const named = `the label ${CONTROLLER_ONLY_ACTION_LABELS.join(', ')}, the annotation ${CONTROLLER_ONLY_ACTION_ANNOTATIONS.join(', ')} and an ownerReference to a NodeRollout`;
   return [
     {
-      expression: `!variables.creating || variables.viaController || (${marks.join(' && ')})`,
-      message: `${named} are set by the gatehouse controller alone, on the NodeActions a NodeRollout makes: request the action without them, or create a NodeRollout`,
+      expression: `!variables.creating || variables.mayMarkForRollouts || (${marks.join(' && ')})`,
+      message: `${named} are set by the gatehouse controller alone (or whoever may update noderollouts/status), on the NodeActions a NodeRollout makes: request the action without them, or create a NodeRollout`,
       reason: 'Forbidden',
     },
     {
       // Only an ownerReference to a NodeRollout that was already there (the garbage
       // collector removes them when a rollout is orphaned: removing stays allowed).
       expression:
-        "variables.viaController || !has(object.metadata.ownerReferences) || object.metadata.ownerReferences.all(r, r.kind != 'NodeRollout' || (oldObject != null && has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(o, o.kind == 'NodeRollout' && o.uid == r.uid)))",
+        "variables.mayMarkForRollouts || !has(object.metadata.ownerReferences) || object.metadata.ownerReferences.all(r, r.kind != 'NodeRollout' || (oldObject != null && has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(o, o.kind == 'NodeRollout' && o.uid == r.uid)))",
       messageExpression:
-        "'an ownerReference to a NodeRollout is set by the gatehouse controller alone, on the NodeActions the rollout makes: ' + request.userInfo.username + ' may not put one on NodeAction ' + object.metadata.name",
+        "'an ownerReference to a NodeRollout is set by the gatehouse controller alone (or whoever may update noderollouts/status), on the NodeActions the rollout makes: ' + request.userInfo.username + ' may not put one on NodeAction ' + object.metadata.name",
       message: `${named} are set by the gatehouse controller alone`,
       reason: 'Forbidden',
     },

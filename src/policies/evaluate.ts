@@ -42,6 +42,11 @@ export interface PolicyInput {
    * count for the one-node and the control-plane rules.
    */
   elsewhere?: readonly ActionRef[];
+  /**
+   * Whether `elsewhere` counts for the control-plane rule (default true). Only test beds
+   * turn it off: test files that share one API server each simulate an etcd of their own.
+   */
+  controlPlaneElsewhere?: boolean;
   policies: readonly PolicyFacts[];
   nodes: NodeLabels;
   now: Date;
@@ -125,7 +130,7 @@ export function evaluatePolicies(input: PolicyInput): PolicyVerdict {
     reasons.push(`another action on ${candidate.node} is in progress: ${names(sameNode)}`);
 
   if (isControlPlane(labels)) {
-    const otherControlPlanes = everyHolder.filter(
+    const otherControlPlanes = (input.controlPlaneElsewhere === false ? holders : everyHolder).filter(
       (h) =>
         h.node !== candidate.node && (nodes.get(h.node) === undefined || isControlPlane(nodes.get(h.node))),
     );

@@ -328,13 +328,13 @@ describe("a rollout's own NodeActions", () => {
     assert.equal(refused.code, 403);
     assert.match(
       refused.message,
-      /an ownerReference to a NodeRollout is set by the gatehouse controller alone, on the NodeActions the rollout makes/,
+      /an ownerReference to a NodeRollout is set by the gatehouse controller alone \(or whoever may update noderollouts\/status\), on the NodeActions the rollout makes/,
     );
     refused = await refusal(claim({ labels: { [ROLLOUT_LABEL]: rollout.metadata.name } }));
     assert.equal(refused.code, 403);
     assert.match(
       refused.message,
-      /the label talos\.dev\/rollout, the annotation talos\.dev\/bypass-granted-by and an ownerReference to a NodeRollout are set by the gatehouse controller alone/,
+      /the label talos\.dev\/rollout, the annotation talos\.dev\/bypass-granted-by and an ownerReference to a NodeRollout are set by the gatehouse controller alone \(or whoever may update noderollouts\/status\)/,
     );
     // Nor added later to an action of its own.
     const plain = await claim({});
