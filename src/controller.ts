@@ -3,15 +3,11 @@
 import type { Server } from 'node:http';
 import type { KubeCredentials } from './kube/kubeconfig.ts';
 import { isTerminal } from './api/phases.ts';
-import {
-  ActionReconciler,
-  foreignInstanceSelector,
-  instanceSelector,
-  slimForeignAction,
-  type ActionObject,
-} from './actions/reconciler.ts';
+import { slimForeignAction } from './actions/admission-pass.ts';
+import { ActionReconciler } from './actions/reconciler.ts';
 import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
-import { HOOK_JOB_SELECTOR } from './api/names.ts';
+import { HOOK_JOB_SELECTOR, foreignInstanceSelector, instanceSelector } from './api/names.ts';
+import type { ActionObject } from './api/node-action.ts';
 import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH, CHECKS_PATH } from './api/paths.ts';
 import { BootReconciler } from './boots/reconciler.ts';
 import { MachineReconciler, type ClusterApiOptions } from './cluster-api/reconciler.ts';
@@ -69,11 +65,11 @@ export interface ControllerOptions {
    */
   turn?: { namespace?: string; name?: string } & Partial<TurnTiming>;
   /**
-   * Whether other instances' control-plane actions keep this instance's off every other
-   * control-plane node (default true: a cluster has one etcd). For test beds only, whose
-   * test files share one API server and each simulate an etcd cluster of their own.
+   * The other instances whose control-plane actions keep this instance's off every other
+   * control-plane node (default: all of them — a cluster has one etcd). For test beds
+   * only, whose test files share one API server and each simulate an etcd of their own.
    */
-  controlPlaneAcrossInstances?: boolean;
+  controlPlaneAcrossInstances?: readonly string[];
   /** For tests of silent or dropped watches. */
   informerOptions?: { watchTimeoutSeconds?: number; idleTimeoutMs?: number };
   /**
@@ -329,7 +325,9 @@ export class Controller {
             ...(this.executor ? { executor: this.executor } : {}),
             etcd: this.etcd,
             ...(this.turn ? { turn: this.turn } : {}),
-            ...(options.controlPlaneAcrossInstances === false ? { controlPlaneAcrossInstances: false } : {}),
+            ...(options.controlPlaneAcrossInstances
+              ? { controlPlaneAcrossInstances: options.controlPlaneAcrossInstances }
+              : {}),
             isLeader: () => this.isLeader(),
             ...(options.instance ? { instance: options.instance } : {}),
             retention: { ...DEFAULT_RETENTION, ...options.retention },

@@ -19,8 +19,8 @@ export interface AdmissionInput {
    * off its node, and off every other control-plane node if it is on one.
    */
   others?: readonly ObservedNodeAction[];
-  /** Whether `others` count for the control-plane rule (default true; see PolicyInput). */
-  controlPlaneElsewhere?: boolean;
+  /** Which instances' actions of `others` count for the control-plane rule (default: all; see PolicyInput). */
+  controlPlaneInstances?: readonly string[];
   nodes: NodeLabels;
   policies: readonly PolicyFacts[];
 }
@@ -51,6 +51,15 @@ export function actionRef(action: ObservedNodeAction): ActionRef {
 /** Another controller instance's action, as the one-node and control-plane rules count it. */
 function foreignRef(action: ObservedNodeAction): ActionRef {
   return { ...actionRef(action), instance: action.metadata.labels?.[INSTANCE_LABEL] ?? '(default)' };
+}
+
+/** A new action, set up by its reconciler (the finalizer) and with no status yet: its first status is the admission pass's. */
+export function isNew(action: ObservedNodeAction): boolean {
+  return (
+    action.status?.phase === undefined &&
+    action.metadata.deletionTimestamp === undefined &&
+    (action.metadata.finalizers ?? []).includes(NODE_ACTION_FINALIZER)
+  );
 }
 
 /** Whether the admission pass may consider the action: Pending, set up by its reconciler, not deleted. */
@@ -85,7 +94,13 @@ export function planAdmissions(input: AdmissionInput): AdmissionPlan {
       candidate: ref,
       holders,
       elsewhere,
-      ...(input.controlPlaneElsewhere === false ? { controlPlaneElsewhere: false } : {}),
+      ...(input.controlPlaneInstances
+        ? {
+            controlPlaneElsewhere: elsewhere.filter((r) =>
+              input.controlPlaneInstances?.includes(r.instance ?? ''),
+            ),
+          }
+        : {}),
       policies,
       nodes,
       now,

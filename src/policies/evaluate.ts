@@ -43,10 +43,11 @@ export interface PolicyInput {
    */
   elsewhere?: readonly ActionRef[];
   /**
-   * Whether `elsewhere` counts for the control-plane rule (default true). Only test beds
-   * turn it off: test files that share one API server each simulate an etcd of their own.
+   * The ones of `elsewhere` that count for the control-plane rule (default: all). Only
+   * test beds narrow it: test files that share one API server each simulate an etcd of
+   * their own.
    */
-  controlPlaneElsewhere?: boolean;
+  controlPlaneElsewhere?: readonly ActionRef[];
   policies: readonly PolicyFacts[];
   nodes: NodeLabels;
   now: Date;
@@ -130,7 +131,8 @@ export function evaluatePolicies(input: PolicyInput): PolicyVerdict {
     reasons.push(`another action on ${candidate.node} is in progress: ${names(sameNode)}`);
 
   if (isControlPlane(labels)) {
-    const otherControlPlanes = (input.controlPlaneElsewhere === false ? holders : everyHolder).filter(
+    const counted = input.controlPlaneElsewhere ? [...holders, ...input.controlPlaneElsewhere] : everyHolder;
+    const otherControlPlanes = counted.filter(
       (h) =>
         h.node !== candidate.node && (nodes.get(h.node) === undefined || isControlPlane(nodes.get(h.node))),
     );

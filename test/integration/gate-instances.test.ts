@@ -40,9 +40,10 @@ before(async () => {
   await installGatehouseAPI(kc);
   me = await whoami(client);
   const kubeConfig = await controllerKubeConfig(kc);
-  // As a real cluster has it: one etcd, whatever instance acts on its nodes.
+  // As a real cluster has it: one etcd, whatever instance acts on its nodes (here, of the
+  // two instances of this file: other files' control-plane nodes are other etcds).
   controllers = await Promise.all(
-    instances.map((i) => startGateController(i, { kubeConfig, controlPlaneAcrossInstances: true })),
+    instances.map((i) => startGateController(i, { kubeConfig, controlPlaneAcrossInstances: [...instances] })),
   );
 });
 

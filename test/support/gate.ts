@@ -138,8 +138,8 @@ export async function startGateController(
     checkSelector: `${INSTANCE_LABEL}=${instance}`,
     // Each file's control-plane nodes are an etcd cluster of its own: another file's
     // control-plane action must not hold this one's (test/integration/gate-instances.test.ts
-    // turns this back on, as a real cluster has it).
-    controlPlaneAcrossInstances: false,
+    // names the instances whose actions share its etcd, as a real cluster has it for all).
+    controlPlaneAcrossInstances: [],
     ...extra,
   });
   await controller.waitForSync();

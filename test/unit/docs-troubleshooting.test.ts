@@ -58,7 +58,7 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // planSilences()'s event() helper, like decide()'s.
   'src/silences/plan.ts: reason': [],
   // Effects and EventSpecs passed on to the recorder.
-  'src/actions/reconciler.ts: e.reason': [],
+  'src/actions/action-effects.ts: e.reason': [],
   'src/kube/events.ts: event.reason': [],
   // A check's reason is a CheckReason (the type alias in src/checks/state.ts, extracted).
   'src/checks/state.ts: outcome.reason': [],
