@@ -24,7 +24,7 @@ import {
   type CheckFacts,
   type FreshChecks,
 } from './decide.ts';
-import { enterTurn, etcdWaitsForTurn } from './instance-turn.ts';
+import { TURN_RETRY_MS, enterTurn } from './instance-turn.ts';
 import { etcdAway } from './etcd-guard.ts';
 import { isNew } from './admission.ts';
 import { nodeFacts } from './observations.ts';
@@ -35,6 +35,8 @@ const CHECKER_JOB_SETTLE_MS = 1000;
 
 /** The etcd guard's lock and turn, held from its read to the write of the decision made on it. */
 export interface EtcdHold {
+  /** Whether the turn was another instance's: nothing was read. */
+  waiting: boolean;
   release(): void;
   /** Whether the turn the read was made under is still ours: false, and the decision is not written. */
   valid(): boolean;
@@ -70,6 +72,9 @@ export class ActionPass {
       // Decided on an etcd read made under a turn that is gone: another instance may have
       // approved since. Decide again.
       if (hold && !hold.valid()) return { requeueAfterMs: 0 };
+      // The etcd guard waits for the turn, asked for: nothing is decided (its arrival, or
+      // this, brings the action back).
+      if (hold?.waiting) return { requeueAfterMs: TURN_RETRY_MS };
       if (isNew(action) && decision.status.phase === 'Pending') {
         // Recorded as requested by the admission pass, in the same write as its admission
         // when its policies allow it at once: one write instead of two.
@@ -132,6 +137,7 @@ export class ActionPass {
     if (!turn) this.turnWaiters.add(action.metadata.name);
     return {
       turn,
+      waiting: turn === undefined,
       valid: () => turn?.valid() ?? true,
       release: () => {
         turn?.release();
@@ -153,9 +159,8 @@ export class ActionPass {
    * instance's actions, made under the turn, not the cache, which may not show an
    * approval just written.
    */
-  private async readEtcd(action: ActionObject, turn: TurnSection | undefined): Promise<EtcdCheckState> {
+  private async readEtcd(action: ActionObject): Promise<EtcdCheckState> {
     const { o } = this.c;
-    if (!turn) return etcdWaitsForTurn(o.turn);
     if (!o.etcd)
       return { at: new Date(), checked: false, healthy: false, spareable: true, message: NO_TALOSCONFIG };
     const list = await o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
@@ -260,12 +265,16 @@ export class ActionPass {
           decision = decide({ ...input, now, evaluating });
           break;
         }
-        if (decision.readEtcd) hold ??= await this.etcdHold(action);
+        if (decision.readEtcd) {
+          hold ??= await this.etcdHold(action);
+          // Another instance has the turn: no read, no decision on one (the caller waits).
+          if (hold.waiting) break;
+        }
         [fresh, etcd] = await Promise.all([
           checks
             ? (begun ?? this.evaluate(action.metadata.uid, checks, action.spec.nodeName))
             : Promise.resolve(fresh),
-          decision.readEtcd && hold ? this.readEtcd(action, hold.turn) : Promise.resolve(etcd),
+          decision.readEtcd ? this.readEtcd(action) : Promise.resolve(etcd),
         ]);
         begun = undefined;
         now = new Date();

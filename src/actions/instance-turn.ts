@@ -3,8 +3,13 @@
 // guard's read through to the approval written on it — run under it; an instance
 // without the turn asks for it, and its actions say what they wait for.
 import type { TurnLease, TurnSection } from '../kube/turn-lease.ts';
-import type { EtcdCheckState } from '../talos/etcd-health.ts';
 import { ADMISSION_RESYNC_MS, type AdmissionPlan } from './admission.ts';
+
+/**
+ * How soon an action whose etcd guard waits for the turn looks again, should the turn's
+ * arrival (which brings it back at once) not come first.
+ */
+export const TURN_RETRY_MS = 2000;
 
 /** The section of a controller without a turn (alone by construction: tests of one reconciler). */
 export const ALONE: TurnSection = { valid: () => true, release: () => undefined };
@@ -37,19 +42,5 @@ export function waitingForTurn(plan: AdmissionPlan, turn: TurnLease | undefined)
     wait: [...plan.wait, ...told],
     holders: plan.holders.filter((h) => !admitted.has(h.name)),
     requeueAfterMs: Math.min(plan.requeueAfterMs ?? ADMISSION_RESYNC_MS, ADMISSION_RESYNC_MS),
-  };
-}
-
-/**
- * What the etcd guard is given when the turn is another instance's: no read (it would
- * be judged without the other instance's approvals in view), unhealthy, saying why.
- */
-export function etcdWaitsForTurn(turn: TurnLease | undefined): EtcdCheckState {
-  return {
-    at: new Date(),
-    checked: true,
-    healthy: false,
-    spareable: true,
-    message: `etcd not read yet: ${turnHeldElsewhere(turn)}`,
   };
 }

@@ -86,6 +86,7 @@ export class TurnLease extends EventEmitter<TurnEvents> {
   /** Bumped at every acquisition: a section of an earlier holding is not valid in a later one. */
   private epoch = 0;
   private held = false;
+  private acquiredAt: number | undefined;
   private pumping = false;
   private again = false;
   private timer: NodeJS.Timeout | undefined;
@@ -215,6 +216,7 @@ export class TurnLease extends EventEmitter<TurnEvents> {
         : undefined,
       observedAt: this.observedAt,
       ...(this.renewedAt !== undefined ? { renewedAt: this.renewedAt } : {}),
+      ...(this.acquiredAt !== undefined ? { acquiredAt: this.acquiredAt } : {}),
       now: performance.now(),
       timing: this.o.timing,
     };
@@ -240,6 +242,7 @@ export class TurnLease extends EventEmitter<TurnEvents> {
     const held = holdsTurn(this.view());
     if (held !== this.held) {
       this.held = held;
+      this.acquiredAt = held ? performance.now() : undefined;
       if (held) {
         this.epoch++;
         this.wanting = false;

@@ -35,12 +35,19 @@ export interface TurnTiming {
   renewDeadlineMs: number;
   /** How often the holder renews. */
   retryPeriodMs: number;
+  /**
+   * How long a new holder keeps the turn for the steps that waited for it, even if
+   * another asks meanwhile: without it, two busy instances could hand it back and forth
+   * before either's waiting step began.
+   */
+  graceMs: number;
 }
 
 export const DEFAULT_TURN_TIMING: TurnTiming = {
   leaseDurationMs: 15_000,
   renewDeadlineMs: 10_000,
   retryPeriodMs: 2_000,
+  graceMs: 500,
 };
 
 export interface TurnView {
@@ -58,6 +65,8 @@ export interface TurnView {
   observedAt: number;
   /** When we sent our last write that the API server took while holding (our clock); undefined: none. */
   renewedAt?: number;
+  /** When (our clock) the turn last became ours; undefined: it is not. */
+  acquiredAt?: number;
   now: number;
   timing: TurnTiming;
 }
@@ -103,10 +112,15 @@ export function holdsTurn(v: TurnView): boolean {
   );
 }
 
-/** Whether a new step may begin under the turn: ours, and nobody else asks for it. */
+/** Whether the turn became ours less than graceMs ago: the steps that waited for it go first. */
+function inGrace(v: TurnView): boolean {
+  return v.acquiredAt !== undefined && v.now - v.acquiredAt < v.timing.graceMs;
+}
+
+/** Whether a new step may begin under the turn: ours, and nobody else asks for it (or it is just ours). */
 export function mayBegin(v: TurnView): boolean {
   const wanted = v.lease?.wanted;
-  return holdsTurn(v) && (!wanted || wanted === v.identity);
+  return holdsTurn(v) && (!wanted || wanted === v.identity || inGrace(v));
 }
 
 /**
@@ -132,10 +146,13 @@ export function turnStep(v: TurnView): TurnStep {
   if (!lease) return { type: 'create' };
   if (mine) {
     const wanted = lease.wanted;
-    if (wanted && wanted !== v.identity && !v.busy) return { type: 'handOver', to: wanted };
+    const asked = wanted && wanted !== v.identity;
+    if (asked && !v.busy && !inGrace(v)) return { type: 'handOver', to: wanted };
     const since = v.renewedAt === undefined ? Infinity : v.now - v.renewedAt;
     if (since >= timing.retryPeriodMs) return { type: 'renew' };
-    return { type: 'wait', inMs: timing.retryPeriodMs - since };
+    const graceLeft =
+      asked && v.acquiredAt !== undefined ? timing.graceMs - (v.now - v.acquiredAt) : Infinity;
+    return { type: 'wait', inMs: Math.max(1, Math.min(timing.retryPeriodMs - since, graceLeft)) };
   }
   const expiresIn = lease.durationMs - (v.now - v.observedAt);
   // Free, expired, or our own instance's: taken whether or not we need it now, so that

@@ -67,6 +67,14 @@ describe('the turn', () => {
     assert.deepEqual(turnStep(asked), { type: 'handOver', to: OTHER });
   });
 
+  it('is kept for a moment after it came, for the steps that waited for it, though another asks', () => {
+    const asked = held({ lease: { holder: ME, wanted: OTHER, durationMs: 15_000 }, acquiredAt: 800 });
+    assert.equal(mayBegin(asked), true, 'our waiting steps begin first');
+    assert.deepEqual(turnStep(asked), { type: 'wait', inMs: 300 });
+    assert.equal(mayBegin({ ...asked, now: 1300 }), false);
+    assert.deepEqual(turnStep({ ...asked, now: 1300 }), { type: 'handOver', to: OTHER });
+  });
+
   it('is asked for when another replica holds it and something of ours waits', () => {
     const theirs = view({ lease: { holder: OTHER, durationMs: 15_000 }, observedAt: 0, now: 5000 });
     assert.deepEqual(turnStep(theirs), { type: 'wait', inMs: 2000 });
