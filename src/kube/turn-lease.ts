@@ -8,6 +8,7 @@ import type { Logger } from '../log.ts';
 import { errorMessage } from '../wait.ts';
 import { Informer } from './informer.ts';
 import { KubeApiError, type RestClient } from './rest.ts';
+import { leasesPath, newLease } from './lease.ts';
 import { rfc3339Micro } from './time.ts';
 import {
   DEFAULT_TURN_TIMING,
@@ -194,8 +195,7 @@ export class TurnLease extends EventEmitter<TurnEvents> {
   }
 
   private path(name?: string): string {
-    const base = `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`;
-    return name ? `${base}/${name}` : base;
+    return leasesPath(this.o.namespace, name);
   }
 
   private view(): TurnView {
@@ -288,18 +288,7 @@ export class TurnLease extends EventEmitter<TurnEvents> {
       if (step.type === 'create' || !lease) {
         const created = await this.o.rest.request<LeaseObject>(this.path(), {
           method: 'POST',
-          body: {
-            apiVersion: 'coordination.k8s.io/v1',
-            kind: 'Lease',
-            metadata: { name: this.o.name, namespace: this.o.namespace },
-            spec: {
-              holderIdentity: this.o.identity,
-              leaseDurationSeconds: duration,
-              acquireTime: now,
-              renewTime: now,
-              leaseTransitions: 0,
-            },
-          },
+          body: newLease({ ...this.o, durationSeconds: duration, now }),
         });
         this.renewedAt = sent;
         this.observe(created);

@@ -31,6 +31,7 @@ import {
   refusalOf,
   rest,
   serverSideApply,
+  userBinding,
   switchableCheck,
   testKubeConfig,
   uniqueName,
@@ -56,16 +57,9 @@ type RolloutObject = NodeRollout & { metadata: { name: string; uid: string } };
 
 before(async () => {
   await installGatehouseAPI(kc);
-  const binding = (name: string, role: string, users: string[]) => ({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRoleBinding',
-    metadata: { name },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-    subjects: users.map((u) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: u })),
-  });
   await serverSideApply(kc, [
-    binding(`${RUN}-requesters`, 'gatehouse:requester', [owner, holder, requester]),
-    binding(`${RUN}-bypass`, 'gatehouse:bypass', [owner, holder]),
+    userBinding(`${RUN}-requesters`, 'gatehouse:requester', [owner, holder, requester]),
+    userBinding(`${RUN}-bypass`, 'gatehouse:bypass', [owner, holder]),
   ]);
   // The controller as the Deployment runs it: its own ServiceAccount, which the
   // NodeAction policy lets create actions on a rollout requester's behalf.

@@ -159,6 +159,17 @@ export async function serviceAccountToken(
   return review.status.token;
 }
 
+/** A ClusterRoleBinding of a ClusterRole to users (by name), for authorisation tests. */
+export function userBinding(name: string, role: string, users: readonly string[]): KubernetesObject {
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+    subjects: users.map((u) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: u })),
+  } as KubernetesObject;
+}
+
 /** Binds a ClusterRole cluster-wide to a ServiceAccount; the binding is removed when the test ends. */
 export async function bindClusterRole(
   t: TestContext | undefined,
