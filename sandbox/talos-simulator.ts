@@ -113,6 +113,7 @@ import {
   type SimulatedMember,
 } from './talos-etcd.ts';
 import { talosPkiPaths } from './talos-pki.ts';
+import { WIRE_METHODS, wireService, type WireRecorder } from './talos-wire.ts';
 
 /** When a powered-off node boots (RFC 3339); absent while it stays down. */
 export const BOOT_AT_ANNOTATION = 'sandbox.gatehouse.dev/boot-at';
@@ -200,6 +201,8 @@ export interface TalosSimulatorOptions {
   /** How long after acknowledging a reboot, shutdown or reset the node goes down; default 200ms. */
   shutdownDelayMs?: number;
   log?: (line: string) => void;
+  /** Told the bytes of every call to the raw methods (talos-wire.ts), when it ends. */
+  onWire?: WireRecorder;
 }
 
 interface NodeObject {
@@ -288,6 +291,10 @@ export class TalosSimulator {
     simulator.server.addService(serviceDefinition(MachineService), simulator.machineService());
     simulator.server.addService(serviceDefinition(ImageService), simulator.imageService());
     simulator.server.addService(serviceDefinition(LifecycleService), simulator.lifecycleService());
+    simulator.server.addService(
+      WIRE_METHODS,
+      wireService((node) => simulator.roleOf(node), options.onWire),
+    );
     // Clients must present a certificate signed by the Talos CA, as apid demands.
     const credentials = ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], true);
     simulator.boundPort = await new Promise<number>((resolve, reject) =>
@@ -704,6 +711,16 @@ export class TalosSimulator {
   }
 
   // --- call plumbing ----------------------------------------------------------------
+
+  /** The role of the node a raw call (talos-wire.ts) names; undefined when no simulated node has that address. */
+  private async roleOf(node: string | undefined): Promise<'control-plane' | 'worker' | undefined> {
+    if (node === undefined) return undefined;
+    const metadata = new Metadata();
+    metadata.set('node', node);
+    const machine = await this.target(metadata, 'Version').catch(() => undefined);
+    if (!machine) return undefined;
+    return isControlPlane(this.etcdNode(machine.node)) ? 'control-plane' : 'worker';
+  }
 
   /** The machine a call is for (from its `node` metadata), or undefined when it names none. */
   private async target(metadata: Metadata, method: MethodName): Promise<Machine | undefined> {
