@@ -115,13 +115,21 @@ export function logLine(n: number): Buffer {
 }
 
 /** The raw methods, each recording its call when it ends. */
-export function wireService(roleOf: NodeRole, record: WireRecorder = () => undefined): UntypedServiceImplementation {
+export function wireService(
+  roleOf: NodeRole,
+  record: WireRecorder = () => undefined,
+): UntypedServiceImplementation {
   const nodeOf = (metadata: Metadata) => metadata.get('node')[0]?.toString();
   return {
     Hostname: (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
       const node = nodeOf(call.metadata);
       const reply = field(1, field(2, Buffer.from(node ?? 'talos-simulator')));
-      record({ path: WIRE_METHODS.Hostname.path, metadata: metadataOf(call.metadata), requests: [call.request], replies: [reply] });
+      record({
+        path: WIRE_METHODS.Hostname.path,
+        metadata: metadataOf(call.metadata),
+        requests: [call.request],
+        replies: [reply],
+      });
       callback(null, reply);
     },
     Logs: (call: ServerWritableStream<Buffer, Buffer>) => {
@@ -139,7 +147,12 @@ export function wireService(roleOf: NodeRole, record: WireRecorder = () => undef
       const end = () => {
         if (ended) return;
         ended = true;
-        record({ path: WIRE_METHODS.Logs.path, metadata: metadataOf(call.metadata), requests: [call.request], replies });
+        record({
+          path: WIRE_METHODS.Logs.path,
+          metadata: metadataOf(call.metadata),
+          requests: [call.request],
+          replies,
+        });
       };
       call.on('cancelled', end);
       for (let i = 0; i < tail; i++) send();
@@ -160,7 +173,12 @@ export function wireService(roleOf: NodeRole, record: WireRecorder = () => undef
       call.on('end', () => {
         void roleOf(nodeOf(call.metadata)).then((role) => {
           const reply = field(1, Buffer.alloc(0));
-          record({ path: WIRE_METHODS.EtcdRecover.path, metadata: metadataOf(call.metadata), requests, replies: role === 'control-plane' ? [reply] : [] });
+          record({
+            path: WIRE_METHODS.EtcdRecover.path,
+            metadata: metadataOf(call.metadata),
+            requests,
+            replies: role === 'control-plane' ? [reply] : [],
+          });
           if (role === 'control-plane') callback(null, reply);
           else
             callback({

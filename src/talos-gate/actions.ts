@@ -4,11 +4,7 @@
 // forward), and a cancellation. All state lives in NodeActions: a restarted or second
 // gate replica carries on from them.
 import { createHash } from 'node:crypto';
-import {
-  IDEMPOTENCY_LABEL,
-  INSTANCE_LABEL,
-  REQUESTED_VIA_ANNOTATION,
-} from '../api/names.ts';
+import { IDEMPOTENCY_LABEL, INSTANCE_LABEL, REQUESTED_VIA_ANNOTATION } from '../api/names.ts';
 import type { NodeActionSpec, ObservedNodeAction } from '../api/node-action.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
@@ -16,12 +12,17 @@ import { GATE_CALL_ANNOTATION, REQUESTED_VIA_GATE, type GatedCall } from './deci
 
 export interface NodeObject {
   metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> };
-  status?: { addresses?: { type: string; address: string }[]; nodeInfo?: { osImage?: string; bootID?: string } };
+  status?: {
+    addresses?: { type: string; address: string }[];
+    nodeInfo?: { osImage?: string; bootID?: string };
+  };
 }
 
 /** The Node a call's `node` metadata names: by address (InternalIP, ExternalIP, Hostname) or name. */
 export async function findNode(rest: RestClient, target: string): Promise<NodeObject | undefined> {
-  const list = await rest.request<{ items: NodeObject[] }>('/api/v1/nodes', { sharedSince: performance.now() - 1000 });
+  const list = await rest.request<{ items: NodeObject[] }>('/api/v1/nodes', {
+    sharedSince: performance.now() - 1000,
+  });
   return (
     list.items.find((n) => n.metadata.name === target) ??
     list.items.find((n) => n.status?.addresses?.some((a) => a.address === target))
@@ -54,7 +55,11 @@ export function callKey(call: GatedCall): string {
 
 /** A DNS-1123 name for the n-th action of this key: `talos-reboot-<node>-<key>-<n>`. */
 function actionName(call: GatedCall, key: string, n: number): string {
-  const node = call.node.toLowerCase().replace(/[^a-z0-9-]+/g, '-').slice(0, 30).replace(/-+$/, '');
+  const node = call.node
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .slice(0, 30)
+    .replace(/-+$/, '');
   return `talos-${call.ask.action.toLowerCase()}-${node}-${key.slice(0, 8)}-${String(n)}`;
 }
 
@@ -99,8 +104,14 @@ export async function createAction(
         kind: 'NodeAction',
         metadata: {
           name,
-          labels: { [IDEMPOTENCY_LABEL]: key, ...(options.instance ? { [INSTANCE_LABEL]: options.instance } : {}) },
-          annotations: { [REQUESTED_VIA_ANNOTATION]: REQUESTED_VIA_GATE, [GATE_CALL_ANNOTATION]: options.description },
+          labels: {
+            [IDEMPOTENCY_LABEL]: key,
+            ...(options.instance ? { [INSTANCE_LABEL]: options.instance } : {}),
+          },
+          annotations: {
+            [REQUESTED_VIA_ANNOTATION]: REQUESTED_VIA_GATE,
+            [GATE_CALL_ANNOTATION]: options.description,
+          },
         },
         spec,
       },
@@ -141,7 +152,11 @@ export async function claim(
  * Cancels (deletes) an action the caller gave up on, unless it was executed meanwhile:
  * the delete is conditional on the version read, read again on a conflict.
  */
-export async function cancelUnexecuted(rest: RestClient, name: string, isExecuted: (a: ObservedNodeAction) => boolean): Promise<boolean> {
+export async function cancelUnexecuted(
+  rest: RestClient,
+  name: string,
+  isExecuted: (a: ObservedNodeAction) => boolean,
+): Promise<boolean> {
   for (let attempt = 0; attempt < 5; attempt++) {
     const action = await readAction(rest, name);
     if (!action || isExecuted(action) || action.metadata.deletionTimestamp) return false;

@@ -80,11 +80,17 @@ export function classifyCall(
       return { kind: 'etcd', call };
     case 'Shutdown': {
       const r = decode(call, () => fromBinary(ShutdownRequestSchema, request));
-      return { kind: 'gate', ask: { action: 'Shutdown' }, step: 'disrupt', call: r.force ? `${call} (force)` : call };
+      return {
+        kind: 'gate',
+        ask: { action: 'Shutdown' },
+        step: 'disrupt',
+        call: r.force ? `${call} (force)` : call,
+      };
     }
     case 'Reset': {
       const r = decode(call, () => fromBinary(ResetRequestSchema, request));
-      const wipeMode = r.mode === WipeMode.SYSTEM_DISK ? 'SystemDisk' : r.mode === WipeMode.USER_DISKS ? 'UserDisks' : 'All';
+      const wipeMode =
+        r.mode === WipeMode.SYSTEM_DISK ? 'SystemDisk' : r.mode === WipeMode.USER_DISKS ? 'UserDisks' : 'All';
       const labels = r.systemPartitionsToWipe.map((p) => p.label);
       return {
         kind: 'gate',
@@ -164,7 +170,8 @@ export function classifyApply(
   const r = decode(call, () => fromBinary(ApplyConfigurationRequestSchema, request));
   const mode = APPLY_NAMES[r.mode] ?? String(r.mode);
   if (r.dryRun) return { kind: 'forward', why: 'a dry run applies nothing' };
-  if (r.mode === ApplyMode.STAGED) return { kind: 'forward', why: 'STAGED applies at the next boot, which is gated' };
+  if (r.mode === ApplyMode.STAGED)
+    return { kind: 'forward', why: 'STAGED applies at the next boot, which is gated' };
   if (version === undefined)
     return {
       kind: 'refuse',
@@ -177,11 +184,21 @@ export function classifyApply(
     case ApplyMode.REBOOT:
       // From 1.14 Talos refuses REBOOT outside maintenance mode: nothing to hold.
       if (live) return { kind: 'forward', why: 'Talos 1.14 refuses mode REBOOT outside maintenance mode' };
-      return { kind: 'gate', ask: { action: 'ConfigChange', configChange: { mode: 'Reboot' } }, step: 'disrupt', call: described };
+      return {
+        kind: 'gate',
+        ask: { action: 'ConfigChange', configChange: { mode: 'Reboot' } },
+        step: 'disrupt',
+        call: described,
+      };
     case ApplyMode.AUTO:
       if (live)
         // AUTO never reboots from 1.14, but may restart CRI.
-        return { kind: 'gate', ask: { action: 'ConfigChange', configChange: { mode: 'NoReboot' } }, step: 'disrupt', call: described };
+        return {
+          kind: 'gate',
+          ask: { action: 'ConfigChange', configChange: { mode: 'NoReboot' } },
+          step: 'disrupt',
+          call: described,
+        };
       return {
         kind: 'refuse',
         code: Code.FAILED_PRECONDITION,
@@ -192,9 +209,18 @@ export function classifyApply(
     case ApplyMode.TRY: {
       // Before 1.14 a live apply restarts nothing that holds workloads (kubelet reloads);
       // from 1.14 it may restart CRI and with it every pod (LANDSCAPE.md).
-      if (!live) return { kind: 'forward', why: `mode ${mode} applies live and restarts no service before Talos 1.14` };
+      if (!live)
+        return {
+          kind: 'forward',
+          why: `mode ${mode} applies live and restarts no service before Talos 1.14`,
+        };
       const configMode = r.mode === ApplyMode.TRY ? 'Try' : 'NoReboot';
-      return { kind: 'gate', ask: { action: 'ConfigChange', configChange: { mode: configMode } }, step: 'disrupt', call: described };
+      return {
+        kind: 'gate',
+        ask: { action: 'ConfigChange', configChange: { mode: configMode } },
+        step: 'disrupt',
+        call: described,
+      };
     }
     default:
       return { kind: 'forward', why: `unknown mode ${mode}: Talos refuses it` };

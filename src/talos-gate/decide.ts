@@ -60,7 +60,8 @@ export function parametersMatch(action: ObservedNodeAction, ask: ActionAsk): boo
 }
 
 const executed = (a: ObservedNodeAction) => a.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true';
-const installed = (a: ObservedNodeAction) => a.metadata.annotations?.[GATE_INSTALLED_ANNOTATION] !== undefined;
+const installed = (a: ObservedNodeAction) =>
+  a.metadata.annotations?.[GATE_INSTALLED_ANNOTATION] !== undefined;
 const phaseOf = (a: ObservedNodeAction): NodeActionPhase | undefined => a.status?.phase;
 
 /** The caller's unfinished, unexecuted External actions on the node, oldest first. */
@@ -91,7 +92,9 @@ function candidates(call: GatedCall, actions: readonly ObservedNodeAction[]): Ob
 export function decideGatedCall(call: GatedCall, actions: readonly ObservedNodeAction[]): GateDecision {
   const mine = candidates(call, actions);
   if (call.ask.action === 'Reboot' && call.step === 'disrupt') {
-    const upgrade = mine.find((a) => a.spec.action === 'Upgrade' && installed(a) && phaseOf(a) === 'Approved');
+    const upgrade = mine.find(
+      (a) => a.spec.action === 'Upgrade' && installed(a) && phaseOf(a) === 'Approved',
+    );
     if (upgrade) return { kind: 'forward', action: upgrade, claim: { [EXECUTED_ANNOTATION]: 'true' } };
   }
   const match = mine.find((a) => parametersMatch(a, call.ask));

@@ -24,7 +24,10 @@ export function waitingFor(action: ObservedNodeAction): string {
       const open = (status.hooks ?? []).filter((h) => h.phase === 'Pending' || h.phase === 'Running');
       if (open.length === 0) return 'its pre-action hooks are starting';
       return `pre-action hook${open.length > 1 ? 's' : ''} ${open
-        .map((h) => `${h.kind} ${h.namespace}/${h.name} (${h.phase.toLowerCase()}${h.jobName ? `, Job ${h.jobName}` : ''})`)
+        .map(
+          (h) =>
+            `${h.kind} ${h.namespace}/${h.name} (${h.phase.toLowerCase()}${h.jobName ? `, Job ${h.jobName}` : ''})`,
+        )
         .join(', ')} must finish first`;
     }
     default:

@@ -46,7 +46,10 @@ export const TALOS_METHODS: Readonly<Record<string, MethodFacts>> = {
       why: 'modes that reboot (REBOOT; AUTO before 1.14) and, from 1.14, NO_REBOOT, AUTO and TRY (they may restart CRI); STAGED and dry runs pass',
     },
   },
-  '/machine.MachineService/Bootstrap': forward(ADMIN, 'starts etcd on a fresh control plane once; refused by Talos on a bootstrapped node'),
+  '/machine.MachineService/Bootstrap': forward(
+    ADMIN,
+    'starts etcd on a fresh control plane once; refused by Talos on a bootstrapped node',
+  ),
   '/machine.MachineService/CPUFreqStats': read(),
   '/machine.MachineService/CPUInfo': read(),
   '/machine.MachineService/Containers': read(),
@@ -57,36 +60,69 @@ export const TALOS_METHODS: Readonly<Record<string, MethodFacts>> = {
   '/machine.MachineService/Events': read(),
   '/machine.MachineService/EtcdAlarmDisarm': forward(OPERATOR, 'clears alarms; takes no member down'),
   '/machine.MachineService/EtcdAlarmList': forward([...READER, 'os:etcd:backup'], 'reads only'),
-  '/machine.MachineService/EtcdDefragment': forward(OPERATOR, 'compacts one member’s database; membership and quorum unchanged'),
-  '/machine.MachineService/EtcdDowngradeCancel': forward(ADMIN, 'changes the cluster version policy, takes no member down'),
-  '/machine.MachineService/EtcdDowngradeEnable': forward(ADMIN, 'changes the cluster version policy, takes no member down'),
+  '/machine.MachineService/EtcdDefragment': forward(
+    OPERATOR,
+    'compacts one member’s database; membership and quorum unchanged',
+  ),
+  '/machine.MachineService/EtcdDowngradeCancel': forward(
+    ADMIN,
+    'changes the cluster version policy, takes no member down',
+  ),
+  '/machine.MachineService/EtcdDowngradeEnable': forward(
+    ADMIN,
+    'changes the cluster version policy, takes no member down',
+  ),
   '/machine.MachineService/EtcdDowngradeValidate': forward(ADMIN, 'validates only'),
-  '/machine.MachineService/EtcdForfeitLeadership': forward(ADMIN, 'hands leadership to another member (gatehouse does it itself before an action); membership unchanged'),
+  '/machine.MachineService/EtcdForfeitLeadership': forward(
+    ADMIN,
+    'hands leadership to another member (gatehouse does it itself before an action); membership unchanged',
+  ),
   '/machine.MachineService/EtcdLeaveCluster': {
     roles: ADMIN,
     gating: { gated: 'etcd-membership', why: 'shrinks the etcd membership for good (quorum)' },
   },
   '/machine.MachineService/EtcdMemberList': forward([...READER, 'os:etcd:backup'], 'reads only'),
-  '/machine.MachineService/EtcdRecover': forward(ADMIN, 'restores a snapshot into a member that was never bootstrapped; refused otherwise'),
+  '/machine.MachineService/EtcdRecover': forward(
+    ADMIN,
+    'restores a snapshot into a member that was never bootstrapped; refused otherwise',
+  ),
   '/machine.MachineService/EtcdRemoveMemberByID': {
     roles: ADMIN,
     gating: { gated: 'etcd-membership', why: 'shrinks the etcd membership for good (quorum)' },
   },
-  '/machine.MachineService/EtcdSnapshot': forward(['os:admin', 'os:operator', 'os:etcd:backup'], 'reads only'),
+  '/machine.MachineService/EtcdSnapshot': forward(
+    ['os:admin', 'os:operator', 'os:etcd:backup'],
+    'reads only',
+  ),
   '/machine.MachineService/EtcdStatus': forward([...READER, 'os:etcd:backup'], 'reads only'),
-  '/machine.MachineService/GenerateClientConfiguration': forward(ADMIN, 'issues Talos credentials; disrupts nothing (lock down by role)'),
-  '/machine.MachineService/GenerateConfiguration': forward(ADMIN, 'generates a configuration, applies nothing (Talos 1.11 and 1.12)'),
+  '/machine.MachineService/GenerateClientConfiguration': forward(
+    ADMIN,
+    'issues Talos credentials; disrupts nothing (lock down by role)',
+  ),
+  '/machine.MachineService/GenerateConfiguration': forward(
+    ADMIN,
+    'generates a configuration, applies nothing (Talos 1.11 and 1.12)',
+  ),
   '/machine.MachineService/Hostname': read(),
   '/machine.MachineService/ImageList': read(),
   '/machine.MachineService/ImagePull': forward(OPERATOR, 'pulls an image into the CRI; runs nothing'),
-  '/machine.MachineService/Kubeconfig': forward(ADMIN, 'reads credentials; disrupts nothing (lock down by role)'),
+  '/machine.MachineService/Kubeconfig': forward(
+    ADMIN,
+    'reads credentials; disrupts nothing (lock down by role)',
+  ),
   '/machine.MachineService/List': read(),
   '/machine.MachineService/LoadAvg': read(),
   '/machine.MachineService/Logs': read(),
   '/machine.MachineService/LogsContainers': read(),
   '/machine.MachineService/Memory': read(),
-  '/machine.MachineService/MetaDelete': forward(['os:admin', 'os:meta:writer'], 'edits META keys read at the next boot; no boot of its own'),
-  '/machine.MachineService/MetaWrite': forward(['os:admin', 'os:meta:writer'], 'edits META keys read at the next boot; no boot of its own'),
+  '/machine.MachineService/MetaDelete': forward(
+    ['os:admin', 'os:meta:writer'],
+    'edits META keys read at the next boot; no boot of its own',
+  ),
+  '/machine.MachineService/MetaWrite': forward(
+    ['os:admin', 'os:meta:writer'],
+    'edits META keys read at the next boot; no boot of its own',
+  ),
   '/machine.MachineService/Mounts': read(),
   '/machine.MachineService/NetworkDeviceStats': read(),
   '/machine.MachineService/Netstat': read(),
@@ -107,9 +143,15 @@ export const TALOS_METHODS: Readonly<Record<string, MethodFacts>> = {
     gating: { gated: 'Reboot', why: 'boots the previous Talos version: a reboot' },
   },
   '/machine.MachineService/ServiceList': read(),
-  '/machine.MachineService/ServiceRestart': forward(OPERATOR, 'not gated yet: no action kind describes a service restart; give os:reader to whoever must not'),
+  '/machine.MachineService/ServiceRestart': forward(
+    OPERATOR,
+    'not gated yet: no action kind describes a service restart; give os:reader to whoever must not',
+  ),
   '/machine.MachineService/ServiceStart': forward(OPERATOR, 'starts a service'),
-  '/machine.MachineService/ServiceStop': forward(OPERATOR, 'not gated yet: no action kind describes a service stop; give os:reader to whoever must not'),
+  '/machine.MachineService/ServiceStop': forward(
+    OPERATOR,
+    'not gated yet: no action kind describes a service stop; give os:reader to whoever must not',
+  ),
   '/machine.MachineService/Shutdown': {
     roles: OPERATOR,
     gating: { gated: 'Shutdown', why: 'powers the node off' },
@@ -123,10 +165,16 @@ export const TALOS_METHODS: Readonly<Record<string, MethodFacts>> = {
   '/machine.MachineService/Version': read(),
   '/machine.ImageService/Import': forward(ADMIN, 'imports an image; runs nothing'),
   '/machine.ImageService/List': read(),
-  '/machine.ImageService/Pull': forward(OPERATOR, 'pulls an image (the first step of a 1.13+ upgrade); installs nothing'),
+  '/machine.ImageService/Pull': forward(
+    OPERATOR,
+    'pulls an image (the first step of a 1.13+ upgrade); installs nothing',
+  ),
   '/machine.ImageService/Remove': forward(ADMIN, 'removes an image; runs nothing'),
   '/machine.ImageService/Verify': forward([...READER, 'os:image:verifier'], 'verifies only'),
-  '/machine.LifecycleService/Install': forward(ADMIN, 'installs to a node in maintenance mode (not yet in the cluster)'),
+  '/machine.LifecycleService/Install': forward(
+    ADMIN,
+    'installs to a node in maintenance mode (not yet in the cluster)',
+  ),
   '/machine.LifecycleService/Upgrade': {
     roles: ADMIN,
     gating: {
@@ -135,11 +183,23 @@ export const TALOS_METHODS: Readonly<Record<string, MethodFacts>> = {
     },
   },
   '/machine.DebugService/ContainerRun': forward(ADMIN, 'runs a debug container (lock down by role)'),
-  '/machine.LVMService/LogicalVolumeRemove': forward(['os:admin', 'os:reader'], 'maintenance mode only (Talos checks)'),
-  '/machine.LVMService/PhysicalVolumeRemove': forward(['os:admin', 'os:reader'], 'maintenance mode only (Talos checks)'),
-  '/machine.LVMService/VolumeGroupRemove': forward(['os:admin', 'os:reader'], 'maintenance mode only (Talos checks)'),
+  '/machine.LVMService/LogicalVolumeRemove': forward(
+    ['os:admin', 'os:reader'],
+    'maintenance mode only (Talos checks)',
+  ),
+  '/machine.LVMService/PhysicalVolumeRemove': forward(
+    ['os:admin', 'os:reader'],
+    'maintenance mode only (Talos checks)',
+  ),
+  '/machine.LVMService/VolumeGroupRemove': forward(
+    ['os:admin', 'os:reader'],
+    'maintenance mode only (Talos checks)',
+  ),
   '/machine.MDService/Destroy': forward(['os:admin', 'os:reader'], 'maintenance mode only (Talos checks)'),
-  '/storage.StorageService/BlockDeviceWipe': forward(['os:admin', 'os:reader'], 'wipes a disk Talos does not use; maintenance mode only for readers (Talos checks)'),
+  '/storage.StorageService/BlockDeviceWipe': forward(
+    ['os:admin', 'os:reader'],
+    'wipes a disk Talos does not use; maintenance mode only for readers (Talos checks)',
+  ),
   '/storage.StorageService/Disks': read(),
   '/cluster.ClusterService/HealthCheck': read(),
   '/inspect.InspectService/ControllerRuntimeDependencies': read(),
@@ -159,7 +219,10 @@ export const TALOS_METHODS: Readonly<Record<string, MethodFacts>> = {
 /** A method the table does not know (a newer Talos): forwarded, admin only, as Talos's fallback rule. */
 const UNKNOWN: MethodFacts = {
   roles: ADMIN,
-  gating: { gated: false, why: 'unknown to gatehouse: forwarded by path, os:admin only (Talos’s fallback rule)' },
+  gating: {
+    gated: false,
+    why: 'unknown to gatehouse: forwarded by path, os:admin only (Talos’s fallback rule)',
+  },
 };
 
 export function methodFacts(path: string): MethodFacts {

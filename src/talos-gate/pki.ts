@@ -150,7 +150,8 @@ export function issueCertificate(request: IssueRequest, issuer?: Authority, self
     ...(request.dnsNames ?? []).map((d) => new GeneralName({ dNSName: d })),
     ...(request.ipAddresses ?? []).map((ip) => new GeneralName({ iPAddress: ip })),
   ];
-  if (altNames.length > 0) extensions.push(extension(OID.subjectAltName, new SubjectAlternativeName(altNames)));
+  if (altNames.length > 0)
+    extensions.push(extension(OID.subjectAltName, new SubjectAlternativeName(altNames)));
   const algorithm = new AlgorithmIdentifier({ algorithm: ED25519 });
   const tbs = new TBSCertificate({
     version: Version.v3,
@@ -207,7 +208,8 @@ export function loadAuthority(certPem: string, keyPem: string): Authority {
   const key = createPrivateKey(keyPem);
   const cert = new X509Certificate(certPem);
   if (!cert.ca) throw new Error('the gate CA certificate is not a CA (basicConstraints cA is not set)');
-  if (!cert.checkPrivateKey(key)) throw new Error('the gate CA key is not the key of the gate CA certificate');
+  if (!cert.checkPrivateKey(key))
+    throw new Error('the gate CA key is not the key of the gate CA certificate');
   return { cert: certPem, key };
 }
 
@@ -228,7 +230,9 @@ export function readCertificateRequest(text: string): { subject: Required<Subjec
   const request = AsnConvert.parse(fromPem(text, 'CERTIFICATE REQUEST'), CertificationRequest);
   const info = request.certificationRequestInfo;
   if (request.signatureAlgorithm.algorithm !== ED25519)
-    throw new Error('the certificate request is not signed with Ed25519, the only key type the gate certifies');
+    throw new Error(
+      'the certificate request is not signed with Ed25519, the only key type the gate certifies',
+    );
   const publicKey = createPublicKey({
     key: Buffer.from(AsnConvert.serialize(info.subjectPKInfo)),
     format: 'der',

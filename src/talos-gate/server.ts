@@ -31,7 +31,14 @@ import { heldMessage } from './held.ts';
 import { methodFacts, mayCall } from './methods.ts';
 import { subjectOf } from './pki.ts';
 import { STREAM_WINDOW, type Upstream } from './upstream.ts';
-import { answerStatus, join, metadataValues, metadataOf, readFirstMessage, RequestReadError } from './wire.ts';
+import {
+  answerStatus,
+  join,
+  metadataValues,
+  metadataOf,
+  readFirstMessage,
+  RequestReadError,
+} from './wire.ts';
 import { EXECUTED_ANNOTATION } from '../api/names.ts';
 
 export interface TalosGateOptions {
@@ -112,7 +119,10 @@ export class TalosGate {
     this.server.on('session', (session) => session.setLocalWindowSize(STREAM_WINDOW * 4));
     this.server.on('stream', (stream, headers) => {
       this.handle(stream, headers).catch((error: unknown) => {
-        this.options.log.error({ err: errorMessage(error), path: headers[':path'] }, 'talos gate: call failed');
+        this.options.log.error(
+          { err: errorMessage(error), path: headers[':path'] },
+          'talos gate: call failed',
+        );
         answerStatus(stream, Code.INTERNAL, `talos gate: ${errorMessage(error)}`);
       });
     });
@@ -152,7 +162,9 @@ export class TalosGate {
     if (caller) return caller;
     this.sessions.add(session);
     session.once('close', () => this.sessions.delete(session));
-    const socket = session.socket as unknown as { getPeerX509Certificate?: () => X509Certificate | undefined };
+    const socket = session.socket as unknown as {
+      getPeerX509Certificate?: () => X509Certificate | undefined;
+    };
     const cert = socket.getPeerX509Certificate?.();
     if (!cert) return undefined;
     caller = callerOf(cert);
@@ -162,13 +174,24 @@ export class TalosGate {
 
   private async handle(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): Promise<void> {
     const path = String(headers[':path'] ?? '');
-    if (headers[':method'] !== 'POST' || !String(headers['content-type'] ?? '').startsWith('application/grpc')) {
-      answerStatus(stream, Code.UNIMPLEMENTED, 'talos gate: only gRPC calls (POST, application/grpc) are served');
+    if (
+      headers[':method'] !== 'POST' ||
+      !String(headers['content-type'] ?? '').startsWith('application/grpc')
+    ) {
+      answerStatus(
+        stream,
+        Code.UNIMPLEMENTED,
+        'talos gate: only gRPC calls (POST, application/grpc) are served',
+      );
       return;
     }
     const caller = this.caller(stream.session as ServerHttp2Session);
     if (!caller?.username) {
-      answerStatus(stream, Code.UNAUTHENTICATED, 'talos gate: the client certificate names no user (CN): get one with gatehouse talosconfig');
+      answerStatus(
+        stream,
+        Code.UNAUTHENTICATED,
+        'talos gate: the client certificate names no user (CN): get one with gatehouse talosconfig',
+      );
       return;
     }
     if (caller.notAfter.getTime() <= Date.now()) {
@@ -181,7 +204,11 @@ export class TalosGate {
     }
     // Talos trusts this metadata only from its impersonator role; the gate never passes it on.
     if (headers['talos-role'] !== undefined) {
-      answerStatus(stream, Code.PERMISSION_DENIED, 'talos gate: the talos-role metadata is Talos-internal and is not accepted from callers');
+      answerStatus(
+        stream,
+        Code.PERMISSION_DENIED,
+        'talos gate: the talos-role metadata is Talos-internal and is not accepted from callers',
+      );
       return;
     }
     const facts = methodFacts(path);
@@ -200,7 +227,12 @@ export class TalosGate {
     await this.gated(stream, headers, path, caller);
   }
 
-  private async forward(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, path: string, firstBytes?: Buffer): Promise<void> {
+  private async forward(
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    path: string,
+    firstBytes?: Buffer,
+  ): Promise<void> {
     let upstream;
     try {
       upstream = await this.options.upstream.open(path, metadataOf(headers));
@@ -211,7 +243,12 @@ export class TalosGate {
     await join(stream, upstream, firstBytes);
   }
 
-  private async gated(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, path: string, caller: GateCaller): Promise<void> {
+  private async gated(
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    path: string,
+    caller: GateCaller,
+  ): Promise<void> {
     let raw: Buffer;
     let message: Buffer;
     try {
@@ -252,7 +289,11 @@ export class TalosGate {
       answerStatus(stream, Code.INVALID_ARGUMENT, `talos gate: ${error.message}`);
       return;
     }
-    const log = this.options.log.child({ caller: caller.username, node: node.metadata.name, call: method(path) });
+    const log = this.options.log.child({
+      caller: caller.username,
+      node: node.metadata.name,
+      call: method(path),
+    });
     switch (classification.kind) {
       case 'forward':
         log.info({ why: classification.why }, 'talos gate: gated method passes in this form');
@@ -278,7 +319,12 @@ export class TalosGate {
       case 'gate':
         break;
     }
-    const call: GatedCall = { caller: caller.username, node: node.metadata.name, ask: classification.ask, step: classification.step };
+    const call: GatedCall = {
+      caller: caller.username,
+      node: node.metadata.name,
+      ask: classification.ask,
+      step: classification.step,
+    };
     await this.hold(stream, headers, path, raw, caller, call, classification.call, log);
   }
 
@@ -295,7 +341,10 @@ export class TalosGate {
   ): Promise<void> {
     const rest = this.options.rest;
     const started = Date.now();
-    const deadline = Math.min(started + this.options.holdMs, (callDeadline(headers, started) ?? Infinity) - 200);
+    const deadline = Math.min(
+      started + this.options.holdMs,
+      (callDeadline(headers, started) ?? Infinity) - 200,
+    );
     let created: string | undefined;
     let gone = false;
     stream.once('close', () => (gone = true));
@@ -304,7 +353,11 @@ export class TalosGate {
       if (gone) {
         // The caller gave up while held: an action it made and nobody executed goes too.
         if (created) {
-          const cancelled = await cancelUnexecuted(rest, created, (a) => a.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true');
+          const cancelled = await cancelUnexecuted(
+            rest,
+            created,
+            (a) => a.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true',
+          );
           log.info({ action: created, cancelled }, 'talos gate: caller cancelled a held call');
         }
         return;
@@ -332,7 +385,10 @@ export class TalosGate {
       }
       if (decision.kind === 'forward') {
         if (!(await claim(rest, decision.action, decision.claim))) continue;
-        log.info({ action: decision.action.metadata.name, claim: Object.keys(decision.claim) }, 'talos gate: approved call forwarded');
+        log.info(
+          { action: decision.action.metadata.name, claim: Object.keys(decision.claim) },
+          'talos gate: approved call forwarded',
+        );
         await this.forward(stream, headers, path, raw);
         return;
       }
@@ -340,7 +396,10 @@ export class TalosGate {
       if (Date.now() >= deadline) break;
       await Promise.race([sleep(this.options.pollMs), new Promise((r) => stream.once('close', r))]);
     }
-    log.info({ action: waitingOn.metadata.name, phase: waitingOn.status?.phase, madeByGate: madeByGate(waitingOn) }, 'talos gate: call held');
+    log.info(
+      { action: waitingOn.metadata.name, phase: waitingOn.status?.phase, madeByGate: madeByGate(waitingOn) },
+      'talos gate: call held',
+    );
     answerStatus(stream, Code.FAILED_PRECONDITION, heldMessage(waitingOn, description, call.node));
   }
 }

@@ -53,14 +53,17 @@ export class Upstream {
     if (existing && !existing.closed && !existing.destroyed) return Promise.resolve(existing);
     const { host, port } = splitAddress(address);
     const ip = isIP(host) !== 0;
-    const session = http2.connect(`https://${ip && host.includes(':') ? `[${host}]` : host}:${String(port)}`, {
-      ca: this.context.ca,
-      cert: this.context.crt,
-      key: this.context.key,
-      servername: ip ? SERVER_NAME_FOR_IP : host,
-      checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert),
-      settings: { initialWindowSize: STREAM_WINDOW },
-    });
+    const session = http2.connect(
+      `https://${ip && host.includes(':') ? `[${host}]` : host}:${String(port)}`,
+      {
+        ca: this.context.ca,
+        cert: this.context.crt,
+        key: this.context.key,
+        servername: ip ? SERVER_NAME_FOR_IP : host,
+        checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert),
+        settings: { initialWindowSize: STREAM_WINDOW },
+      },
+    );
     this.sessions.set(address, session);
     session.on('close', () => {
       if (this.sessions.get(address) === session) this.sessions.delete(address);
@@ -68,7 +71,11 @@ export class Upstream {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         session.destroy();
-        reject(new UpstreamUnavailableError(`no connection to ${address} within ${String(this.connectTimeoutMs)}ms`));
+        reject(
+          new UpstreamUnavailableError(
+            `no connection to ${address} within ${String(this.connectTimeoutMs)}ms`,
+          ),
+        );
       }, this.connectTimeoutMs);
       session.once('connect', () => {
         clearTimeout(timer);
@@ -77,7 +84,9 @@ export class Upstream {
       });
       session.once('error', (error) => {
         clearTimeout(timer);
-        reject(new UpstreamUnavailableError(`cannot connect to the Talos API at ${address}: ${error.message}`));
+        reject(
+          new UpstreamUnavailableError(`cannot connect to the Talos API at ${address}: ${error.message}`),
+        );
       });
     });
   }

@@ -14,7 +14,14 @@ import { gunzipSync } from 'node:zlib';
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
 // Headers HTTP/2 forbids (connection-specific) or the gate sets itself (pseudo-headers).
-const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'host']);
+const NOT_FORWARDED = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+]);
 
 /** The caller's metadata: every header but the pseudo-headers and connection-specific ones. */
 export function metadataOf(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
@@ -28,14 +35,20 @@ export function metadataOf(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
 export function metadataValues(headers: IncomingHttpHeaders, key: string): string[] {
   const raw = headers[key];
   const values = Array.isArray(raw) ? raw : raw === undefined ? [] : [raw];
-  return values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+  return values
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
 }
 
 /** Percent-encodes a grpc-message as the gRPC HTTP/2 protocol asks. */
 function grpcMessage(message: string): string {
   return Buffer.from(message, 'utf8')
     .toString('latin1')
-    .replace(/[^\x20-\x24\x26-\x7e]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
+    .replace(
+      /[^\x20-\x24\x26-\x7e]/g,
+      (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`,
+    );
 }
 
 /** Ends a call with a status of the gate's own (trailers-only response). */
@@ -46,7 +59,12 @@ export function answerStatus(stream: ServerHttp2Stream, code: number, message: s
     return;
   }
   stream.respond(
-    { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(code), 'grpc-message': grpcMessage(message) },
+    {
+      ':status': 200,
+      'content-type': 'application/grpc',
+      'grpc-status': String(code),
+      'grpc-message': grpcMessage(message),
+    },
     { endStream: true },
   );
   // The request body is not read: drain it so that flow control never stalls the session.
@@ -61,7 +79,11 @@ export function answerStatus(stream: ServerHttp2Stream, code: number, message: s
  *
  * `firstBytes` is what the gate already read of the request (a gated call's message).
  */
-export function join(downstream: ServerHttp2Stream, upstream: ClientHttp2Stream, firstBytes?: Buffer): Promise<void> {
+export function join(
+  downstream: ServerHttp2Stream,
+  upstream: ClientHttp2Stream,
+  firstBytes?: Buffer,
+): Promise<void> {
   return new Promise((resolve) => {
     let trailers: OutgoingHttpHeaders | undefined;
     let wantTrailers = false;
@@ -88,7 +110,11 @@ export function join(downstream: ServerHttp2Stream, upstream: ClientHttp2Stream,
     downstream.on('wantTrailers', () => {
       wantTrailers = true;
       // A stream ended without trailers is an error in gRPC: say so rather than hang.
-      if (!trailers && upstream.closed) trailers = { 'grpc-status': '13', 'grpc-message': 'talos gate: the Talos API ended the call without a status' };
+      if (!trailers && upstream.closed)
+        trailers = {
+          'grpc-status': '13',
+          'grpc-message': 'talos gate: the Talos API ended the call without a status',
+        };
       sendTrailers();
     });
     if (firstBytes && firstBytes.length > 0) upstream.write(firstBytes);
@@ -99,7 +125,8 @@ export function join(downstream: ServerHttp2Stream, upstream: ClientHttp2Stream,
     };
     downstream.on('close', () => {
       // The caller went (cancelled, deadline, connection lost): so does the call upstream.
-      if (!upstream.closed) upstream.close(downstream.rstCode === NGHTTP2_NO_ERROR ? NGHTTP2_CANCEL : downstream.rstCode);
+      if (!upstream.closed)
+        upstream.close(downstream.rstCode === NGHTTP2_NO_ERROR ? NGHTTP2_CANCEL : downstream.rstCode);
       finish();
     });
     upstream.on('close', () => {
@@ -145,17 +172,24 @@ export async function readFirstMessage(
       const head = Buffer.concat(chunks, length);
       need = 5 + head.readUInt32BE(1);
       if (need > maxBytes + 5)
-        throw new RequestReadError(8, `talos gate: the request is ${String(need - 5)} bytes, more than the gate reads (${String(maxBytes)})`);
+        throw new RequestReadError(
+          8,
+          `talos gate: the request is ${String(need - 5)} bytes, more than the gate reads (${String(maxBytes)})`,
+        );
     }
     if (need !== undefined && length >= need) break;
   }
   const raw = Buffer.concat(chunks, length);
-  if (need === undefined || raw.length < need) throw new RequestReadError(13, 'talos gate: the request ended before its message');
+  if (need === undefined || raw.length < need)
+    throw new RequestReadError(13, 'talos gate: the request ended before its message');
   const compressed = raw[0] === 1;
   const body = raw.subarray(5, need);
   if (!compressed) return { raw, message: body };
   const encoding = headers['grpc-encoding'];
   if (encoding !== 'gzip')
-    throw new RequestReadError(12, `talos gate: request compressed with ${String(encoding)}, which the gate does not read (use gzip or none)`);
+    throw new RequestReadError(
+      12,
+      `talos gate: request compressed with ${String(encoding)}, which the gate does not read (use gzip or none)`,
+    );
   return { raw, message: gunzipSync(body, { maxOutputLength: maxBytes }) };
 }

@@ -16,7 +16,9 @@ let cp: string;
 let worker: string;
 
 async function addressOf(name: string): Promise<string> {
-  const node = await api.request<{ status: { addresses: { type: string; address: string }[] } }>(`/api/v1/nodes/${name}`);
+  const node = await api.request<{ status: { addresses: { type: string; address: string }[] } }>(
+    `/api/v1/nodes/${name}`,
+  );
   return node.status.addresses.find((a) => a.type === 'InternalIP')?.address ?? '';
 }
 
@@ -72,7 +74,11 @@ describe('the Talos API gate forwards what it does not gate, byte for byte', () 
     try {
       const md = new Metadata();
       md.set('node', cp);
-      const request = Buffer.concat([field(1, Buffer.from('system')), field(2, Buffer.from('kubelet')), Buffer.from([0x28, 0xd0, 0x0f])]); // tail_lines 2000
+      const request = Buffer.concat([
+        field(1, Buffer.from('system')),
+        field(2, Buffer.from('kubelet')),
+        Buffer.from([0x28, 0xd0, 0x0f]),
+      ]); // tail_lines 2000
       const before = stack.wire.length;
       const got: Buffer[] = [];
       await new Promise<void>((resolve, reject) => {
@@ -95,14 +101,20 @@ describe('the Talos API gate forwards what it does not gate, byte for byte', () 
   it('a client stream (EtcdRecover, 8 MiB in chunks): every chunk arrives, and the reply comes back', async () => {
     const client = rawClient(stack.contextFor('admin-ann', ['os:admin']));
     try {
-      const chunks = Array.from({ length: 128 }, () => Buffer.concat([Buffer.from([0x12, 0x80, 0x80, 0x04]), randomBytes(65536)]));
+      const chunks = Array.from({ length: 128 }, () =>
+        Buffer.concat([Buffer.from([0x12, 0x80, 0x80, 0x04]), randomBytes(65536)]),
+      );
       const before = stack.wire.length;
       const md = new Metadata();
       md.set('node', cp);
       md.set('x-upload', 'snapshot-1');
       const reply = await new Promise<Buffer>((resolve, reject) => {
-        const call = client.makeClientStreamRequest(WIRE_METHODS.EtcdRecover.path, identity, identity, md, (error, value) =>
-          error ? reject(error) : resolve(value ?? Buffer.alloc(0)),
+        const call = client.makeClientStreamRequest(
+          WIRE_METHODS.EtcdRecover.path,
+          identity,
+          identity,
+          md,
+          (error, value) => (error ? reject(error) : resolve(value ?? Buffer.alloc(0))),
         );
         for (const c of chunks) call.write(c);
         call.end();
@@ -124,7 +136,13 @@ describe('the Talos API gate forwards what it does not gate, byte for byte', () 
       const md = new Metadata();
       md.set('node', worker);
       const error = await new Promise<ServiceError>((resolve) => {
-        const call = client.makeClientStreamRequest(WIRE_METHODS.EtcdRecover.path, identity, identity, md, (e) => resolve(e as ServiceError));
+        const call = client.makeClientStreamRequest(
+          WIRE_METHODS.EtcdRecover.path,
+          identity,
+          identity,
+          md,
+          (e) => resolve(e as ServiceError),
+        );
         call.write(Buffer.from([0x12, 0x01, 0x00]));
         call.end();
       });
@@ -144,7 +162,13 @@ describe('the Talos API gate forwards what it does not gate, byte for byte', () 
       let call: ClientReadableStream<Buffer> | undefined;
       let count = 0;
       await new Promise<void>((resolve) => {
-        call = client.makeServerStreamRequest(WIRE_METHODS.Logs.path, identity, identity, Buffer.from([0x20, 0x01, 0x28, 0x05]), md);
+        call = client.makeServerStreamRequest(
+          WIRE_METHODS.Logs.path,
+          identity,
+          identity,
+          Buffer.from([0x20, 0x01, 0x28, 0x05]),
+          md,
+        );
         call.on('data', () => {
           if (++count === 8) resolve();
         });
@@ -157,9 +181,16 @@ describe('the Talos API gate forwards what it does not gate, byte for byte', () 
       assert.ok(record.replies.length >= 8);
       // Events holds its stream open: the caller's deadline ends it, as it would directly.
       const deadline = await new Promise<ServiceError>((resolve) => {
-        const events = client.makeServerStreamRequest('/machine.MachineService/Events', identity, identity, Buffer.from([0x08, 0x00]), md, {
-          deadline: Date.now() + 800,
-        });
+        const events = client.makeServerStreamRequest(
+          '/machine.MachineService/Events',
+          identity,
+          identity,
+          Buffer.from([0x08, 0x00]),
+          md,
+          {
+            deadline: Date.now() + 800,
+          },
+        );
         events.on('data', () => undefined);
         events.on('error', (e: ServiceError) => resolve(e));
       });

@@ -26,7 +26,13 @@ export interface GateStack {
   /** gatehouse's own talosconfig context, reaching the simulator directly. */
   direct: TalosContext;
   /** A talosconfig context for the gate, with a certificate issued to `user`. */
-  contextFor: (user: string, roles: string[], options?: { groups?: string[]; notAfter?: Date; ca?: Authority }) => TalosContext;
+  /** Another gate in front of the same simulator, with other options (a longer hold). */
+  startGate: (options: Partial<TalosGateOptions>) => Promise<TalosGate>;
+  contextFor: (
+    user: string,
+    roles: string[],
+    options?: { groups?: string[]; notAfter?: Date; ca?: Authority; endpoint?: string },
+  ) => TalosContext;
   stop: () => Promise<void>;
 }
 
@@ -34,7 +40,8 @@ export async function startGateStack(options: Partial<TalosGateOptions> = {}): P
   const kc = testKubeConfig();
   await installGatehouseAPI(kc);
   const sandbox = await testSandboxState();
-  if (!sandbox.talosconfig || !sandbox.talosPki) throw new Error('the sandbox runs no Talos simulator: restart it');
+  if (!sandbox.talosconfig || !sandbox.talosPki)
+    throw new Error('the sandbox runs no Talos simulator: restart it');
   const pki = talosPkiPaths(sandbox.talosPki);
   const wire: WireRecord[] = [];
   const simulator = await TalosSimulator.start({
@@ -58,18 +65,29 @@ export async function startGateStack(options: Partial<TalosGateOptions> = {}): P
     },
     ca,
   );
-  const gate = await TalosGate.start({
-    rest: new RestClient(await controllerKubeConfig(kc)),
-    upstream: new Upstream(direct),
-    tls: { cert, key: serving.keyPem, clientCa: ca.cert },
-    log: silentLogger(),
-    ...options,
-  });
+  const gateRest = new RestClient(await controllerKubeConfig(kc));
+  const extra: TalosGate[] = [];
+  const startGate = async (o: Partial<TalosGateOptions>) => {
+    const g = await TalosGate.start({
+      rest: gateRest,
+      upstream: new Upstream(direct),
+      tls: { cert, key: serving.keyPem, clientCa: ca.cert },
+      log: silentLogger(),
+      ...o,
+    });
+    extra.push(g);
+    return g;
+  };
+  const gate = await startGate(options);
   const contextFor: GateStack['contextFor'] = (user, roles, o = {}) => {
     const key = newKey();
     const crt = issueCertificate(
       {
-        subject: { commonName: user, organizations: roles, organizationalUnits: o.groups ?? ['system:authenticated'] },
+        subject: {
+          commonName: user,
+          organizations: roles,
+          organizationalUnits: o.groups ?? ['system:authenticated'],
+        },
         publicKey: createPublicKey(key.privateKey),
         notBefore: o.notAfter ? new Date(o.notAfter.getTime() - 3_600_000) : undefined,
         notAfter: o.notAfter ?? new Date(Date.now() + 3_600_000),
@@ -77,7 +95,15 @@ export async function startGateStack(options: Partial<TalosGateOptions> = {}): P
       },
       o.ca ?? ca,
     );
-    return { name: user, endpoints: [gate.endpoint], nodes: [], ca: ca.cert, crt, key: key.keyPem, source: `the gate, as ${user}` };
+    return {
+      name: user,
+      endpoints: [o.endpoint ?? gate.endpoint],
+      nodes: [],
+      ca: ca.cert,
+      crt,
+      key: key.keyPem,
+      source: `the gate, as ${user}`,
+    };
   };
   return {
     simulator,
@@ -86,8 +112,9 @@ export async function startGateStack(options: Partial<TalosGateOptions> = {}): P
     wire,
     direct,
     contextFor,
+    startGate,
     stop: async () => {
-      await gate.stop();
+      await Promise.all(extra.map((g) => g.stop()));
       await simulator.stop();
     },
   };
@@ -117,10 +144,18 @@ export function rawUnary(
   for (const [k, v] of Object.entries(metadata)) md.set(k, v);
   return new Promise((resolve, reject) => {
     let headers = new Metadata();
-    const call = client.makeUnaryRequest(path, identity, identity, request, md, { deadline: Date.now() + 20_000 }, (error, reply) => {
-      if (error) reject(error);
-      else resolve({ reply: reply ?? Buffer.alloc(0), headers, trailers });
-    });
+    const call = client.makeUnaryRequest(
+      path,
+      identity,
+      identity,
+      request,
+      md,
+      { deadline: Date.now() + 20_000 },
+      (error, reply) => {
+        if (error) reject(error);
+        else resolve({ reply: reply ?? Buffer.alloc(0), headers, trailers });
+      },
+    );
     let trailers = new Metadata();
     call.on('metadata', (m) => (headers = m));
     call.on('status', (s) => (trailers = s.metadata));
@@ -131,6 +166,31 @@ export type { ServiceError };
 
 export async function pemFile(path: string): Promise<string> {
   return readFile(path, 'utf8');
+}
+
+/** Binds a ClusterRole to a user (as a gate certificate names it) until the test ends. */
+export async function bindUser(
+  t: { after: (fn: () => Promise<void>) => void },
+  role: string,
+  user: string,
+): Promise<void> {
+  const client = new RestClient(testKubeConfig());
+  const name = `${role.replace(/[^a-z0-9]+/g, '-')}-${user}-${Math.random().toString(36).slice(2, 8)}`;
+  await client.request('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+    method: 'POST',
+    body: {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name, labels: { 'gatehouse.dev/test': 'true' } },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+    },
+  });
+  t.after(async () => {
+    await client
+      .request(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`, { method: 'DELETE' })
+      .catch(() => undefined);
+  });
 }
 
 export function talosClient(context: TalosContext, timeoutMs = 20_000): TalosClient {
