@@ -95,7 +95,7 @@ export async function createAction(
     requestedBy: call.caller,
     ...call.ask,
     deadlines: { approved: options.approvedDeadline },
-  } as NodeActionSpec;
+  };
   try {
     return await rest.request<ObservedNodeAction>(NODE_ACTIONS_PATH, {
       method: 'POST',

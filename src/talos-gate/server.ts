@@ -173,11 +173,8 @@ export class TalosGate {
   }
 
   private async handle(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): Promise<void> {
-    const path = String(headers[':path'] ?? '');
-    if (
-      headers[':method'] !== 'POST' ||
-      !String(headers['content-type'] ?? '').startsWith('application/grpc')
-    ) {
+    const path = headers[':path'] ?? '';
+    if (headers[':method'] !== 'POST' || !(headers['content-type'] ?? '').startsWith('application/grpc')) {
       answerStatus(
         stream,
         Code.UNIMPLEMENTED,
@@ -346,11 +343,11 @@ export class TalosGate {
       (callDeadline(headers, started) ?? Infinity) - 200,
     );
     let created: string | undefined;
-    let gone = false;
-    stream.once('close', () => (gone = true));
+    const connection = { gone: false };
+    stream.once('close', () => (connection.gone = true));
     let waitingOn: ObservedNodeAction | undefined;
     for (;;) {
-      if (gone) {
+      if (connection.gone) {
         // The caller gave up while held: an action it made and nobody executed goes too.
         if (created) {
           const cancelled = await cancelUnexecuted(

@@ -82,7 +82,7 @@ export class Upstream {
         session.setLocalWindowSize(STREAM_WINDOW * 4);
         resolve(session);
       });
-      session.once('error', (error) => {
+      session.once('error', (error: Error) => {
         clearTimeout(timer);
         reject(
           new UpstreamUnavailableError(`cannot connect to the Talos API at ${address}: ${error.message}`),

@@ -103,7 +103,7 @@ export function join(
       downstream.respond(out, { waitForTrailers: true });
       upstream.pipe(downstream);
     });
-    upstream.on('trailers', (headers) => {
+    upstream.on('trailers', (headers: IncomingHttpHeaders) => {
       trailers = metadataOf(headers);
       sendTrailers();
     });

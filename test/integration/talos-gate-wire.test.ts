@@ -175,8 +175,8 @@ describe('the Talos API gate forwards what it does not gate, byte for byte', () 
         call.on('error', () => undefined);
       });
       call?.cancel();
-      const record = await waitFor('the simulator to see the cancellation', async () =>
-        stack.wire.slice(before).find((r) => r.path === WIRE_METHODS.Logs.path),
+      const record = await waitFor('the simulator to see the cancellation', () =>
+        Promise.resolve(stack.wire.slice(before).find((r) => r.path === WIRE_METHODS.Logs.path)),
       );
       assert.ok(record.replies.length >= 8);
       // Events holds its stream open: the caller's deadline ends it, as it would directly.
