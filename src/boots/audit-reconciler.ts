@@ -95,7 +95,7 @@ export class AuditReconciler {
 
   private async reconcile(name: string): Promise<ReconcileResult | undefined> {
     if (!this.o.isLeader()) return undefined;
-    const node = this.o.nodes.get(name);
+    const node: NodeView | undefined = this.o.nodes.get(name);
     if (!node || node.metadata.deletionTimestamp) return undefined;
     if ((node.metadata.labels?.[INSTANCE_LABEL] ?? undefined) !== this.o.instance) return undefined;
     if (!this.counted.has(name)) {
