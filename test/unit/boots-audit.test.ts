@@ -107,3 +107,21 @@ describe('the unplanned-disruption audit', () => {
     );
   });
 });
+
+describe("the audit's mark on the dashboard", () => {
+  it("the node table shows the node's last unplanned disruption", async () => {
+    const { nodeView } = await import('../../src/http/node-view.ts');
+    const { AUDIT_ANNOTATION } = await import('../../src/boots/audit.ts');
+    const at = '2026-12-03T10:00:00.000Z';
+    const view = nodeView('w1', {
+      metadata: {
+        name: 'w1',
+        annotations: {
+          [AUDIT_ANNOTATION]: JSON.stringify({ bootID: 'b2', osImage: '', last: { kind: 'boot', at } }),
+        },
+      },
+    });
+    assert.deepEqual(view.unplanned, { kind: 'boot', at });
+    assert.equal(nodeView('w1', { metadata: { name: 'w1' } }).unplanned, undefined);
+  });
+});
