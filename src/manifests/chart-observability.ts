@@ -82,7 +82,8 @@ export const observabilitySchema = {
       leaderlessFor: { ...duration, description: 'GatehouseLeaderless: no replica leads this long.' },
       unplannedDisruptionWindow: {
         ...duration,
-        description: 'GatehouseUnplannedDisruption: fires while a disruption that went around the gate is this recent.',
+        description:
+          'GatehouseUnplannedDisruption: fires while a disruption that went around the gate is this recent.',
       },
     },
   },
