@@ -30,7 +30,7 @@ import { decideGatedCall, madeByGate, type GatedCall } from './decide.ts';
 import { heldMessage } from './held.ts';
 import { methodFacts, mayCall } from './methods.ts';
 import { subjectOf } from './pki.ts';
-import { STREAM_WINDOW, type Upstream } from './upstream.ts';
+import { MAX_FRAME, STREAM_WINDOW, type Upstream } from './upstream.ts';
 import {
   answerStatus,
   join,
@@ -114,7 +114,7 @@ export class TalosGate {
       // Only certificates the gate's CA signed, and still valid, get a session at all.
       requestCert: true,
       rejectUnauthorized: true,
-      settings: { initialWindowSize: STREAM_WINDOW },
+      settings: { initialWindowSize: STREAM_WINDOW, maxFrameSize: MAX_FRAME },
     });
     this.server.on('session', (session) => session.setLocalWindowSize(STREAM_WINDOW * 4));
     this.server.on('stream', (stream, headers) => {

@@ -15,6 +15,12 @@ const SERVER_NAME_FOR_IP = 'talos-api';
 
 /** HTTP/2 flow-control window the gate offers on each side: large enough for a bulk stream at full speed. */
 export const STREAM_WINDOW = 4 * 1024 * 1024;
+/**
+ * The largest HTTP/2 frame the gate accepts: peers that honour it (Node's HTTP/2, which
+ * grpc-js uses) then send a bulk stream in fewer, larger DATA frames, and the gate
+ * handles fewer chunks per megabyte. Go's gRPC (apid) keeps its own 16 KiB.
+ */
+export const MAX_FRAME = 1024 * 1024;
 
 export class UpstreamUnavailableError extends Error {
   override readonly name = 'UpstreamUnavailableError';
@@ -61,7 +67,7 @@ export class Upstream {
         key: this.context.key,
         servername: ip ? SERVER_NAME_FOR_IP : host,
         checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert),
-        settings: { initialWindowSize: STREAM_WINDOW },
+        settings: { initialWindowSize: STREAM_WINDOW, maxFrameSize: MAX_FRAME },
       },
     );
     this.sessions.set(address, session);
