@@ -323,7 +323,7 @@ export class Controller {
             ...(options.instance ? { instance: options.instance } : {}),
           })
         : undefined;
-    const audit = options.audit ?? (options.boots ?? options.actions !== false);
+    const audit = options.audit ?? options.boots ?? options.actions !== false;
     this.audit = audit
       ? new AuditReconciler({
           rest: this.rest,

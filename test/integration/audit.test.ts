@@ -11,7 +11,14 @@ import type { Controller } from '../../src/controller.ts';
 import type { Monitoring, RuleGroup } from '../../sandbox/monitoring.ts';
 import { TalosClient } from '../../src/talos/client.ts';
 import { loadTalosConfig } from '../../src/talos/config.ts';
-import { API, createAction, markExecuted, startGateController, waitForPhase, whoami } from '../support/gate.ts';
+import {
+  API,
+  createAction,
+  markExecuted,
+  startGateController,
+  waitForPhase,
+  whoami,
+} from '../support/gate.ts';
 import { renderChart } from '../support/helm.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import { rest, testKubeConfig, testSandboxState, uniqueName, waitFor } from '../support/kube.ts';
@@ -104,7 +111,10 @@ describe('the unplanned-disruption audit', () => {
     assert.equal(await counted(node.name, 'boot'), 0);
 
     // A gated reboot first: an approved External action, then the reboot, then the mark.
-    const action = await createAction(api, instance, await whoami(api), { nodeName: node.name, action: 'Reboot' });
+    const action = await createAction(api, instance, await whoami(api), {
+      nodeName: node.name,
+      action: 'Reboot',
+    });
     t.after(() =>
       api.request(`${API}/nodeactions/${action.metadata.name}`, { method: 'DELETE' }).catch(() => undefined),
     );
