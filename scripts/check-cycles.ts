@@ -22,7 +22,7 @@ type Graph = Map<string, Set<string>>;
  * Within a layer, the cycle check keeps imports one-way.
  */
 const LAYERS: readonly (readonly string[])[] = [
-  ['duration.ts', 'redact.ts', 'log.ts', 'wait.ts', 'metrics.ts', 'cache-dir.ts'],
+  ['duration.ts', 'redact.ts', 'log.ts', 'wait.ts', 'metrics.ts', 'cache-dir.ts', 'canonical-json.ts'],
   ['api/'],
   ['kube/'],
   ['checks/', 'hooks/', 'talos/', 'policies/', 'silences/', 'manifests/'],

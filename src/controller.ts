@@ -3,15 +3,11 @@
 import type { Server } from 'node:http';
 import type { KubeCredentials } from './kube/kubeconfig.ts';
 import { isTerminal } from './api/phases.ts';
-import {
-  ActionReconciler,
-  foreignInstanceSelector,
-  instanceSelector,
-  slimForeignAction,
-  type ActionObject,
-} from './actions/reconciler.ts';
+import { slimForeignAction } from './actions/admission-pass.ts';
+import { ActionReconciler } from './actions/reconciler.ts';
 import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
-import { HOOK_JOB_SELECTOR } from './api/names.ts';
+import { HOOK_JOB_SELECTOR, foreignInstanceSelector, instanceSelector } from './api/names.ts';
+import type { ActionObject } from './api/node-action.ts';
 import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH, CHECKS_PATH } from './api/paths.ts';
 import { AuditReconciler } from './boots/audit-reconciler.ts';
 import { BootReconciler } from './boots/reconciler.ts';

@@ -45,6 +45,15 @@ export function actionRef(action: ObservedNodeAction): ActionRef {
   return { name: action.metadata.name, node: action.spec.nodeName, action: action.spec.action };
 }
 
+/** A new action, set up by its reconciler (the finalizer) and with no status yet: its first status is the admission pass's. */
+export function isNew(action: ObservedNodeAction): boolean {
+  return (
+    action.status?.phase === undefined &&
+    action.metadata.deletionTimestamp === undefined &&
+    (action.metadata.finalizers ?? []).includes(NODE_ACTION_FINALIZER)
+  );
+}
+
 /** Whether the admission pass may consider the action: Pending, set up by its reconciler, not deleted. */
 export function isCandidate(action: ObservedNodeAction): boolean {
   return (

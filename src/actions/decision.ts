@@ -24,6 +24,7 @@ import { isFinished, jobKey, stopRuns, type HookEffect, type HookRunRecord } fro
 import { setCondition } from '../kube/conditions.ts';
 import type { SilenceEffect } from '../silences/plan.ts';
 import { disruptionOf } from './disruption.ts';
+import { kindOf } from './kinds/index.ts';
 import type { ActionInput, NodeFacts } from './observations.ts';
 import { hookSubject } from './subject.ts';
 
@@ -208,9 +209,12 @@ export class DecisionBuilder {
     this.transition(phase, message);
   };
 
-  /** Ends a finished action, lifting its own cordon first (not after Shutdown or Reset: see callers). */
+  /**
+   * Ends a finished action, lifting its own cordon first when its kind lifts it at the end
+   * (ActionKind.cordonAtEnd: not after a Shutdown or a Reset).
+   */
   readonly succeed = (message: string): void => {
-    if (this.node?.cordonedBy === this.action.metadata.name) {
+    if (kindOf(this.spec).cordonAtEnd === 'lift' && this.node?.cordonedBy === this.action.metadata.name) {
       this.effects.push({ type: 'uncordon' });
       this.status.message = `${message}; uncordoning node ${this.nodeName}`;
       this.wake(2000);

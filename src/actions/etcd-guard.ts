@@ -9,10 +9,12 @@
 // (phases/waiting-for-health.ts) judges it with the ClusterHealthChecks, and the approval
 // (phases/approval.ts) again, on a read of its own: pre-hooks may take long.
 import { CONTROL_PLANE_LABEL } from '../api/names.ts';
+import { PHASES } from '../api/phases.ts';
 import type { NodeActionSpec, NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
 import { ETCD_CHECK_NAME, type EtcdCheckState } from '../talos/etcd-health.ts';
+import { COMPLETIONS } from './completions.ts';
 import type { DecisionBuilder } from './decision.ts';
-import { ACTION_DESCRIPTORS, completionOf } from './descriptors.ts';
+import { completionOf, kindOf } from './kinds/index.ts';
 
 export { ETCD_CHECK_NAME };
 
@@ -21,17 +23,14 @@ export const ETCD_RETRY_MS = 5000;
 
 type CheckResult = NonNullable<NodeActionStatus['checks']>[number];
 
-/** Whether the etcd guard holds this action: one that takes a control-plane node down or out. */
+/** Whether the etcd guard holds this action: one that takes a control-plane node down or out (ActionKind.etcdGuard). */
 export function etcdGuardApplies(
   spec: NodeActionSpec,
   labels: Readonly<Record<string, string>>,
   osImage?: string,
 ): boolean {
-  return labels[CONTROL_PLANE_LABEL] !== undefined && ACTION_DESCRIPTORS[spec.action].disrupts(spec, osImage);
+  return labels[CONTROL_PLANE_LABEL] !== undefined && kindOf(spec).etcdGuard(spec, osImage);
 }
-
-/** Phases in which an approved action's node is going down, or is down, because of it. */
-const GOING_DOWN = new Set(['Approved', 'Executing', 'WaitingForNode']);
 
 /**
  * The nodes (by name) whose etcd member counts as down for the guard of `self`: those of
@@ -46,8 +45,9 @@ export function etcdAway(
   for (const a of actions) {
     const phase = a.status?.phase;
     if (a.metadata.uid === self.metadata.uid || a.spec.nodeName === self.spec.nodeName) continue;
-    if (phase === undefined || !GOING_DOWN.has(phase)) continue;
-    if (completionOf(a.spec, a.status?.execution) === 'mark') continue;
+    // Phases in which an approved action's node is going down, or is down, because of it.
+    if (phase === undefined || !PHASES[phase].nodeAway) continue;
+    if (!COMPLETIONS[completionOf(a.spec, a.status?.execution)].away) continue;
     away.set(a.spec.nodeName, `its ${a.spec.action} (NodeAction ${a.metadata.name}) is ${phase}`);
   }
   return away;
@@ -137,7 +137,7 @@ export function guardEtcd(b: DecisionBuilder): EtcdGuardOutcome {
   }
   const r = result(state, state.healthy, state.message);
   if (state.healthy) return { go: true, result: r };
-  if (spec.action === 'Reset' && !state.spareable) {
+  if (kindOf(spec).leavesEtcd && !state.spareable) {
     b.end(
       'Denied',
       `refused: a Reset of control-plane node ${nodeName} takes its etcd member out (a graceful reset leaves etcd; one that is not leaves a dead member), and ${state.message}; add a control-plane node first`,

@@ -1,10 +1,13 @@
 // What decide() is given: everything the controller observed about one action, made
-// plain data by the reconciler (reconciler.ts), so the decision is a pure function of it.
+// plain data by the reconciler (action-pass.ts), so the decision is a pure function of it.
 import type { BootAnnouncement, BootRecord } from '../api/boot-record.ts';
 import type { ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
+import { CORDONED_BY_ANNOTATION } from '../api/names.ts';
 import type { ObservedNodeAction } from '../api/node-action.ts';
+import { readBootAnnotations } from '../boots/record.ts';
 import type { CheckState } from '../checks/state.ts';
 import type { JobFacts } from '../hooks/job.ts';
+import type { KubeObject } from '../kube/informer.ts';
 import type { WebhookFacts } from '../hooks/plan.ts';
 import type { HookObject } from '../hooks/select.ts';
 import type { EtcdCheckState } from '../talos/etcd-health.ts';
@@ -26,6 +29,32 @@ export interface NodeFacts {
   announcement?: BootAnnouncement;
   /** The boot reconciler's record of the node's current boot (annotation talos.dev/boot-hooks). */
   boot?: BootRecord;
+}
+
+interface NodeObject extends KubeObject {
+  status?: {
+    nodeInfo?: { bootID?: string; osImage?: string };
+    conditions?: { type: string; status: string }[];
+  };
+}
+
+/** What the action needs to know about its node, from the Node as the cache has it. */
+export function nodeFacts(node: KubeObject | undefined): NodeFacts | undefined {
+  if (!node) return undefined;
+  const n = node as NodeObject;
+  const cordonedBy = n.metadata.annotations?.[CORDONED_BY_ANNOTATION];
+  const boot = readBootAnnotations(n);
+  return {
+    name: n.metadata.name,
+    labels: n.metadata.labels ?? {},
+    bootID: n.status?.nodeInfo?.bootID || undefined,
+    ready: n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
+    ...(n.status?.nodeInfo?.osImage ? { osImage: n.status.nodeInfo.osImage } : {}),
+    ...(cordonedBy ? { cordonedBy } : {}),
+    ...(boot.prereadyTaint ? { prereadyTaint: true } : {}),
+    ...(boot.announcement ? { announcement: boot.announcement } : {}),
+    ...(boot.record ? { boot: boot.record } : {}),
+  };
 }
 
 export interface CheckFacts {

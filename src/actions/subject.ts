@@ -1,20 +1,39 @@
-// Who an action's hook runs and boot announcement are about, from the action itself.
+// Who an action's hook runs and boot announcement are about, from the action itself, and
+// whether this controller performs it.
 import { EXECUTED_ANNOTATION } from '../api/names.ts';
-import type { NodeActionSpec, ObservedNodeAction } from '../api/node-action.ts';
+import { ACTION_PARAMETERS, type NodeActionSpec, type ObservedNodeAction } from '../api/node-action.ts';
 import type { HookSubject } from '../hooks/job.ts';
+import { kindOf, type ActionKind, type Performer } from './kinds/index.ts';
+import type { ActionInput } from './observations.ts';
 
 export function isExecutedMarked(action: ObservedNodeAction): boolean {
   return action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true';
 }
 
+/** The action's parameters as its spec has them (upgrade, reboot, …): every parameter field set. */
 export function actionParameters(spec: NodeActionSpec): Record<string, unknown> {
-  const { upgrade, reboot, reset, configChange } = spec;
-  return {
-    ...(upgrade ? { upgrade } : {}),
-    ...(reboot ? { reboot } : {}),
-    ...(reset ? { reset } : {}),
-    ...(configChange ? { configChange } : {}),
-  };
+  const parameters: Record<string, unknown> = {};
+  for (const field of Object.values(ACTION_PARAMETERS)) {
+    if (field !== undefined && spec[field] !== undefined) parameters[field] = spec[field];
+  }
+  return parameters;
+}
+
+/** The image the action installs, for its hooks (GATEHOUSE_TARGET_IMAGE), as a spreadable member. */
+export function targetImageOf(spec: NodeActionSpec): { targetImage?: string } {
+  const image = kindOf(spec).targetImage?.(spec);
+  return image !== undefined ? { targetImage: image } : {};
+}
+
+/** What each way of performing a Managed action needs of this controller. */
+const CAN_PERFORM: { readonly [P in Performer['by']]: (input: Pick<ActionInput, 'execution'>) => boolean } = {
+  // A Talos executor with credentials (input.execution).
+  talos: (input) => input.execution !== undefined,
+};
+
+/** Whether this controller can perform a Managed action of the kind. */
+export function performsHere(kind: ActionKind, input: Pick<ActionInput, 'execution'>): boolean {
+  return CAN_PERFORM[kind.managed.by](input);
 }
 
 /** Who the action's hook runs are for, about the given boot of its node. */
@@ -27,7 +46,7 @@ export function hookSubject(action: ObservedNodeAction, bootID: string | undefin
       uid: action.metadata.uid,
       action: action.spec.action,
       parameters: actionParameters(action.spec),
-      ...(action.spec.upgrade ? { targetImage: action.spec.upgrade.image } : {}),
+      ...targetImageOf(action.spec),
     },
     owner: {
       apiVersion: action.apiVersion ?? 'talos.dev/v1alpha1',

@@ -333,6 +333,10 @@ const HOOK_KINDS = [
 ] as const;
 
 export type HookKindName = (typeof HOOK_KINDS)[number]['kind'];
+/** The hook kinds that run on every boot of a node, not before an action. */
+export type BootHookKind = 'NodePrereadyJob' | 'NodeReadyJob';
+/** The hook kinds that run before an action (each action kind names its own: src/actions/kinds/). */
+export type PreActionHookKind = Exclude<HookKindName, BootHookKind>;
 export const HOOK_KIND_NAMES = HOOK_KINDS.map((h) => h.kind) as unknown as readonly [
   HookKindName,
   ...HookKindName[],

@@ -13,6 +13,16 @@ export const NODE_ACTION_FINALIZER = 'talos.dev/node-action';
 /** The label that assigns a NodeAction (or an ActionPolicy, a Node) to a named controller instance. */
 export const INSTANCE_LABEL = 'talos.dev/controller-instance';
 
+/** The label selector of the objects an instance (or the default, unnamed one) handles. */
+export function instanceSelector(instance: string | undefined): string {
+  return instance ? `${INSTANCE_LABEL}=${instance}` : `!${INSTANCE_LABEL}`;
+}
+
+/** Every object instanceSelector(instance) leaves out: those of the other controller instances. */
+export function foreignInstanceSelector(instance: string | undefined): string {
+  return instance ? `${INSTANCE_LABEL}!=${instance}` : INSTANCE_LABEL;
+}
+
 /** The label Kubernetes puts on control-plane nodes. */
 export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
 

@@ -5,6 +5,7 @@ import Type, { type Static } from 'typebox';
 import {
   ACTIONS,
   AGE_COLUMN,
+  type Action,
   CATEGORY,
   Conditions,
   DnsLabel,
@@ -224,26 +225,46 @@ export const Deadlines = Type.Object(
   },
 );
 
-/** Parameters that belong to exactly one action. */
-const PARAMETERS = {
-  upgrade: 'Upgrade',
-  reboot: 'Reboot',
-  reset: 'Reset',
-  configChange: 'ConfigChange',
-} as const;
-const REQUIRED_PARAMETERS = ['upgrade', 'configChange'] as const;
+/** The spec fields that hold an action's parameters. */
+export type ParameterField = 'upgrade' | 'reboot' | 'reset' | 'configChange';
+
+/**
+ * Each action's parameters: the spec field that belongs to it alone (allowed with that
+ * action only) and whether it is required. A new action does not compile until it is here.
+ */
+export const ACTION_PARAMETERS: { readonly [A in Action]: ParameterField | undefined } = {
+  Upgrade: 'upgrade',
+  Reboot: 'reboot',
+  Shutdown: undefined,
+  Reset: 'reset',
+  ConfigChange: 'configChange',
+};
+
+/** The parameters an action cannot go without, and how the refusal says so. */
+const REQUIRED_PARAMETERS: Partial<Record<Action, string>> = {
+  Upgrade: 'spec.upgrade (with upgrade.image) is required when spec.action is Upgrade',
+  ConfigChange: 'spec.configChange is required when spec.action is ConfigChange',
+};
+
+const parameterFields = (Object.entries(ACTION_PARAMETERS) as [Action, ParameterField | undefined][]).flatMap(
+  ([action, field]) => (field ? [{ action, field }] : []),
+);
 
 const parameterRules: ValidationRule[] = [
-  ...REQUIRED_PARAMETERS.map((field): ValidationRule => ({
-    rule: `self.action != '${PARAMETERS[field]}' || has(self.${field})`,
-    message:
-      field === 'upgrade'
-        ? 'spec.upgrade (with upgrade.image) is required when spec.action is Upgrade'
-        : 'spec.configChange is required when spec.action is ConfigChange',
-    fieldPath: `.${field}`,
-    reason: 'FieldValueRequired',
-  })),
-  ...Object.entries(PARAMETERS).map(([field, action]): ValidationRule => ({
+  ...parameterFields.flatMap(({ action, field }): ValidationRule[] => {
+    const message = REQUIRED_PARAMETERS[action];
+    return message
+      ? [
+          {
+            rule: `self.action != '${action}' || has(self.${field})`,
+            message,
+            fieldPath: `.${field}`,
+            reason: 'FieldValueRequired',
+          },
+        ]
+      : [];
+  }),
+  ...parameterFields.map(({ action, field }): ValidationRule => ({
     rule: `!has(self.${field}) || self.action == '${action}'`,
     message: `spec.${field} is only allowed when spec.action is ${action}`,
     fieldPath: `.${field}`,
@@ -639,6 +660,12 @@ export interface ObservedNodeAction {
   spec: NodeActionSpec;
   status?: NodeActionStatus;
 }
+
+/**
+ * A NodeAction as the caches and clients hold it: an ObservedNodeAction that is also a
+ * Kubernetes object (src/kube/informer.ts KubeObject), for every reconciler, route and command.
+ */
+export type ActionObject = ObservedNodeAction & { metadata: { namespace?: string } };
 
 export const nodeActionKind: KindDefinition = {
   kind: 'NodeAction',

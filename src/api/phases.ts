@@ -7,32 +7,142 @@ import {
   type PhaseEntry,
 } from './node-action.ts';
 
-/** Phases after which nothing more happens. */
-export const TERMINAL_PHASES: ReadonlySet<NodeActionPhase> = new Set([
-  'Succeeded',
-  'Failed',
-  'Denied',
-  'Cancelled',
-]);
-
-/** Phases in which an action is approved and not finished: what invariant 3 counts. */
-export const APPROVED_PHASES: ReadonlySet<NodeActionPhase> = new Set([
-  'Approved',
-  'Executing',
-  'WaitingForNode',
-  'RunningPostHooks',
-]);
+/** What a phase means to everyone who reads it. */
+export interface PhaseMeaning {
+  /** Where the action is, in a few words for views (the CLI, the dashboard). */
+  label: string;
+  /** Nothing more happens. */
+  terminal: boolean;
+  /**
+   * Approved (past its health checks and pre-hooks) and not finished: what invariant 3
+   * counts. A requester may act, a Cluster API Machine may go.
+   */
+  approved: boolean;
+  /**
+   * Holding a slot of its policies' budgets: from admission (leaving Pending) to the end.
+   * Wider than `approved` on purpose: pre-hooks prepare a node for disruption (noout), so
+   * they count against the budget too.
+   */
+  slot: boolean;
+  /**
+   * The node is being taken down, or is down or out, because of the action: a control-plane
+   * node's etcd member counts as away for every other action's etcd guard.
+   */
+  nodeAway: boolean;
+  /** The action's work has been seen done on the node (External: marking it now changes nothing). */
+  performed: boolean;
+}
 
 /**
- * Phases in which an action holds a slot of its policies' budgets: from admission
- * (leaving Pending) to the end. Wider than APPROVED_PHASES on purpose: pre-hooks
- * prepare a node for disruption (noout), so they count against the budget too.
+ * Every phase's meaning, in one table the compiler checks: a phase added to the API
+ * (NODE_ACTION_PHASES) does not compile until it says what it means here.
  */
-export const SLOT_PHASES: ReadonlySet<NodeActionPhase> = new Set([
-  'WaitingForHealth',
-  'RunningPreHooks',
-  ...APPROVED_PHASES,
-]);
+export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
+  Pending: {
+    label: 'waiting for policies',
+    terminal: false,
+    approved: false,
+    slot: false,
+    nodeAway: false,
+    performed: false,
+  },
+  WaitingForHealth: {
+    label: 'waiting for health',
+    terminal: false,
+    approved: false,
+    slot: true,
+    nodeAway: false,
+    performed: false,
+  },
+  RunningPreHooks: {
+    label: 'pre-hooks',
+    terminal: false,
+    approved: false,
+    slot: true,
+    nodeAway: false,
+    performed: false,
+  },
+  Approved: {
+    label: 'approved',
+    terminal: false,
+    approved: true,
+    slot: true,
+    nodeAway: true,
+    performed: false,
+  },
+  Executing: {
+    label: 'executing',
+    terminal: false,
+    approved: true,
+    slot: true,
+    nodeAway: true,
+    performed: false,
+  },
+  WaitingForNode: {
+    label: 'waiting for node',
+    terminal: false,
+    approved: true,
+    slot: true,
+    nodeAway: true,
+    performed: true,
+  },
+  RunningPostHooks: {
+    label: 'post-hooks',
+    terminal: false,
+    approved: true,
+    slot: true,
+    nodeAway: false,
+    performed: true,
+  },
+  Succeeded: {
+    label: 'succeeded',
+    terminal: true,
+    approved: false,
+    slot: false,
+    nodeAway: false,
+    performed: true,
+  },
+  Failed: {
+    label: 'failed',
+    terminal: true,
+    approved: false,
+    slot: false,
+    nodeAway: false,
+    performed: false,
+  },
+  Denied: {
+    label: 'denied',
+    terminal: true,
+    approved: false,
+    slot: false,
+    nodeAway: false,
+    performed: false,
+  },
+  Cancelled: {
+    label: 'cancelled',
+    terminal: true,
+    approved: false,
+    slot: false,
+    nodeAway: false,
+    performed: false,
+  },
+};
+
+function phasesWhere(test: (meaning: PhaseMeaning) => boolean): ReadonlySet<NodeActionPhase> {
+  return new Set((Object.keys(PHASES) as NodeActionPhase[]).filter((p) => test(PHASES[p])));
+}
+
+/** Phases after which nothing more happens. */
+export const TERMINAL_PHASES = phasesWhere((m) => m.terminal);
+
+/** Phases in which an action is approved and not finished: what invariant 3 counts. */
+export const APPROVED_PHASES = phasesWhere((m) => m.approved);
+
+/** Phases in which an action holds a slot of its policies' budgets (PhaseMeaning.slot). */
+export const SLOT_PHASES = phasesWhere((m) => m.slot);
+
+/** Approved, or succeeded: the action got through the gate. */
+export const APPROVED_OR_SUCCEEDED: ReadonlySet<NodeActionPhase> = new Set([...APPROVED_PHASES, 'Succeeded']);
 
 /**
  * A field selector for the actions not finished (the CRD declares status.phase

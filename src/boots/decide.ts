@@ -17,6 +17,7 @@
 import type { BootAction, BootAnnouncement, BootRecord, BootStage } from '../api/boot-record.ts';
 import type { HookKindName } from '../api/hooks.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
+import { APPROVED_OR_SUCCEEDED } from '../api/phases.ts';
 import type { HookSubject, JobFacts } from '../hooks/job.ts';
 import {
   jobKey,
@@ -100,13 +101,7 @@ export interface BootDecision {
 export const ACTION_POLL_MS = 2000;
 
 const ENDED: ReadonlySet<NodeActionPhase | undefined> = new Set(['Failed', 'Cancelled', 'Denied']);
-const APPROVED_OR_LATER: ReadonlySet<NodeActionPhase | undefined> = new Set([
-  'Approved',
-  'Executing',
-  'WaitingForNode',
-  'RunningPostHooks',
-  'Succeeded',
-]);
+const APPROVED_OR_LATER: ReadonlySet<NodeActionPhase | undefined> = APPROVED_OR_SUCCEEDED;
 
 /** Who the runs of a boot are for: the node and boot, the action that caused it if any. */
 export function bootSubject(node: { name: string; uid: string }, record: BootRecord): HookSubject {

@@ -12,7 +12,7 @@
 // own actions announced (see docs/decisions.md).
 import type { HookKindName, HookSpec } from '../api/hooks.ts';
 import { INSTANCE_LABEL, HOOK_JOB_LABELS } from '../api/names.ts';
-import type { ObservedNodeAction } from '../api/node-action.ts';
+import type { ActionObject } from '../api/node-action.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { isTerminal } from '../api/phases.ts';
 import { isRecordPending, type HookRunRecord } from '../hooks/plan.ts';
@@ -20,8 +20,9 @@ import type { HookRunner } from '../hooks/runner.ts';
 import type { HookObject } from '../hooks/select.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Informer, KubeObject } from '../kube/informer.ts';
-import { KubeApiError, type RestClient } from '../kube/rest.ts';
-import { WorkQueue, type ReconcileResult } from '../kube/workqueue.ts';
+import { ConditionalWrites, Reconciler, isConflict } from '../kube/reconciler.ts';
+import type { RestClient } from '../kube/rest.ts';
+import type { ReconcileResult, WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { decideBoot, type BootActionFacts, type NodeJob } from './decide.ts';
 import { writeNode } from './node.ts';
@@ -32,8 +33,6 @@ import {
   readBootAnnotations,
   type BootNodeObject,
 } from './record.ts';
-
-type ActionObject = ObservedNodeAction & KubeObject;
 
 type HookKubeObject = KubeObject & { spec: HookSpec };
 
@@ -60,49 +59,44 @@ export class BootReconciler {
   readonly queue: WorkQueue;
   private readonly o: BootReconcilerOptions;
   private readonly log: Logger;
-  private started = false;
+  private readonly loop: Reconciler;
   /** Action UID → the action (this instance's, from the cache). */
   private readonly actionsByUID = new Map<string, ActionObject>();
   /** Node name → keys (namespace/name) of its boot hook Jobs in the cache. */
   private readonly jobsByNode = new Map<string, Set<string>>();
-  /** Node name → the resourceVersion our last write replaced: a cache still showing it is stale. */
-  private readonly superseded = new Map<string, string>();
+  /** Our writes to Nodes, and the versions they replaced. */
+  private readonly writes = new ConditionalWrites();
   /** Reads of actions not in the cache (another instance's), by name. */
   private readonly actionReads = new Map<string, { at: number; facts: ActionObject | undefined }>();
 
   constructor(options: BootReconcilerOptions) {
     this.o = options;
     this.log = options.log;
-    this.queue = new WorkQueue({
+    // A partial cache could miss a NodePrereadyJob, and the taint come off too early.
+    this.loop = new Reconciler({
       name: 'boots',
       log: options.log,
+      isLeader: options.isLeader,
       concurrency: options.concurrency ?? 4,
+      caches: () => [options.nodes, options.jobs, options.actions, ...this.bootHookInformers()],
+      keys: () => options.nodes.list().map((n) => n.metadata.name),
       reconcile: (key) => this.reconcile(key),
     });
+    this.queue = this.loop.queue;
     this.wire();
   }
 
   async start(signal?: AbortSignal): Promise<void> {
-    const o = this.o;
-    await Promise.all([
-      o.nodes.waitForSync(signal),
-      o.jobs.waitForSync(signal),
-      o.actions.waitForSync(signal),
-      ...this.bootHookInformers().map((i) => i.waitForSync(signal)),
-    ]);
-    this.started = true;
-    this.queue.start();
-    this.enqueueAll();
+    await this.loop.start(signal);
   }
 
   stop(): void {
-    this.queue.stop();
+    this.loop.stop();
   }
 
   /** Every node: after a start or on becoming leader. */
   enqueueAll(): void {
-    if (!this.started) return;
-    for (const n of this.o.nodes.list()) this.queue.add(n.metadata.name);
+    this.loop.enqueueAll();
   }
 
   private bootHookInformers(): Informer<HookKubeObject>[] {
@@ -114,7 +108,7 @@ export class BootReconciler {
     nodes.on('add', (n) => this.queue.add(n.metadata.name));
     nodes.on('update', (_, n) => this.queue.add(n.metadata.name));
     nodes.on('delete', (n) => {
-      this.superseded.delete(n.metadata.name);
+      this.writes.forget(n.metadata.name);
       this.jobsByNode.delete(n.metadata.name);
       this.o.runner.forget(`boot/${n.metadata.name}/`);
     });
@@ -199,7 +193,7 @@ export class BootReconciler {
       try {
         action = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${ref.name}`);
       } catch (error) {
-        if (!(error instanceof KubeApiError && error.code === 404)) throw error;
+        if (!isConflict(error, [404])) throw error;
       }
       this.actionReads.set(ref.name, { at: Date.now(), facts: action });
       for (const [name, r] of this.actionReads) if (Date.now() - r.at > 60_000) this.actionReads.delete(name);
@@ -223,15 +217,10 @@ export class BootReconciler {
   }
 
   private async reconcile(name: string): Promise<ReconcileResult | undefined> {
-    if (!this.o.isLeader()) return undefined;
     const node = this.o.nodes.get(name);
     if (!node?.metadata.uid || node.metadata.deletionTimestamp) return undefined;
-    const rv = node.metadata.resourceVersion;
-    if (rv !== undefined && this.superseded.get(name) === rv) {
-      // Our own newer write has not reached the cache yet; its event will bring us back.
-      return { requeueAfterMs: 1000 };
-    }
-    this.superseded.delete(name);
+    // Our own newer write has not reached the cache yet; its event will bring us back.
+    if (this.writes.stale(node)) return { requeueAfterMs: 1000 };
     const seen = readBootAnnotations(node);
     const log = this.log.child({ node: name, bootID: bootIDOf(node) });
     if (seen.invalid.length)
@@ -284,9 +273,9 @@ export class BootReconciler {
     if (change) {
       try {
         const written = await writeNode(this.o.rest, node, change);
-        if (written && rv !== undefined) this.superseded.set(name, rv);
+        if (written) this.writes.replaced(node);
       } catch (error) {
-        if (error instanceof KubeApiError && (error.code === 409 || error.code === 404)) {
+        if (isConflict(error)) {
           log.debug({ err: error.message }, 'node write conflicted; deciding again');
           return { requeueAfterMs: 250 };
         }
@@ -322,7 +311,7 @@ export class BootReconciler {
       if (live.metadata.uid !== uid) return true;
       return bootIDOf(live) !== earlier;
     } catch (error) {
-      if (error instanceof KubeApiError && error.code === 404) return true;
+      if (isConflict(error, [404])) return true;
       throw error;
     }
   }
@@ -341,7 +330,7 @@ export class BootReconciler {
       if (!record || record.bootID !== bootID || bootIDOf(live) !== bootID) return false;
       return isRecordPending([...record.preready.runs, ...record.ready.runs], run);
     } catch (error) {
-      if (error instanceof KubeApiError && error.code === 404) return false;
+      if (isConflict(error, [404])) return false;
       throw error;
     }
   }

@@ -1,7 +1,7 @@
 // What the CLI needs from gatehouse, whichever way it talks to it: straight to the
 // Kubernetes API with a kubeconfig (kube-backend.ts), or to the controller's HTTP API
 // with a bearer token (http-backend.ts). Commands only ever see this interface.
-import type { ActionObject } from '../actions/reconciler.ts';
+import type { ActionObject } from '../api/node-action.ts';
 import type { NodeActionSpec } from '../api/node-action.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import type { CheckSummary, NodeView } from '../http/schemas.ts';

@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 import { type Command, Option } from 'commander';
 import { ACTIONS, type Action } from '../api/common.ts';
-import { APPROVED_PHASES } from '../api/phases.ts';
+import { APPROVED_OR_SUCCEEDED } from '../api/phases.ts';
 import { parseDuration } from '../duration.ts';
 import { duration } from './arguments.ts';
 import type { ActionObject, Backend, Progress, RequestSpec } from './backend.ts';
@@ -115,7 +115,7 @@ export function keyConflict(existing: ActionObject, spec: RequestSpec, key: stri
 /** Approved, or past it without having failed: the gate is open (a re-run after the act finds it so). */
 export function gateOpen(action: ActionObject | undefined): boolean {
   const phase = action?.status?.phase;
-  return phase !== undefined && (APPROVED_PHASES.has(phase) || phase === 'Succeeded');
+  return phase !== undefined && APPROVED_OR_SUCCEEDED.has(phase);
 }
 
 /** The exit code of a gate that stopped following at `progress` (open, or ended otherwise). */

@@ -5,11 +5,11 @@
 // shown, however briefly it lasted.
 import { createHash } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { instanceSelector } from '../actions/reconciler.ts';
 import type { ClusterHealthCheckSpec, ClusterHealthCheckStatus } from '../api/cluster-health-check.ts';
 import { API_VERSION } from '../api/common.ts';
 import {
   INSTANCE_LABEL,
+  instanceSelector,
   EXECUTED_ANNOTATION,
   IDEMPOTENCY_KEY_ANNOTATION,
   REQUESTED_VIA_ANNOTATION,
@@ -19,7 +19,7 @@ import { isTerminal } from '../api/phases.ts';
 import { probeTypeOf } from '../checks/probe.ts';
 import { executedMark, executedRefusal, performanceObserved } from '../http/actions/executed.ts';
 import { actionNamePrefix } from '../http/actions/names.ts';
-import { canonicalJson } from '../http/objects.ts';
+import { canonicalJson } from '../canonical-json.ts';
 import { nodeView, type NodeObject } from '../http/node-view.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import { KubeApiError, RestClient } from '../kube/rest.ts';

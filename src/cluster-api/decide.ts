@@ -13,6 +13,7 @@
 // - a Machine without gatehouse's hook (none, or another owner's value) is never touched.
 import { MACHINE_HOOK_OWNER, MACHINE_PRE_DRAIN_HOOK } from '../api/names.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
+import { APPROVED_OR_SUCCEEDED } from '../api/phases.ts';
 import type { EventSpec } from '../kube/event-spec.ts';
 
 export interface MachineFacts {
@@ -81,13 +82,7 @@ export interface MachinePlan {
 }
 
 /** The phases from which the action is approved: the Machine may go. */
-const APPROVED_OR_LATER: ReadonlySet<NodeActionPhase> = new Set([
-  'Approved',
-  'Executing',
-  'WaitingForNode',
-  'RunningPostHooks',
-  'Succeeded',
-]);
+const APPROVED_OR_LATER: ReadonlySet<NodeActionPhase> = APPROVED_OR_SUCCEEDED;
 /** The phases that end an action unapproved: the Machine stays held, and why says so. */
 const ENDED_UNAPPROVED: Partial<Record<NodeActionPhase, MachineHeldReason>> = {
   Failed: 'ActionFailed',

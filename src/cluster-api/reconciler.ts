@@ -20,14 +20,15 @@ import {
   MACHINE_PRE_DRAIN_HOOK,
   MACHINE_UID_LABEL,
 } from '../api/names.ts';
-import type { NodeActionSpec, ObservedNodeAction } from '../api/node-action.ts';
+import type { ActionObject, NodeActionSpec } from '../api/node-action.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { setCondition } from '../kube/conditions.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { Informer, objectKey, type KubeObject } from '../kube/informer.ts';
 import { remoteClient, type KubeconfigSecretRef, type RemoteClient } from '../kube/remote-client.ts';
-import { KubeApiError, type RestClient } from '../kube/rest.ts';
-import { WorkQueue, type ReconcileResult } from '../kube/workqueue.ts';
+import { ConditionalWrites, Reconciler, isConflict } from '../kube/reconciler.ts';
+import type { RestClient } from '../kube/rest.ts';
+import type { ReconcileResult, WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { errorMessage, sleep } from '../wait.ts';
 import {
@@ -43,7 +44,6 @@ export const MACHINE_API_VERSION = 'cluster.x-k8s.io/v1beta2';
 
 /** The fields of a Machine gatehouse reads (Cluster API v1beta2). */
 export type MachineObject = KubeObject & { status?: { nodeRef?: { name?: string } } };
-type ActionObject = ObservedNodeAction & KubeObject;
 
 export interface ClusterApiOptions {
   /** The kubeconfig Secret of the management cluster, in the controller's namespace. */
@@ -87,7 +87,9 @@ const HOOK_POINTER = `/metadata/annotations/${MACHINE_PRE_DRAIN_HOOK.replaceAll(
 export class MachineReconciler {
   readonly queue: WorkQueue;
   private readonly o: MachineReconcilerOptions;
-  private started = false;
+  private readonly loop: Reconciler;
+  /** The MachineHeld conditions written on actions. */
+  private readonly writes = new ConditionalWrites();
   /** The management cluster's client and the Machine watch made with it. */
   private remote:
     { client: RemoteClient; machines: Informer<MachineObject>; events: EventRecorder } | undefined;
@@ -102,12 +104,20 @@ export class MachineReconciler {
 
   constructor(options: MachineReconcilerOptions) {
     this.o = options;
-    this.queue = new WorkQueue({
+    this.loop = new Reconciler({
       name: 'machines',
       log: options.log,
+      isLeader: options.isLeader,
       concurrency: 2,
+      caches: () => [options.actions, options.nodes],
+      // Machines are known once the management cluster is reached (connectLoop).
+      keys: () => this.remote?.machines.list().map(objectKey) ?? [],
+      prepare: async (signal) => {
+        this.me = await this.whoAmI(signal);
+      },
       reconcile: (key) => this.reconcile(key),
     });
+    this.queue = this.loop.queue;
     const onAction = (a: ActionObject) => {
       this.created.delete(a.metadata.name);
       const machine = a.metadata.annotations?.[MACHINE_ANNOTATION];
@@ -117,7 +127,10 @@ export class MachineReconciler {
     options.actions.on('update', (old, a) => {
       if (old.status?.phase !== a.status?.phase || old.status?.message !== a.status?.message) onAction(a);
     });
-    options.actions.on('delete', onAction);
+    options.actions.on('delete', (a) => {
+      this.writes.forget(a.metadata.name);
+      onAction(a);
+    });
     options.nodes.on('delete', () => this.enqueueAll());
     options.nodes.on('add', () => this.enqueueAll());
   }
@@ -131,26 +144,22 @@ export class MachineReconciler {
     const stopping = new AbortController();
     this.stopping = stopping;
     const both = signal ? AbortSignal.any([signal, stopping.signal]) : stopping.signal;
-    await Promise.all([this.o.actions.waitForSync(both), this.o.nodes.waitForSync(both)]);
-    this.me = await this.whoAmI(both);
-    this.started = true;
-    this.queue.start();
+    await this.loop.start(both);
     void this.connectLoop(both);
   }
 
   stop(): void {
     this.stopping?.abort(new Error('machine reconciler stopping'));
-    this.queue.stop();
+    this.loop.stop();
     void this.remote?.machines.stop();
   }
 
   enqueueAll(): void {
-    if (!this.started || !this.remote) return;
-    for (const m of this.remote.machines.list()) this.queue.add(objectKey(m));
+    this.loop.enqueueAll();
   }
 
   /** Who this controller is (SelfSubjectReview), asked until the API server answers. */
-  private async whoAmI(signal: AbortSignal): Promise<string> {
+  private async whoAmI(signal: AbortSignal | undefined): Promise<string> {
     for (;;) {
       try {
         const review = await this.o.rest.request<{ status?: { userInfo?: { username?: string } } }>(
@@ -158,13 +167,13 @@ export class MachineReconciler {
           {
             method: 'POST',
             body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' },
-            signal,
+            ...(signal ? { signal } : {}),
           },
         );
         const name = review.status?.userInfo?.username;
         if (name) return name;
       } catch (error) {
-        if (signal.aborted) throw error;
+        if (signal?.aborted) throw error;
         this.o.log.warn(
           { err: errorMessage(error) },
           'Cluster API mode: cannot learn who this controller is',
@@ -223,7 +232,7 @@ export class MachineReconciler {
       await this.o.rest.request(`/api/v1/nodes/${encodeURIComponent(name)}`);
       return 'present';
     } catch (error) {
-      if (error instanceof KubeApiError && error.code === 404) return 'gone';
+      if (isConflict(error, [404])) return 'gone';
       throw error;
     }
   }
@@ -235,7 +244,7 @@ export class MachineReconciler {
     try {
       return await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
     } catch (error) {
-      if (error instanceof KubeApiError && error.code === 404) return undefined;
+      if (isConflict(error, [404])) return undefined;
       throw error;
     }
   }
@@ -274,7 +283,7 @@ export class MachineReconciler {
   }
 
   private async reconcile(key: string): Promise<ReconcileResult | undefined> {
-    if (!this.o.isLeader() || !this.remote) return undefined;
+    if (!this.remote) return undefined;
     const { machines, client, events } = this.remote;
     const machine = machines.get(key);
     if (!machine?.metadata.uid) return undefined;
@@ -331,19 +340,13 @@ export class MachineReconciler {
       }
       if (plan.held && action && !heldUpToDate(heldOf(action).held, plan.held)) {
         const status = action.status ?? {};
-        await this.o.rest.request(`${NODE_ACTIONS_PATH}/${action.metadata.name}/status`, {
-          method: 'PUT',
-          body: {
-            ...action,
-            status: {
-              ...status,
-              conditions: setCondition(
-                status.conditions,
-                { type: MACHINE_HELD_CONDITION, ...plan.held },
-                new Date(),
-              ),
-            },
-          },
+        await this.writes.status(this.o.rest, `${NODE_ACTIONS_PATH}/${action.metadata.name}`, action, {
+          ...status,
+          conditions: setCondition(
+            status.conditions,
+            { type: MACHINE_HELD_CONDITION, ...plan.held },
+            new Date(),
+          ),
         });
       }
       if (plan.event && this.said.get(machine.metadata.uid ?? '') !== plan.event.message) {
@@ -367,8 +370,7 @@ export class MachineReconciler {
     } catch (error) {
       // Something changed since the decision (409, a failed test: 422), or the Machine
       // is gone (404): decide again on what is there now.
-      if (error instanceof KubeApiError && [404, 409, 422].includes(error.code))
-        return { requeueAfterMs: 200 };
+      if (isConflict(error, [404, 409, 422])) return { requeueAfterMs: 200 };
       throw error;
     }
     return undefined;

@@ -7,7 +7,7 @@ import { ACTIONS, type Action } from '../api/common.ts';
 import type { HookKindName } from '../api/hooks.ts';
 import type { NodeActionPhase, NodeActionStatus } from '../api/node-action.ts';
 import { blockedCount, blockedSince, blockerWords } from '../actions/drain-hold.ts';
-import type { ActionObject } from '../actions/reconciler.ts';
+import type { ActionObject } from '../api/node-action.ts';
 import { holdsSlot, isTerminal } from '../api/phases.ts';
 import { isBootHookKind } from '../boots/record.ts';
 import { probeTypeOf } from '../checks/probe.ts';

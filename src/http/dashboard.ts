@@ -15,7 +15,7 @@
 // snapshot, rebuilt at most every coalesceMs, so viewers cannot load the cluster.
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import type { ActionObject } from '../actions/reconciler.ts';
+import type { ActionObject } from '../api/node-action.ts';
 import type { CheckView } from '../checks/runner.ts';
 import type { Logger } from '../log.ts';
 import { dashboardView, type NodeInput, type PolicyObject } from './dashboard-view.ts';

@@ -18,14 +18,3 @@ export function objectView(
     ...(object.status !== undefined ? { status: object.status } : {}),
   };
 }
-
-/** JSON with object keys sorted, so equal requests have equal fingerprints. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(
-          Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-        )
-      : v,
-  );
-}

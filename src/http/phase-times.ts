@@ -39,7 +39,9 @@ function inferredEntry(phase: NodeActionPhase, status: NodeActionStatus): string
         : undefined;
     case 'Succeeded':
       return status.phase === 'Succeeded' ? status.completionTime : undefined;
-    default:
+    case 'Failed':
+    case 'Denied':
+    case 'Cancelled':
       return undefined;
   }
 }

@@ -6,8 +6,8 @@
 import type { ActionPolicySpec } from '../api/action-policy.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
 import type { ObservedNodeRollout, RolloutCounts, RolloutNode } from '../api/node-rollout.ts';
-import { isTerminal } from '../api/phases.ts';
-import type { ActionObject } from '../actions/reconciler.ts';
+import { PHASES, isTerminal } from '../api/phases.ts';
+import type { ActionObject } from '../api/node-action.ts';
 import { blockedSince } from '../actions/drain-hold.ts';
 import { readAuditRecord } from '../boots/audit.ts';
 import type { KubeObject } from '../kube/informer.ts';
@@ -121,19 +121,9 @@ export interface RolloutViewInput {
 
 const HOUR_MS = 3_600_000;
 
-export const PHASE_LABELS: Record<NodeActionPhase, string> = {
-  Pending: 'waiting for policies',
-  WaitingForHealth: 'waiting for health',
-  RunningPreHooks: 'pre-hooks',
-  Approved: 'approved',
-  Executing: 'executing',
-  WaitingForNode: 'waiting for node',
-  RunningPostHooks: 'post-hooks',
-  Succeeded: 'succeeded',
-  Failed: 'failed',
-  Denied: 'denied',
-  Cancelled: 'cancelled',
-};
+export const PHASE_LABELS = Object.fromEntries(
+  (Object.keys(PHASES) as NodeActionPhase[]).map((p) => [p, PHASES[p].label]),
+) as Readonly<Record<NodeActionPhase, string>>;
 
 function condition(rollout: RolloutObject, type: string): boolean {
   return rollout.status?.conditions?.some((c) => c.type === type && c.status === 'True') === true;

@@ -8,15 +8,17 @@
 // has synced, so a restarted controller sees every action its predecessor created.
 import { API_VERSION } from '../api/common.ts';
 import { INSTANCE_LABEL, ROLLOUT_LABEL } from '../api/names.ts';
-import type { NodeActionSpec, ObservedNodeAction } from '../api/node-action.ts';
-import type { NodeRolloutStatus, ObservedNodeRollout } from '../api/node-rollout.ts';
+import type { ActionObject, NodeActionSpec } from '../api/node-action.ts';
+import type { ObservedNodeRollout } from '../api/node-rollout.ts';
 import { NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH } from '../api/paths.ts';
 import { isTerminal } from '../api/phases.ts';
 import type { ActionPolicy } from '../api/action-policy.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Informer, KubeObject } from '../kube/informer.ts';
-import { KubeApiError, type RestClient } from '../kube/rest.ts';
-import { WorkQueue, type ReconcileResult } from '../kube/workqueue.ts';
+import { sameJSON } from '../canonical-json.ts';
+import { ConditionalWrites, Reconciler, isConflict } from '../kube/reconciler.ts';
+import type { RestClient } from '../kube/rest.ts';
+import type { ReconcileResult, WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { decide, type RolloutActionFacts, type RolloutNodeFacts } from './decide.ts';
@@ -24,7 +26,6 @@ import type { HistoryEntry } from './expected-duration.ts';
 import { rolloutLabelValue } from './naming.ts';
 
 export type RolloutObject = ObservedNodeRollout & KubeObject;
-type ActionObject = ObservedNodeAction & KubeObject;
 type OwnedMetadata = { ownerReferences?: { uid: string; kind?: string; name?: string }[] };
 type NodeObject = KubeObject & { status?: { nodeInfo?: { osImage?: string } } };
 
@@ -64,7 +65,8 @@ function historyEntry(a: ActionObject): HistoryEntry {
 export class RolloutReconciler {
   readonly queue: WorkQueue;
   private readonly o: RolloutReconcilerOptions;
-  private started = false;
+  private readonly loop: Reconciler;
+  private readonly writes = new ConditionalWrites();
   /**
    * Actions this replica created that its cache may not show yet, by name: counted as
    * the rollout's until the cache has them, so a reconcile in between never exceeds
@@ -76,35 +78,30 @@ export class RolloutReconciler {
 
   constructor(options: RolloutReconcilerOptions) {
     this.o = options;
-    this.queue = new WorkQueue({
+    // Every action its predecessor created is in the cache before a rollout is decided.
+    this.loop = new Reconciler({
       name: 'rollouts',
       log: options.log,
+      isLeader: options.isLeader,
       concurrency: 2,
+      caches: () => [options.rollouts, options.actions, options.nodes, options.policies],
+      keys: () => options.rollouts.list().map((r) => r.metadata.name),
       reconcile: (key) => this.reconcile(key),
     });
+    this.queue = this.loop.queue;
     this.wire();
   }
 
   async start(signal?: AbortSignal): Promise<void> {
-    const o = this.o;
-    await Promise.all([
-      o.rollouts.waitForSync(signal),
-      o.actions.waitForSync(signal),
-      o.nodes.waitForSync(signal),
-      o.policies.waitForSync(signal),
-    ]);
-    this.started = true;
-    this.queue.start();
-    this.enqueueAll();
+    await this.loop.start(signal);
   }
 
   stop(): void {
-    this.queue.stop();
+    this.loop.stop();
   }
 
   enqueueAll(): void {
-    if (!this.started) return;
-    for (const r of this.o.rollouts.list()) this.queue.add(r.metadata.name);
+    this.loop.enqueueAll();
   }
 
   private wire(): void {
@@ -112,6 +109,7 @@ export class RolloutReconciler {
     rollouts.on('add', (r) => this.queue.add(r.metadata.name));
     rollouts.on('update', (_, r) => this.queue.add(r.metadata.name));
     rollouts.on('delete', (r) => {
+      this.writes.forget(r.metadata.name);
       this.foreign.delete(r.metadata.uid);
       this.o.metrics.forgetRollout(r.metadata.name);
     });
@@ -170,7 +168,7 @@ export class RolloutReconciler {
         if (ownerOf(action)?.uid === rollout.metadata.uid) found.push(action);
         else deleted.add(entry.action);
       } catch (error) {
-        if (error instanceof KubeApiError && error.code === 404) deleted.add(entry.action);
+        if (isConflict(error, [404])) deleted.add(entry.action);
         else throw error;
       }
     }
@@ -223,7 +221,7 @@ export class RolloutReconciler {
       if (!this.o.actions.get(name)) this.created.set(name, created);
       this.o.log.info({ rollout: rollout.metadata.name, node, action: name }, 'rollout created a NodeAction');
     } catch (error) {
-      if (!(error instanceof KubeApiError && error.code === 409)) throw error;
+      if (!isConflict(error, [409])) throw error;
       const existing = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
       if (ownerOf(existing)?.uid === rollout.metadata.uid) {
         if (!this.o.actions.get(name)) this.created.set(name, existing);
@@ -237,7 +235,6 @@ export class RolloutReconciler {
   }
 
   private async reconcile(name: string): Promise<ReconcileResult | undefined> {
-    if (!this.o.isLeader()) return undefined;
     const rollout = this.o.rollouts.get(name);
     if (!rollout || rollout.metadata.deletionTimestamp) return undefined;
     const owned = this.ownedActions(rollout);
@@ -273,16 +270,14 @@ export class RolloutReconciler {
       await this.createAction(rollout, c.name, c.node);
     }
     this.o.metrics.observeRollout(rollout.metadata.name, plan.status.counts);
-    if (statusChanged(rollout.status, plan.status)) {
+    // The clock aside, an unchanged status is not written again.
+    if (!sameJSON(rollout.status ?? {}, plan.status)) {
       try {
-        await this.o.rest.request(`${NODE_ROLLOUTS_PATH}/${name}/status`, {
-          method: 'PUT',
-          body: { ...rollout, status: plan.status },
-        });
+        await this.writes.status(this.o.rest, `${NODE_ROLLOUTS_PATH}/${name}`, rollout, plan.status);
         this.o.metrics.statusWrites.inc();
       } catch (error) {
         // A newer rollout (or a write of ours the cache has not shown yet): decide again on it.
-        if (error instanceof KubeApiError && error.code === 409) return { requeueAfterMs: 200 };
+        if (isConflict(error, [409])) return { requeueAfterMs: 200 };
         throw error;
       }
     }
@@ -290,20 +285,4 @@ export class RolloutReconciler {
     for (const event of plan.events) this.o.log.info({ rollout: name, reason: event.reason }, event.message);
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
   }
-}
-
-/** Whether the decided status differs from the stored one beyond the clock. */
-function statusChanged(before: NodeRolloutStatus | undefined, after: NodeRolloutStatus): boolean {
-  return canonical(before ?? {}) !== canonical(after);
-}
-
-/** JSON with sorted keys: the API server hands a custom resource back with its keys sorted. */
-function canonical(value: unknown): string {
-  return JSON.stringify(value, (_, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(
-          Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-        )
-      : v,
-  );
 }

@@ -34,7 +34,7 @@ import {
   type TalosTarget,
 } from './executor.ts';
 import type { ExecutionFacts, ExecutionStep, ExecutionStepFacts } from './facts.ts';
-import { callSequence } from './plan.ts';
+import { callSequence, type ConfigSecret, type TalosSteps } from './plan.ts';
 
 export interface TalosExecutorOptions {
   rest: RestClient;
@@ -54,6 +54,11 @@ export interface TalosExecutorOptions {
 
 export interface StepRequest {
   action: ObservedNodeAction;
+  /**
+   * The action's Talos steps on its node, as its kind plans them (src/actions/kinds/):
+   * what the prepare, install and call steps make. Throws when they cannot be chosen.
+   */
+  talos?: () => TalosSteps;
   /** The step changed state (or, at most once a second, made progress): decide again. */
   onChange: () => void;
   /** For the call: whether the action, read afresh, still records this call and is unfinished. */
@@ -174,10 +179,10 @@ export class TalosExecutor {
       step === 'drain'
         ? this.drain(action, signal, progress, blocked)
         : step === 'call'
-          ? this.call(action, signal, progress, request.confirm)
+          ? this.call(request, signal, progress)
           : step === 'verify'
             ? this.verify(action, signal)
-            : this.prepare(step, action, signal, progress);
+            : this.prepare(step, request, signal, progress);
     work.then(
       (facts) => finish(facts),
       (error: unknown) => {
@@ -296,8 +301,7 @@ export class TalosExecutor {
     return { state: 'succeeded', message };
   }
 
-  private async machineConfig(action: ObservedNodeAction, signal: AbortSignal): Promise<string> {
-    const ref = action.spec.configChange?.configSecretRef;
+  private async machineConfig(ref: ConfigSecret | undefined, signal: AbortSignal): Promise<string> {
     if (!ref) throw new Error('spec.configChange.configSecretRef is missing');
     const key = ref.key ?? CONFIG_KEY;
     const where = `Secret ${this.o.namespace}/${ref.name}`;
@@ -322,32 +326,39 @@ export class TalosExecutor {
     return text;
   }
 
+  /** The action's Talos steps, as its kind planned them. */
+  private talosSteps(request: StepRequest): TalosSteps {
+    if (!request.talos) throw new Error(`${request.action.spec.action} has no Talos steps`);
+    return request.talos();
+  }
+
   private async prepare(
     step: 'prepare' | 'install',
-    action: ObservedNodeAction,
+    request: StepRequest,
     signal: AbortSignal,
     progress: (message: string) => void,
   ): Promise<ExecutionStepFacts> {
-    if (step === 'prepare' && action.spec.action === 'ConfigChange') {
-      const config = await this.machineConfig(action, signal);
+    const steps = this.talosSteps(request);
+    const made = step === 'prepare' ? steps.prepare : steps.install;
+    if (made === undefined) return { state: 'succeeded', message: `nothing to ${step}` };
+    if (made.type === 'readConfig') {
+      const config = await this.machineConfig(made.secret, signal);
       return {
         state: 'succeeded',
         message: `read the machine configuration (${String(config.length)} bytes)`,
       };
     }
-    const target = this.target(action);
-    // The install step of a ConfigChange (Talos ≥ 1.14) applies the configuration.
+    const target = this.target(request.action);
+    // Applying a configuration without a reboot (Talos ≥ 1.14) needs it read first.
     const machineConfig =
-      step === 'install' && action.spec.action === 'ConfigChange'
-        ? await this.machineConfig(action, signal)
-        : undefined;
+      made.type === 'applyConfig' ? await this.machineConfig(made.secret, signal) : undefined;
     const options = { signal, progress, ...(machineConfig !== undefined ? { machineConfig } : {}) };
     const { client, release } = this.hold();
     try {
       const message =
-        step === 'prepare'
-          ? await prepareTalosAction(client, action.spec, target, options)
-          : await installTalosUpgrade(client, action.spec, target, options);
+        made.type === 'pull'
+          ? await prepareTalosAction(client, made, target, options)
+          : await installTalosUpgrade(client, made, target, options);
       return { state: 'succeeded', message };
     } finally {
       release();
@@ -383,11 +394,11 @@ export class TalosExecutor {
   }
 
   private async call(
-    action: ObservedNodeAction,
+    request: StepRequest,
     signal: AbortSignal,
     progress: (message: string) => void,
-    confirm: (() => Promise<boolean>) | undefined,
   ): Promise<ExecutionStepFacts> {
+    const { action, confirm } = request;
     if (!confirm || !(await confirm()))
       return {
         state: 'failed',
@@ -401,13 +412,16 @@ export class TalosExecutor {
         message: 'not made: this replica is no longer the leader',
       };
     const target = this.target(action);
+    const { call } = this.talosSteps(request);
     const machineConfig =
-      action.spec.action === 'ConfigChange' ? await this.machineConfig(action, signal) : undefined;
+      call.method === 'MachineService.ApplyConfiguration'
+        ? await this.machineConfig(call.secret, signal)
+        : undefined;
     // Held before the call: failing to get a client is a call not made.
     const { client, release } = this.hold();
     try {
       // Before the disruptive call, not instead of it: a failure here is a call not made.
-      const forfeited = await forfeitEtcdLeadership(client, action.spec, target, { signal });
+      const forfeited = await forfeitEtcdLeadership(client, call, target, { signal });
       if (forfeited) progress(forfeited);
     } catch (error) {
       release();
@@ -419,7 +433,7 @@ export class TalosExecutor {
     }
     progress(`waiting for Talos to answer (node ${target.address})`);
     try {
-      const outcome = await callTalos(client, action.spec, target, {
+      const outcome = await callTalos(client, call, target, {
         signal,
         ...(machineConfig !== undefined ? { machineConfig } : {}),
       });

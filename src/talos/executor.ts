@@ -18,15 +18,14 @@
 // UNIMPLEMENTED for a call the version should have, the step fails saying so — the
 // osImage and the node disagree — rather than guessing another flow from a failure.
 //
-// plan.ts says which steps an action has (pure: the decision core uses it);
-// prepareTalosAction(), installTalosUpgrade() and callTalos() make them. Draining,
-// recording and waiting for the node belong to the reconciler.
-import type { NodeActionSpec } from '../api/node-action.ts';
+// plan.ts says which steps an action has, as typed steps (pure: each action kind's
+// descriptor chooses them); prepareTalosAction(), installTalosUpgrade() and callTalos()
+// make them, knowing nothing of the action's kind. Draining, recording and waiting for
+// the node belong to the reconciler.
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import type { ApplyMode, TalosClient, WipeMode } from './client.ts';
+import type { TalosClient } from './client.ts';
 import { TalosApiError } from './errors.ts';
-import { applyThenReboot, lifecycleUpgrade } from './plan.ts';
-import { formatTalosVersion, talosVersionFromOsImage } from './version.ts';
+import { takesNodeDown, type InstallStep, type TalosCall } from './plan.ts';
 
 export interface TalosTarget {
   /** The node's address (its InternalIP), sent as the `node` header. */
@@ -47,15 +46,6 @@ export interface StepOptions {
   progress?: (line: string) => void;
   signal?: AbortSignal;
 }
-
-const WIPE: Record<string, WipeMode> = { All: 'all', SystemDisk: 'system-disk', UserDisks: 'user-disks' };
-const APPLY: Record<string, ApplyMode> = {
-  Auto: 'auto',
-  NoReboot: 'no-reboot',
-  Reboot: 'reboot',
-  Staged: 'staged',
-  Try: 'try',
-};
 
 /**
  * Rethrows an UNIMPLEMENTED answer as what it means here: the node's Talos lacks the
@@ -86,13 +76,11 @@ async function confirmed<T>(call: string, osImage: string | undefined, work: () 
 /** The repeatable step before the drain: pulls the installer image into the node's system containerd. */
 export async function prepareTalosAction(
   client: TalosClient,
-  spec: NodeActionSpec,
+  step: { type: 'pull'; image: string },
   target: TalosTarget,
   options: StepOptions = {},
 ): Promise<string> {
-  const image = spec.upgrade?.image;
-  if (spec.action !== 'Upgrade' || !image || !lifecycleUpgrade(spec, target.osImage))
-    return 'nothing to prepare';
+  const { image } = step;
   const progress = options.progress ?? (() => undefined);
   progress(`pulling ${image}`);
   let last = '';
@@ -118,45 +106,37 @@ export async function prepareTalosAction(
  */
 export async function installTalosUpgrade(
   client: TalosClient,
-  spec: NodeActionSpec,
+  step: InstallStep,
   target: TalosTarget,
   options: StepOptions & { machineConfig?: string } = {},
 ): Promise<string> {
-  if (applyThenReboot(spec, target.osImage)) {
-    if (options.machineConfig === undefined) throw new Error('the machine configuration to apply is missing');
-    const applied = await client.applyConfiguration({
-      node: target.address,
-      data: options.machineConfig,
-      mode: 'no-reboot',
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
-    return `configuration applied (mode ${applied.mode}); the reboot makes it whole`;
+  switch (step.type) {
+    case 'applyConfig': {
+      if (options.machineConfig === undefined)
+        throw new Error('the machine configuration to apply is missing');
+      const applied = await client.applyConfiguration({
+        node: target.address,
+        data: options.machineConfig,
+        mode: 'no-reboot',
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+      return `configuration applied (mode ${applied.mode}); the reboot makes it whole`;
+    }
+    case 'installImage': {
+      const { image } = step;
+      const progress = options.progress ?? (() => undefined);
+      progress(`installing ${image}`);
+      await confirmed('LifecycleService.Upgrade', target.osImage, () =>
+        client.installUpgrade({
+          node: target.address,
+          image,
+          ...(options.signal ? { signal: options.signal } : {}),
+          onProgress: (line) => progress(`installer: ${line}`),
+        }),
+      );
+      return `installed ${image}`;
+    }
   }
-  const image = spec.upgrade?.image;
-  if (spec.action !== 'Upgrade' || !image || !lifecycleUpgrade(spec, target.osImage))
-    return 'nothing to install';
-  const progress = options.progress ?? (() => undefined);
-  progress(`installing ${image}`);
-  await confirmed('LifecycleService.Upgrade', target.osImage, () =>
-    client.installUpgrade({
-      node: target.address,
-      image,
-      ...(options.signal ? { signal: options.signal } : {}),
-      onProgress: (line) => progress(`installer: ${line}`),
-    }),
-  );
-  return `installed ${image}`;
-}
-
-/**
- * Whether the call may take the node down (or out): then a control-plane node hands
- * etcd leadership over first, so that the cluster does not wait for an election on a
- * leader that is gone. Only a ConfigChange that cannot reboot is spared.
- */
-export function takesNodeDown(spec: NodeActionSpec): boolean {
-  if (spec.action !== 'ConfigChange') return true;
-  const mode = spec.configChange?.mode ?? 'Auto';
-  return mode === 'Reboot' || mode === 'Auto';
 }
 
 /**
@@ -166,11 +146,11 @@ export function takesNodeDown(spec: NodeActionSpec): boolean {
  */
 export async function forfeitEtcdLeadership(
   client: TalosClient,
-  spec: NodeActionSpec,
+  call: TalosCall,
   target: TalosTarget,
   options: { signal?: AbortSignal } = {},
 ): Promise<string | undefined> {
-  if (!target.controlPlane || !takesNodeDown(spec)) return undefined;
+  if (!target.controlPlane || !takesNodeDown(call)) return undefined;
   const { member } = await client.etcdForfeitLeadership({
     node: target.address,
     ...(options.signal ? { signal: options.signal } : {}),
@@ -182,61 +162,54 @@ export async function forfeitEtcdLeadership(
 
 /**
  * The disruptive call. `machineConfig` is the full machine configuration for
- * ConfigChange (read by the caller from the action's Secret).
+ * ApplyConfiguration (read by the caller from the action's Secret).
  */
 export async function callTalos(
   client: TalosClient,
-  spec: NodeActionSpec,
+  call: TalosCall,
   target: TalosTarget,
   options: { machineConfig?: string; signal?: AbortSignal } = {},
 ): Promise<TalosOutcome> {
-  const call = { node: target.address, ...(options.signal ? { signal: options.signal } : {}) };
-  switch (spec.action) {
-    case 'Reboot': {
-      const mode = spec.reboot?.mode === 'PowerCycle' ? 'powercycle' : 'default';
-      await client.reboot({ ...call, mode });
-      return { disrupts: true, message: `rebooting (${mode})` };
-    }
-    case 'Shutdown':
-      await client.shutdown({ ...call, force: false });
-      return { disrupts: true, message: 'shutting down' };
-    case 'Reset': {
-      const wipeMode = WIPE[spec.reset?.wipeMode ?? 'All'] ?? 'all';
-      await client.reset({ ...call, graceful: spec.reset?.graceful ?? true, reboot: false, wipeMode });
+  const to = { node: target.address, ...(options.signal ? { signal: options.signal } : {}) };
+  switch (call.method) {
+    case 'MachineService.Reboot': {
+      await client.reboot({ ...to, mode: call.mode });
+      const completes = call.completes;
       return {
         disrupts: true,
-        message: `resetting (wipe ${wipeMode}, ${spec.reset?.graceful === false ? 'not ' : ''}graceful)`,
+        message:
+          completes === undefined
+            ? `rebooting (${call.mode})`
+            : 'upgrade' in completes
+              ? `rebooting into ${completes.upgrade}`
+              : // Applied NO_REBOOT by the install step; this is the reboot that completes it.
+                'rebooting to complete the configuration applied without a reboot',
       };
     }
-    case 'Upgrade': {
-      const image = spec.upgrade?.image;
-      if (!image) throw new Error('spec.upgrade.image is missing');
-      if (!lifecycleUpgrade(spec, target.osImage)) {
-        const version = talosVersionFromOsImage(target.osImage);
-        await client.upgrade({ ...call, image, stage: spec.upgrade?.stage ?? false });
-        return {
-          disrupts: true,
-          message: `upgrading to ${image} (legacy upgrade, Talos ${version ? formatTalosVersion(version) : '?'})`,
-        };
-      }
-      await client.reboot({ ...call, mode: 'default' });
-      return { disrupts: true, message: `rebooting into ${image}` };
+    case 'MachineService.Shutdown':
+      await client.shutdown({ ...to, force: call.force });
+      return { disrupts: true, message: 'shutting down' };
+    case 'MachineService.Reset':
+      await client.reset({ ...to, graceful: call.graceful, reboot: false, wipeMode: call.wipeMode });
+      return {
+        disrupts: true,
+        message: `resetting (wipe ${call.wipeMode}, ${call.graceful ? '' : 'not '}graceful)`,
+      };
+    case 'MachineService.Upgrade': {
+      if (!call.image) throw new Error('spec.upgrade.image is missing');
+      await client.upgrade({ ...to, image: call.image, stage: call.stage });
+      return {
+        disrupts: true,
+        message: `upgrading to ${call.image} (legacy upgrade, Talos ${call.version})`,
+      };
     }
-    case 'ConfigChange': {
-      if (applyThenReboot(spec, target.osImage)) {
-        // Applied NO_REBOOT by the install step; this is the reboot that completes it.
-        await client.reboot({ ...call, mode: 'default' });
-        return {
-          disrupts: true,
-          message: 'rebooting to complete the configuration applied without a reboot',
-        };
-      }
+    case 'MachineService.ApplyConfiguration': {
       if (options.machineConfig === undefined)
         throw new Error('the machine configuration to apply is missing');
-      const requested = APPLY[spec.configChange?.mode ?? 'Auto'] ?? 'auto';
+      const requested = call.mode;
       const machineConfig = options.machineConfig;
       const applied = await confirmed(`ApplyConfiguration in mode ${requested}`, target.osImage, () =>
-        client.applyConfiguration({ ...call, data: machineConfig, mode: requested }),
+        client.applyConfiguration({ ...to, data: machineConfig, mode: requested }),
       );
       const mode = applied.mode;
       return {
@@ -245,19 +218,4 @@ export async function callTalos(
       };
     }
   }
-}
-
-/**
- * Every step in one go, without a drain: what `talosctl` does for the action. For
- * callers that need no record between the steps (the controller makes them one by one).
- */
-export async function performTalosAction(
-  client: TalosClient,
-  spec: NodeActionSpec,
-  target: TalosTarget,
-  options: { machineConfig?: string } & StepOptions = {},
-): Promise<TalosOutcome> {
-  await prepareTalosAction(client, spec, target, options);
-  await installTalosUpgrade(client, spec, target, options);
-  return callTalos(client, spec, target, options);
 }

@@ -1,10 +1,65 @@
-// Which Talos steps a Managed action has on a node (see executor.ts for the steps), one
-// planner per action kind: pure, so that the decision core (src/actions/descriptors.ts)
-// chooses them and the executor only makes them.
+// Which Talos steps a Managed action has on a node, as typed calls the executor makes
+// (executor.ts) without knowing which kind of action asked for them: one planner per
+// action kind, pure, so that the decision core chooses the steps (each action kind's
+// descriptor, src/actions/kinds/) and the executor only performs them.
 import type { NodeActionSpec } from '../api/node-action.ts';
-import { appliesWithoutReboot, hasLifecycleUpgrade, talosVersionFromOsImage } from './version.ts';
+import type { ApplyMode, WipeMode } from './client.ts';
+import {
+  appliesWithoutReboot,
+  formatTalosVersion,
+  hasLifecycleUpgrade,
+  talosVersionFromOsImage,
+} from './version.ts';
+
+/** A ConfigChange's Secret: the node's full machine configuration, in the controller's namespace. */
+export interface ConfigSecret {
+  name: string;
+  key?: string;
+}
+
+/** The repeatable step before the drain: what can fail without having disturbed any workload. */
+export type PrepareStep =
+  /** ImageService.Pull of the installer image into the node's system containerd (Talos ≥ 1.13). */
+  | { type: 'pull'; image: string }
+  /** Reading the machine configuration a ConfigChange applies. */
+  | { type: 'readConfig'; secret: ConfigSecret | undefined };
+
+/** The repeatable step after the drain. */
+export type InstallStep =
+  /** LifecycleService.Upgrade: the pulled image installed to the boot disk (runs after the next reboot). */
+  | { type: 'installImage'; image: string }
+  /** ApplyConfiguration NO_REBOOT ahead of a Reboot of its own (Talos ≥ 1.14 refuses REBOOT). */
+  | { type: 'applyConfig'; secret: ConfigSecret | undefined };
+
+/** The one call that disrupts the node, made at most once. */
+export type TalosCall =
+  | {
+      method: 'MachineService.Reboot';
+      mode: 'default' | 'powercycle';
+      /** What the reboot completes: an upgrade installed before it, or a configuration applied without one. */
+      completes?: { upgrade: string } | { configuration: true };
+    }
+  | { method: 'MachineService.Shutdown'; force: false }
+  | { method: 'MachineService.Reset'; graceful: boolean; wipeMode: WipeMode }
+  /** Talos before 1.13: the node pulls, installs and reboots by itself. */
+  | { method: 'MachineService.Upgrade'; image: string; stage: boolean; version: string }
+  | { method: 'MachineService.ApplyConfiguration'; mode: ApplyMode; secret: ConfigSecret | undefined };
 
 /** The steps of one action on one node (see the top of executor.ts). */
+export interface TalosSteps {
+  prepare?: PrepareStep;
+  install?: InstallStep;
+  call: TalosCall;
+}
+
+/**
+ * The steps of an action on a node running `osImage`. Throws, with a message for the
+ * action's status, when they cannot be chosen (an upgrade of a node whose Talos version
+ * is unknown).
+ */
+export type TalosStepsPlanner = (spec: NodeActionSpec, osImage: string | undefined) => TalosSteps;
+
+/** The steps in words, as the action's status and Events say them. */
 export interface TalosPlan {
   /** What the repeatable step before the drain does, if there is one. */
   prepare: string | undefined;
@@ -14,12 +69,30 @@ export interface TalosPlan {
   call: string;
 }
 
-/**
- * The steps of an action on a node running `osImage`. Throws, with a message for the
- * action's status, when they cannot be chosen (an upgrade of a node whose Talos version
- * is unknown).
- */
 export type TalosPlanner = (spec: NodeActionSpec, osImage: string | undefined) => TalosPlan;
+
+/** A step in words: "pull IMAGE", "install IMAGE", … */
+export function describeStep(step: PrepareStep | InstallStep): string {
+  switch (step.type) {
+    case 'pull':
+      return `pull ${step.image}`;
+    case 'readConfig':
+      return `read the machine configuration from Secret ${step.secret?.name ?? '(none)'}`;
+    case 'installImage':
+      return `install ${step.image}`;
+    case 'applyConfig':
+      return 'apply the machine configuration without a reboot';
+  }
+}
+
+/** The steps in words. */
+export function talosPlan(steps: TalosSteps): TalosPlan {
+  return {
+    prepare: steps.prepare && describeStep(steps.prepare),
+    install: steps.install && describeStep(steps.install),
+    call: steps.call.method,
+  };
+}
 
 /** Whether the node's Talos upgrades through ImageService.Pull + LifecycleService.Upgrade. */
 export function lifecycleUpgrade(spec: NodeActionSpec, osImage: string | undefined): boolean {
@@ -74,27 +147,85 @@ export function callSequence(call: string): string | undefined {
   }
 }
 
-/** A single call, nothing to prepare or install. */
-function callOnly(call: string): TalosPlanner {
-  return () => ({ prepare: undefined, install: undefined, call });
+/**
+ * Whether the call may take the node down (or out): then a control-plane node hands
+ * etcd leadership over first, so that the cluster does not wait for an election on a
+ * leader that is gone. Only a configuration applied in a mode that cannot reboot is spared.
+ */
+export function takesNodeDown(call: TalosCall): boolean {
+  if (call.method !== 'MachineService.ApplyConfiguration') return true;
+  return call.mode === 'reboot' || call.mode === 'auto';
 }
 
-export const planReboot: TalosPlanner = callOnly('MachineService.Reboot');
-export const planShutdown: TalosPlanner = callOnly('MachineService.Shutdown');
-export const planReset: TalosPlanner = callOnly('MachineService.Reset');
+const WIPE: Record<string, WipeMode> = { All: 'all', SystemDisk: 'system-disk', UserDisks: 'user-disks' };
+const APPLY: Record<string, ApplyMode> = {
+  Auto: 'auto',
+  NoReboot: 'no-reboot',
+  Reboot: 'reboot',
+  Staged: 'staged',
+  Try: 'try',
+};
 
-export const planConfigChange: TalosPlanner = (spec, osImage) => {
+export const rebootSteps: TalosStepsPlanner = (spec) => ({
+  call: {
+    method: 'MachineService.Reboot',
+    mode: spec.reboot?.mode === 'PowerCycle' ? 'powercycle' : 'default',
+  },
+});
+
+export const shutdownSteps: TalosStepsPlanner = () => ({
+  call: { method: 'MachineService.Shutdown', force: false },
+});
+
+export const resetSteps: TalosStepsPlanner = (spec) => ({
+  call: {
+    method: 'MachineService.Reset',
+    graceful: spec.reset?.graceful ?? true,
+    wipeMode: WIPE[spec.reset?.wipeMode ?? 'All'] ?? 'all',
+  },
+});
+
+export const configChangeSteps: TalosStepsPlanner = (spec, osImage) => {
   const ref = spec.configChange?.configSecretRef;
-  const prepare = `read the machine configuration from Secret ${ref?.name ?? '(none)'}`;
+  const secret: ConfigSecret | undefined = ref && { name: ref.name, ...(ref.key ? { key: ref.key } : {}) };
+  const prepare: PrepareStep = { type: 'readConfig', secret };
   return applyThenReboot(spec, osImage)
-    ? { prepare, install: 'apply the machine configuration without a reboot', call: 'MachineService.Reboot' }
-    : { prepare, install: undefined, call: 'MachineService.ApplyConfiguration' };
+    ? {
+        prepare,
+        install: { type: 'applyConfig', secret },
+        call: { method: 'MachineService.Reboot', mode: 'default', completes: { configuration: true } },
+      }
+    : {
+        prepare,
+        call: {
+          method: 'MachineService.ApplyConfiguration',
+          mode: APPLY[spec.configChange?.mode ?? 'Auto'] ?? 'auto',
+          secret,
+        },
+      };
 };
 
-export const planUpgrade: TalosPlanner = (spec, osImage) => {
+export const upgradeSteps: TalosStepsPlanner = (spec, osImage) => {
   const image = spec.upgrade?.image ?? '';
-  return lifecycleUpgrade(spec, osImage)
-    ? { prepare: `pull ${image}`, install: `install ${image}`, call: 'MachineService.Reboot' }
-    : // Talos before 1.13: the node pulls, installs and reboots by itself.
-      { prepare: undefined, install: undefined, call: 'MachineService.Upgrade' };
+  if (lifecycleUpgrade(spec, osImage))
+    return {
+      prepare: { type: 'pull', image },
+      install: { type: 'installImage', image },
+      call: { method: 'MachineService.Reboot', mode: 'default', completes: { upgrade: image } },
+    };
+  // Talos before 1.13: the node pulls, installs and reboots by itself.
+  const version = talosVersionFromOsImage(osImage);
+  return {
+    call: {
+      method: 'MachineService.Upgrade',
+      image,
+      stage: spec.upgrade?.stage ?? false,
+      version: version ? formatTalosVersion(version) : '?',
+    },
+  };
 };
+
+/** The steps in words of an Upgrade (for tests and the CLI's explanations). */
+export const planUpgrade: TalosPlanner = (spec, osImage) => talosPlan(upgradeSteps(spec, osImage));
+/** The steps in words of a ConfigChange. */
+export const planConfigChange: TalosPlanner = (spec, osImage) => talosPlan(configChangeSteps(spec, osImage));

@@ -6,6 +6,7 @@ import type { HookKindName, HookSpec } from '../../src/api/hooks.ts';
 import { NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
 import type { NodeActionSpec, NodeActionStatus, ObservedNodeAction } from '../../src/api/node-action.ts';
 import { type ActionInput, type CheckFacts, type NodeFacts } from '../../src/actions/decide.ts';
+import { ACTION_KIND_NAMES } from '../../src/actions/kinds/index.ts';
 import type { CheckState } from '../../src/checks/state.ts';
 import type { JobFacts } from '../../src/hooks/job.ts';
 import type { HookObject } from '../../src/hooks/select.ts';
@@ -112,10 +113,5 @@ export function admitted(now = T0, extra: NodeActionStatus = {}): NodeActionStat
   return { phase: 'WaitingForHealth', startTime: now.toISOString(), phaseTime: now.toISOString(), ...extra };
 }
 
-export const ACTIONS_FOR_TESTS: readonly Action[] = [
-  'Upgrade',
-  'Reboot',
-  'Shutdown',
-  'Reset',
-  'ConfigChange',
-];
+/** Every action kind, from the descriptors: a new kind is in every property test at once. */
+export const ACTIONS_FOR_TESTS: readonly Action[] = ACTION_KIND_NAMES;

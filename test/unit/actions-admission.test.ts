@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { planAdmissions } from '../../src/actions/admission.ts';
-import { instanceSelector, nodeFacts, sameJSON } from '../../src/actions/reconciler.ts';
+import { nodeFacts } from '../../src/actions/observations.ts';
 import { planRetention } from '../../src/actions/retention.ts';
-import { NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
+import { NODE_ACTION_FINALIZER as FINALIZER, instanceSelector } from '../../src/api/names.ts';
 import type { NodeActionPhase, ObservedNodeAction } from '../../src/api/node-action.ts';
+import { sameJSON } from '../../src/canonical-json.ts';
 import type { PolicyFacts } from '../../src/policies/evaluate.ts';
 import { T0, action, at } from './action-fixtures.ts';
 

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decide, type ActionDecision, type ActionInput } from '../../src/actions/decide.ts';
-import { drainsBeforeCall } from '../../src/actions/descriptors.ts';
+import { drainsBeforeCall } from '../../src/actions/kinds/index.ts';
 import { ETCD_CHECK_NAME, etcdAway, etcdGuardApplies } from '../../src/actions/etcd-guard.ts';
 import { CONTROL_PLANE_LABEL } from '../../src/api/names.ts';
 import type { NodeActionSpec } from '../../src/api/node-action.ts';

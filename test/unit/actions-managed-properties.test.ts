@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decide, type NodeFacts } from '../../src/actions/decide.ts';
-import { drainsBeforeCall } from '../../src/actions/descriptors.ts';
+import { drainsBeforeCall } from '../../src/actions/kinds/index.ts';
 import { NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
 import type { NodeActionSpec, ObservedNodeAction } from '../../src/api/node-action.ts';
 import type { ExecutionFacts, ExecutionStep } from '../../src/talos/facts.ts';

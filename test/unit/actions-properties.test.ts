@@ -21,7 +21,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { planAdmissions } from '../../src/actions/admission.ts';
 import { decide, type ActionInput, type CheckFacts } from '../../src/actions/decide.ts';
-import { PRE_HOOK_KIND, completionOf } from '../../src/actions/descriptors.ts';
+import { PRE_HOOK_KIND, completionOf } from '../../src/actions/kinds/index.ts';
 import { etcdGuardApplies } from '../../src/actions/etcd-guard.ts';
 import type { EtcdCheckState } from '../../src/talos/etcd-health.ts';
 import type { Action } from '../../src/api/common.ts';

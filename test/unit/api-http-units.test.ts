@@ -10,7 +10,7 @@ import { ApiError } from '../../src/http/api-error.ts';
 import { readJson } from '../../src/http/body.ts';
 import { executedRefusal, performanceObserved } from '../../src/http/actions/executed.ts';
 import { actionNamePrefix, isActionName } from '../../src/http/actions/names.ts';
-import { canonicalJson } from '../../src/http/objects.ts';
+import { canonicalJson } from '../../src/canonical-json.ts';
 import { Authenticator, Authorizer, bearerToken } from '../../src/http/auth.ts';
 import { openApiDocument } from '../../src/http/openapi.ts';
 import { ConcurrencyLimiter, RateLimiter } from '../../src/http/rate-limit.ts';

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import type { Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import type { ActionObject } from '../../src/actions/reconciler.ts';
+import type { ActionObject } from '../../src/api/node-action.ts';
 import type { CheckView } from '../../src/checks/runner.ts';
 import type { KubeObject } from '../../src/kube/informer.ts';
 import { silentLogger } from '../../src/log.ts';

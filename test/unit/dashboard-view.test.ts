@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { planAdmissions } from '../../src/actions/admission.ts';
 import { decide, type ActionInput } from '../../src/actions/decide.ts';
-import type { ActionObject } from '../../src/actions/reconciler.ts';
+import type { ActionObject } from '../../src/api/node-action.ts';
 import type { ClusterHealthCheckSpec } from '../../src/api/cluster-health-check.ts';
 import { PREREADY_TAINT } from '../../src/api/names.ts';
 import type { NodeActionStatus } from '../../src/api/node-action.ts';

@@ -62,7 +62,7 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // The gate signer's condition() method: the CertificateSigningRequest's reasons.
   'src/talos-gate/signer.ts: reason': ['GateRefused', 'RoleNotGranted', 'RoleGranted'],
   // Effects and EventSpecs passed on to the recorder.
-  'src/actions/reconciler.ts: e.reason': [],
+  'src/actions/action-effects.ts: e.reason': [],
   'src/kube/events.ts: event.reason': [],
   // A check's reason is a CheckReason (the type alias in src/checks/state.ts, extracted).
   'src/checks/state.ts: outcome.reason': [],

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { talosNode } from '../../sandbox/nodes.ts';
-import { nodeFacts } from '../../src/actions/reconciler.ts';
+import { nodeFacts } from '../../src/actions/observations.ts';
 import { nodeView } from '../../src/http/node-view.ts';
 import type { KubeObject } from '../../src/kube/informer.ts';
 import { slimNode } from '../../src/kube/nodes.ts';

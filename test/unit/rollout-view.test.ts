@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decide } from '../../src/actions/decide.ts';
-import type { ActionObject } from '../../src/actions/reconciler.ts';
+import type { ActionObject } from '../../src/api/node-action.ts';
 import type { NodeActionStatus } from '../../src/api/node-action.ts';
 import type { NodeRolloutStatus } from '../../src/api/node-rollout.ts';
 import { withPhaseEntered } from '../../src/api/phases.ts';

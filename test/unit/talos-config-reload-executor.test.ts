@@ -15,6 +15,7 @@ import { silentLogger } from '../../src/log.ts';
 import { TalosClient } from '../../src/talos/client.ts';
 import type { TalosContext } from '../../src/talos/config.ts';
 import { TalosExecutor } from '../../src/talos/execution.ts';
+import { rebootSteps } from '../../src/talos/plan.ts';
 import { waitFor } from '../../src/wait.ts';
 import { action, admitted, input, T0 } from './action-fixtures.ts';
 
@@ -78,6 +79,7 @@ describe('Talos executor: credentials switched while it runs', () => {
     let confirmed = 0;
     ex.start('call', {
       action: reboot,
+      talos: () => rebootSteps(reboot.spec, undefined),
       onChange: () => undefined,
       confirm: () => {
         confirmed += 1;

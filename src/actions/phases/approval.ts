@@ -5,11 +5,12 @@
 import { EXECUTED_ANNOTATION } from '../../api/names.ts';
 import { isTerminal } from '../../api/phases.ts';
 import { selectHooks } from '../../hooks/select.ts';
+import { COMPLETIONS } from '../completions.ts';
 import type { DecisionBuilder } from '../decision.ts';
-import { ACTION_DESCRIPTORS, completionOf } from '../descriptors.ts';
 import { ETCD_CHECK_NAME, ETCD_RETRY_MS, guardEtcd, withEtcdResult } from '../etcd-guard.ts';
+import { completionOf, kindOf } from '../kinds/index.ts';
 import type { NodeFacts } from '../observations.ts';
-import { actionParameters } from '../subject.ts';
+import { actionParameters, performsHere, targetImageOf } from '../subject.ts';
 
 /**
  * Before an action that makes its node boot is approved, the coming boot is announced
@@ -20,8 +21,7 @@ import { actionParameters } from '../subject.ts';
  */
 function bootAnnounced(b: DecisionBuilder, n: NodeFacts): boolean {
   const { action, spec, nodeName, now } = b;
-  const completion = completionOf(spec, undefined, n.osImage);
-  if (completion !== 'reboot' && completion !== 'down') return true;
+  if (!COMPLETIONS[completionOf(spec, undefined, n.osImage)].boots) return true;
   const prepare = selectHooks(b.input.hooks, 'NodePrereadyJob', n.labels).length;
   const ready = selectHooks(b.input.hooks, 'NodeReadyJob', n.labels).length;
   if (prepare + ready === 0) return true;
@@ -42,7 +42,7 @@ function bootAnnounced(b: DecisionBuilder, n: NodeFacts): boolean {
         uid: action.metadata.uid,
         action: spec.action,
         parameters: actionParameters(spec),
-        ...(spec.upgrade ? { targetImage: spec.upgrade.image } : {}),
+        ...targetImageOf(spec),
       },
       bootID: n.bootID ?? '',
       time: now.toISOString(),
@@ -82,14 +82,13 @@ export function approve(b: DecisionBuilder, n: NodeFacts): void {
   status.approvalTime = b.now.toISOString();
   status.bootIDBefore = n.bootID;
   const execution = spec.execution ?? 'Managed';
-  if (execution === 'Managed' && b.input.execution && ACTION_DESCRIPTORS[spec.action].talos) {
+  const kind = kindOf(spec);
+  if (execution === 'Managed' && performsHere(kind, b.input)) {
     condition('Approved', 'True', 'Approved', `approved at boot ID ${n.bootID ?? '?'}`);
-    transition('Approved', 'approved; the controller performs it through the Talos API');
+    transition('Approved', `approved; the controller performs it ${kind.words.managed}`);
     return;
   }
-  const verb =
-    spec.action === 'ConfigChange' ? 'apply the configuration change to' : `perform the ${spec.action} of`;
-  const instruction = `${verb} node ${nodeName}, then set the annotation ${EXECUTED_ANNOTATION}: "true"`;
+  const instruction = `${kind.words.perform} node ${nodeName}, then set the annotation ${EXECUTED_ANNOTATION}: "true"`;
   if (execution === 'Managed') {
     condition(
       'Executed',

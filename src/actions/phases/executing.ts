@@ -15,12 +15,13 @@
 // restart), so a controller that died between installing an upgrade and rebooting
 // into it installs again and reboots, instead of waiting for a reboot nobody makes.
 import type { ExecutionRecord } from '../../api/node-action.ts';
-import { callSequence, type TalosPlan } from '../../talos/plan.ts';
+import { callSequence, talosPlan, type TalosPlan } from '../../talos/plan.ts';
 import type { ExecutionStepFacts } from '../../talos/facts.ts';
 import { errorMessage, formatDuration } from '../../wait.ts';
+import { COMPLETIONS, waitingMessage } from '../completions.ts';
 import { blockedSince, drainHoldWords, drainRecord } from '../drain-hold.ts';
 import type { DecisionBuilder } from '../decision.ts';
-import { ACTION_DESCRIPTORS, completionOf, drainsBeforeCall, waitingMessage } from '../descriptors.ts';
+import { completionOf, drainsBeforeCall, kindOf } from '../kinds/index.ts';
 
 /**
  * How long after a call was recorded a controller that knows nothing of it waits before
@@ -49,11 +50,10 @@ export function execute(b: DecisionBuilder): void {
     b.end('Failed', `node ${nodeName} disappeared before it was acted on; nothing was done to it`);
     return;
   }
+  const kind = kindOf(spec);
   let plan: TalosPlan;
   try {
-    const planner = ACTION_DESCRIPTORS[spec.action].talos;
-    if (!planner) throw new Error(`${spec.action} has no Talos call`);
-    plan = planner(spec, node.osImage);
+    plan = talosPlan(kind.managed.steps(spec, node.osImage));
   } catch (error) {
     const message = errorMessage(error);
     condition('Executed', 'False', 'CannotPlan', message);
@@ -63,12 +63,11 @@ export function execute(b: DecisionBuilder): void {
   if (plan.prepare !== undefined && !repeatable('prepare', plan.prepare, 'Preparing')) return;
   if (recorded.drainTime === undefined) {
     if (!drainsBeforeCall(spec, node.osImage)) {
-      const why =
+      const why = `not drained: ${
         spec.drain?.enabled === false
-          ? 'not drained: spec.drain.enabled is false'
-          : (spec.configChange?.mode ?? 'Auto') === 'Auto'
-            ? `not drained: a ConfigChange in mode Auto does not reboot a node on ${node.osImage ?? 'this Talos'} (from Talos 1.14, AUTO never reboots)`
-            : `not drained: a ConfigChange in mode ${spec.configChange?.mode ?? 'Auto'} does not reboot the node`;
+          ? 'spec.drain.enabled is false'
+          : (kind.noDrain(spec, node.osImage) ?? '')
+      }`;
       status.execution = { ...recorded, drainTime: now.toISOString() };
       condition('Drained', 'True', spec.drain?.enabled === false ? 'Disabled' : 'NotNeeded', why);
     } else {
@@ -198,7 +197,7 @@ function afterCall(b: DecisionBuilder, recorded: ExecutionRecord, op: ExecutionS
   const message = `whether Talos ${call} reached node ${nodeName} is unknown (${why}); it is not made twice`;
   condition('Executed', 'Unknown', 'OutcomeUnknown', message);
   event('Warning', 'TalosCallOutcomeUnknown', message);
-  if (completion === 'mark') {
+  if (!COMPLETIONS[completion].shows) {
     // Nothing about the node would show a change applied live.
     b.end(
       'Failed',

@@ -3,7 +3,7 @@
 import { bypassedRecords, planHookStage } from '../../hooks/plan.ts';
 import { selectHooks } from '../../hooks/select.ts';
 import type { DecisionBuilder } from '../decision.ts';
-import { PRE_HOOK_KIND } from '../descriptors.ts';
+import { kindOf } from '../kinds/index.ts';
 import { approve } from './approval.ts';
 
 export function runningPreHooks(b: DecisionBuilder): void {
@@ -12,7 +12,8 @@ export function runningPreHooks(b: DecisionBuilder): void {
     b.end('Failed', `node ${nodeName} no longer exists`);
     return;
   }
-  const hooks = selectHooks(input.hooks, PRE_HOOK_KIND[spec.action], node.labels);
+  const preHookKind = kindOf(spec).preHookKind;
+  const hooks = selectHooks(input.hooks, preHookKind, node.labels);
   if (spec.bypass?.hooks) {
     const reason = `bypassed by ${spec.requestedBy}: ${spec.bypass.reason ?? ''}`;
     const recorded = new Set(b.records().map((r) => r.uid));
@@ -32,7 +33,7 @@ export function runningPreHooks(b: DecisionBuilder): void {
     now,
     subject: b.subject(node.bootID),
     hooks,
-    kinds: [PRE_HOOK_KIND[spec.action]],
+    kinds: [preHookKind],
     records: b.records(),
     jobs: input.jobs,
     webhooks: input.webhooks,

@@ -26,10 +26,10 @@ import {
 } from '../../hooks/plan.ts';
 import { hookRef, type HookObject } from '../../hooks/select.ts';
 import type { DecisionBuilder } from '../decision.ts';
-import { PRE_HOOK_KIND } from '../descriptors.ts';
+import { PRE_ACTION_HOOK_KINDS } from '../kinds/index.ts';
 
 /** Every pre-action hook kind: an undo run of one whose hook is gone is closed. */
-const PRE_ACTION_KINDS: readonly HookKindName[] = [...new Set(Object.values(PRE_HOOK_KIND))];
+const PRE_ACTION_KINDS: readonly HookKindName[] = PRE_ACTION_HOOK_KINDS;
 
 /**
  * The undo of a hook as a hook the stage planner runs: the hook's identity (so its run

@@ -1,6 +1,6 @@
 // POST /v1/actions: create a NodeAction for the caller, once per Idempotency-Key.
 import { createHash } from 'node:crypto';
-import type { ActionObject } from '../../actions/reconciler.ts';
+import type { ActionObject } from '../../api/node-action.ts';
 import { API_VERSION } from '../../api/common.ts';
 import {
   FINGERPRINT_ANNOTATION,
@@ -15,7 +15,7 @@ import { KubeApiError } from '../../kube/rest.ts';
 import { ApiError } from '../api-error.ts';
 import type { Caller } from '../auth.ts';
 import { readJson } from '../body.ts';
-import { canonicalJson } from '../objects.ts';
+import { canonicalJson } from '../../canonical-json.ts';
 import type { Reply, Request } from '../router.ts';
 import { actionRequestSchema } from '../schemas.ts';
 import { validator } from '../validation.ts';

@@ -1,10 +1,10 @@
 // GET /v1/actions/{name}/events: server-sent events of an action's progress (with its
 // node), until it ends or is deleted.
 import type { ServerResponse } from 'node:http';
-import type { ActionObject } from '../../actions/reconciler.ts';
+import type { ActionObject } from '../../api/node-action.ts';
 import { isTerminal } from '../../api/phases.ts';
 import { nodeView } from '../node-view.ts';
-import { canonicalJson } from '../objects.ts';
+import { canonicalJson } from '../../canonical-json.ts';
 import type { Reply, Request } from '../router.ts';
 import type { NodeView } from '../schemas.ts';
 import type { ActionsContext } from './context.ts';

@@ -1,10 +1,10 @@
 // POST /v1/actions/{name}/executed: someone performed an External action (e.g. ran
 // `talosctl reboot` once it was Approved) and says so; the controller then watches for
 // the node's new boot. The CLI's direct backend applies the same rules.
-import type { ActionObject } from '../../actions/reconciler.ts';
+import type { ActionObject } from '../../api/node-action.ts';
 import { EXECUTED_ANNOTATION } from '../../api/names.ts';
 import { NODE_ACTIONS_PATH } from '../../api/paths.ts';
-import { isTerminal } from '../../api/phases.ts';
+import { PHASES, isTerminal } from '../../api/phases.ts';
 import { KubeApiError } from '../../kube/rest.ts';
 import { ApiError } from '../api-error.ts';
 import type { Reply, Request } from '../router.ts';
@@ -19,10 +19,7 @@ import { REQUESTER_ROLE, actionView, onAction, phaseOf } from './view.ts';
  */
 export function performanceObserved(action: ActionObject): boolean {
   const phase = phaseOf(action);
-  return (
-    (action.spec.execution ?? 'Managed') === 'External' &&
-    (phase === 'WaitingForNode' || phase === 'RunningPostHooks' || phase === 'Succeeded')
-  );
+  return (action.spec.execution ?? 'Managed') === 'External' && PHASES[phase].performed;
 }
 
 /** The merge patch that marks an action executed, conditional on the version judged Approved. */

@@ -1,7 +1,7 @@
 // GET /v1/actions/{name}[?wait=&phase=]: one action, or with ?wait= a long-poll that
 // answers as soon as its phase differs from the one the caller knows (or ?wait= is up).
 import type { ServerResponse } from 'node:http';
-import type { ActionObject } from '../../actions/reconciler.ts';
+import type { ActionObject } from '../../api/node-action.ts';
 import type { NodeActionPhase } from '../../api/node-action.ts';
 import { isTerminal } from '../../api/phases.ts';
 import { ApiError } from '../api-error.ts';

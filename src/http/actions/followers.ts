@@ -1,6 +1,6 @@
 // Who waits on which action: long-polls and event streams are woken by the controller's
 // informer events for their action or its node, and poll in case the informer is behind.
-import type { ActionObject } from '../../actions/reconciler.ts';
+import type { ActionObject } from '../../api/node-action.ts';
 import type { Informer, KubeObject } from '../../kube/informer.ts';
 import type { Logger } from '../../log.ts';
 import { errorMessage } from '../../wait.ts';

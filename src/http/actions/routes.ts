@@ -12,7 +12,7 @@
 // delete, and bypass when the request bypasses checks or hooks. The controller then
 // acts with its own identity, setting spec.requestedBy to the caller: the admission
 // policy exempts the controller's ServiceAccount from that check because of this API.
-import type { ActionObject } from '../../actions/reconciler.ts';
+import type { ActionObject } from '../../api/node-action.ts';
 import type { Informer, KubeObject } from '../../kube/informer.ts';
 import type { RestClient } from '../../kube/rest.ts';
 import type { Logger } from '../../log.ts';

@@ -1,8 +1,8 @@
 // The actions API's reads and writes of NodeActions, always as the controller (the
 // caller was authorised before): only this instance's actions, and the API server's
 // refusals turned into answers that say what to do.
-import { instanceSelector, type ActionObject } from '../../actions/reconciler.ts';
-import { INSTANCE_LABEL } from '../../api/names.ts';
+import { INSTANCE_LABEL, instanceSelector } from '../../api/names.ts';
+import type { ActionObject } from '../../api/node-action.ts';
 import { NODE_ACTIONS_PATH } from '../../api/paths.ts';
 import { KubeApiError, type RestClient } from '../../kube/rest.ts';
 import type { Logger } from '../../log.ts';

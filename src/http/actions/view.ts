@@ -1,5 +1,5 @@
 // A NodeAction as the actions API shows it, and what it reads of one.
-import type { ActionObject } from '../../actions/reconciler.ts';
+import type { ActionObject } from '../../api/node-action.ts';
 import type { NodeActionPhase } from '../../api/node-action.ts';
 import type { ResourceAttributes } from '../auth.ts';
 import { objectView } from '../objects.ts';

@@ -1,0 +1,213 @@
+// Carrying out a decision's effects about one action (decision.ts ActionEffect), once its
+// status is written: Events, the admission pass, Alertmanager silences, the Managed steps
+// (through the Talos executor), the announcement of the coming boot on the node, the
+// uncordon, and hook Jobs and webhook calls (through the HookRunner). A step that must
+// never be made twice — the Talos call, a hook attempt — is confirmed first against the
+// action as the API server has it, not the cache.
+import type { ActionObject } from '../api/node-action.ts';
+import { NODE_ACTIONS_PATH } from '../api/paths.ts';
+import { isTerminal } from '../api/phases.ts';
+import { writeNode } from '../boots/node.ts';
+import { readBootAnnotations } from '../boots/record.ts';
+import type { HookEffect, HookRunRecord } from '../hooks/plan.ts';
+import { isRecordPending } from '../hooks/plan.ts';
+import { isConflict } from '../kube/reconciler.ts';
+import type { Logger } from '../log.ts';
+import { uncordonFor } from '../talos/drain.ts';
+import { ADMISSION_KEY, type ActionContext } from './context.ts';
+import type { ActionEffect } from './decision.ts';
+import { kindOf } from './kinds/index.ts';
+import { nodeFacts } from './observations.ts';
+
+export class ActionEffects {
+  private readonly c: ActionContext;
+
+  constructor(context: ActionContext) {
+    this.c = context;
+  }
+
+  async apply(effects: readonly ActionEffect[], action: ActionObject, log: Logger): Promise<void> {
+    const { o, queue, silences } = this.c;
+    const events = effects.flatMap((e) => (e.type === 'event' ? [e] : []));
+    for (const e of events) {
+      await o.events.record(action, { type: e.eventType, reason: e.reason, message: e.message });
+    }
+    if (effects.some((e) => e.type === 'admission')) queue.add(ADMISSION_KEY);
+    const name = action.metadata.name;
+    for (const e of effects) {
+      if (e.type !== 'silence' || !o.isLeader()) continue;
+      silences.start(
+        {
+          op: e.op,
+          url: e.url,
+          nodeLabel: e.nodeLabel,
+          node: action.spec.nodeName,
+          action: { name, uid: action.metadata.uid },
+          ...(e.op === 'hold' ? { notAfter: new Date(e.notAfter) } : {}),
+        },
+        () => queue.add(name),
+        log,
+      );
+    }
+    await this.applyExecution(effects, action, log);
+    for (const e of effects) if (e.type === 'announceBoot') await this.announceBoot(e, action, log);
+    const hookEffects = effects.flatMap((e): HookEffect[] =>
+      e.type === 'createJob' || e.type === 'deleteJob' || e.type === 'callWebhook' || e.type === 'hookRun'
+        ? [e]
+        : [],
+    );
+    if (hookEffects.length === 0) return;
+    await o.runner.execute(
+      hookEffects,
+      {
+        confirm: (record) => this.confirmPending(name, action.metadata.uid, record),
+        onChange: () => queue.add(name),
+      },
+      log,
+    );
+  }
+
+  /**
+   * Announces the action's coming boot on its node, with the preready taint if asked
+   * (src/boots): one write, conditional on the node version in the cache. A conflict is
+   * left to the next pass, which the node's change brings.
+   */
+  private async announceBoot(
+    effect: Extract<ActionEffect, { type: 'announceBoot' }>,
+    action: ActionObject,
+    log: Logger,
+  ): Promise<void> {
+    const { o } = this.c;
+    if (!o.isLeader()) return;
+    const node = o.nodes.get(action.spec.nodeName);
+    if (!node) return;
+    try {
+      const written = await writeNode(o.rest, node, {
+        announcement: effect.announcement,
+        ...(effect.taint ? { taint: true } : {}),
+      });
+      if (!written) return;
+    } catch (error) {
+      if (isConflict(error)) {
+        log.debug({ err: error.message }, 'could not announce the boot yet; trying again');
+        return;
+      }
+      throw error;
+    }
+    log.info({ taint: effect.taint }, 'announced the coming boot on the node');
+    if (effect.taint && !readBootAnnotations(node).prereadyTaint) {
+      await o.events.record(
+        { ...node, apiVersion: 'v1', kind: 'Node' },
+        {
+          type: 'Normal',
+          reason: 'PrereadyTainted',
+          message: `talos.dev/preready:NoSchedule put on before NodeAction ${action.metadata.name} (${action.spec.action}) is approved: the node comes back tainted until its NodePrereadyJobs succeed`,
+        },
+      );
+    }
+  }
+
+  /** Managed execution's effects, carried out by the Talos executor (src/talos/execution.ts). */
+  private async applyExecution(
+    effects: readonly ActionEffect[],
+    action: ActionObject,
+    log: Logger,
+  ): Promise<void> {
+    const executor = this.c.o.executor;
+    const name = action.metadata.name;
+    const uid = action.metadata.uid;
+    const onChange = () => this.c.queue.add(name);
+    // The steps as the action's kind plans them on its node's Talos version (the executor
+    // knows nothing of kinds); planned again when a step starts, as decide() planned them.
+    const talos = () => {
+      const kind = kindOf(action.spec);
+      const osImage = nodeFacts(this.c.o.nodes.get(action.spec.nodeName))?.osImage;
+      return kind.managed.steps(action.spec, osImage);
+    };
+    for (const e of effects) {
+      switch (e.type) {
+        case 'uncordon':
+          // Plain Kubernetes, with or without an executor (one may have cordoned before a restart).
+          await this.uncordon(action, log);
+          break;
+        case 'stopExecution':
+          executor?.stop(uid, e.reason);
+          break;
+        case 'drain':
+          executor?.start('drain', { action, onChange }, log);
+          break;
+        case 'talos':
+          if (e.step === 'call') {
+            const callTime = e.callTime;
+            executor?.start(
+              'call',
+              { action, onChange, talos, confirm: () => this.confirmCall(name, uid, callTime) },
+              log,
+            );
+          } else {
+            executor?.start(e.step, { action, onChange, talos }, log);
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  /** Lifts the cordon the action made, if the node still carries it; an Event says so. */
+  private async uncordon(action: ActionObject, log: Logger): Promise<void> {
+    const { o } = this.c;
+    if (!o.isLeader()) return;
+    const node = action.spec.nodeName;
+    try {
+      if (!(await uncordonFor(o.rest, node, action.metadata.name))) return;
+    } catch (error) {
+      if (isConflict(error, [404])) return;
+      throw error;
+    }
+    log.info('uncordoned the node');
+    await o.events.record(action, {
+      type: 'Normal',
+      reason: 'Uncordoned',
+      message: `${action.spec.action} of node ${node}: uncordoned the node`,
+    });
+  }
+
+  /**
+   * Whether the action, read from the API server (not the cache), still records this
+   * Talos call as about to be made, unfinished and not deleted: the last check before
+   * a call that must never be made twice.
+   */
+  private async confirmCall(name: string, uid: string, callTime: string): Promise<boolean> {
+    try {
+      const live = await this.c.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
+      return (
+        live.metadata.uid === uid &&
+        !live.metadata.deletionTimestamp &&
+        live.status?.phase === 'Executing' &&
+        live.status.execution?.callTime === callTime &&
+        live.status.execution.callResult === undefined
+      );
+    } catch (error) {
+      if (isConflict(error, [404])) return false;
+      throw error;
+    }
+  }
+
+  /** Whether the record of this attempt is persisted and unfinished, read from the API server (not the cache). */
+  private async confirmPending(name: string, uid: string, record: HookRunRecord): Promise<boolean> {
+    try {
+      const live = await this.c.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
+      if (live.metadata.uid !== uid) return false;
+      // An undo run (src/actions/phases/undo.ts) belongs to an ended action, deleted or
+      // not; its Job name is its own, so only its record can match it.
+      const undo = live.status?.undo?.runs ?? [];
+      if (undo.some((r) => r.jobName === record.jobName) && isRecordPending(undo, record)) return true;
+      if (live.metadata.deletionTimestamp || isTerminal(live.status?.phase)) return false;
+      return isRecordPending(live.status?.hooks ?? [], record);
+    } catch (error) {
+      if (isConflict(error, [404])) return false;
+      throw error;
+    }
+  }
+}

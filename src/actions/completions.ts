@@ -1,0 +1,75 @@
+// What each way an action can finish (Completion, src/actions/kinds/kind.ts) means to the
+// rest of the gate, in one table the compiler checks: a new Completion does not compile
+// until every fact about it is written here (and its WaitingForNode handler, in
+// phases/waiting-for-node.ts).
+import type { NodeActionStatus } from '../api/node-action.ts';
+import type { Completion } from './kinds/index.ts';
+import type { NodeFacts } from './observations.ts';
+
+export interface CompletionRule {
+  /** What an action whose work is under way waits for, in words for its status. */
+  waiting: string;
+  /**
+   * Whether the node boots again, or goes down and boots again later: its next boot is
+   * the action's, announced on the node before approval (src/boots) so that its boot hooks
+   * (and the preready taint) know whose it is.
+   */
+  boots: boolean;
+  /** Whether the node's etcd member is away while the approved action runs (etcd-guard.ts etcdAway). */
+  away: boolean;
+  /**
+   * Whether the node itself shows that the work happened (a boot, going down): a Talos
+   * call whose outcome is unknown is then followed on the node rather than given up.
+   */
+  shows: boolean;
+  /**
+   * What the node shows of an External action performed without (or before) the executed
+   * mark, undefined when nothing does. NotReady alone does not show a reboot (a node can
+   * blip); it does show a shutdown.
+   */
+  seen: (node: NodeFacts | undefined, nodeName: string, status: NodeActionStatus) => string | undefined;
+}
+
+/** A new boot ID, or the node gone: what every completion but the mark sees. */
+function changed(
+  node: NodeFacts | undefined,
+  nodeName: string,
+  status: NodeActionStatus,
+): string | undefined {
+  if (!node) return `node ${nodeName} is gone`;
+  if (status.bootIDBefore !== undefined && node.bootID !== status.bootIDBefore)
+    return `node ${nodeName} has a new boot ID`;
+  return undefined;
+}
+
+export const COMPLETIONS: { readonly [C in Completion]: CompletionRule } = {
+  reboot: {
+    waiting: 'waiting for the node to come back with a new boot ID',
+    boots: true,
+    away: true,
+    shows: true,
+    seen: changed,
+  },
+  down: {
+    waiting: 'waiting for the node to go down',
+    boots: true,
+    away: true,
+    shows: true,
+    seen: (node, nodeName, status) =>
+      changed(node, nodeName, status) ?? (node && !node.ready ? `node ${nodeName} is NotReady` : undefined),
+  },
+  mark: {
+    waiting: 'waiting for the node to be Ready',
+    // A change applied live (Talos said it does not reboot) takes nothing down.
+    boots: false,
+    away: false,
+    shows: false,
+    // Nothing about the node shows a change applied live: only the mark tells.
+    seen: () => undefined,
+  },
+};
+
+/** What an action whose work is under way waits for, in words for its status. */
+export function waitingMessage(completion: Completion): string {
+  return COMPLETIONS[completion].waiting;
+}

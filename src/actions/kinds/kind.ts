@@ -1,0 +1,86 @@
+// What an action kind is: everything that differs between Upgrade, Reboot, Shutdown,
+// Reset and ConfigChange, in one descriptor per kind (one file each, beside this one),
+// collected in a table the compiler checks (index.ts). Adding a kind to the API
+// (ACTIONS in src/api/common.ts) fails to compile there until its descriptor exists, and
+// every place that needs a fact about a kind reads it from its descriptor: none asks
+// `spec.action === …` (docs/decisions.md, "One descriptor per action kind").
+import type { Action } from '../../api/common.ts';
+import type { PreActionHookKind } from '../../api/hooks.ts';
+import type { ExecutionRecord, NodeActionSpec, NodeActionStatus } from '../../api/node-action.ts';
+import type { TalosStepsPlanner } from '../../talos/plan.ts';
+import type { NodeFacts } from '../observations.ts';
+
+/**
+ * How the controller knows an action has done its work to the node. Each has its rule
+ * (src/actions/completions.ts) and its WaitingForNode handler (phases/waiting-for-node.ts),
+ * both tables keyed by Completion: a new one does not compile until it has both.
+ */
+export type Completion =
+  /** The node boots again: a new boot ID, then Ready; then the boot hooks run. */
+  | 'reboot'
+  /** The node goes down: NotReady, gone, or (powered on again) a new boot ID. */
+  | 'down'
+  /** The requester's executed mark alone (or Talos's answer), once the node is Ready. */
+  | 'mark';
+
+/** How the controller performs a Managed action of the kind. */
+export type Performer =
+  /**
+   * Through the Talos API (src/talos/executor.ts), with these typed steps: it needs a
+   * talosconfig, and a controller without one approves the action for its requester to
+   * perform (condition Executed, reason ExecutorNotInstalled).
+   */
+  { by: 'talos'; steps: TalosStepsPlanner };
+
+/** The words an action of the kind is described with, in its status and Events. */
+export interface ActionWords {
+  /** The External requester's instruction once approved, before " node N": "perform the Reboot of". */
+  perform: string;
+  /** How a Managed action's execution is described: "through the Talos API". */
+  managed: string;
+  /** How an action whose completion is the mark says it is done: "configuration change done". */
+  done: string;
+}
+
+export interface ActionKind {
+  /** The hook kind that runs before the action. */
+  preHookKind: PreActionHookKind;
+  /** How a Managed action of this kind is performed. */
+  managed: Performer;
+  /**
+   * Why a Managed action of this kind on a node running `osImage` is not cordoned and
+   * drained before its work; undefined: it is (unless spec.drain.enabled is false).
+   */
+  noDrain: (spec: NodeActionSpec, osImage?: string) => string | undefined;
+  /**
+   * Whether, on a control-plane node, the etcd guard holds the action (src/actions/
+   * etcd-guard.ts) and, once approved, counts the node's member as away for the others.
+   */
+  etcdGuard: (spec: NodeActionSpec, osImage?: string) => boolean;
+  /**
+   * Whether the node's etcd member leaves for good (a Reset): when etcd cannot spare it,
+   * the action is refused (Denied) rather than held.
+   */
+  leavesEtcd: boolean;
+  /**
+   * Whether a successful end lifts the cordon the action made (the node is back and
+   * fine), or keeps it (the node is down or wiped: `kubectl uncordon` once it is fine).
+   */
+  cordonAtEnd: 'lift' | 'keep';
+  /**
+   * How the action finishes. `execution` is the record of a Managed action's Talos call:
+   * once Talos answered, what it does is known rather than guessed.
+   */
+  completion: (spec: NodeActionSpec, execution?: ExecutionRecord, osImage?: string) => Completion;
+  /** Whether the node, once back, shows the action did not take (an upgrade booted the old version). */
+  missed?: (spec: NodeActionSpec, status: NodeActionStatus, node: NodeFacts) => string | undefined;
+  words: ActionWords;
+  /** The image an action of the kind installs, for its hooks (GATEHOUSE_TARGET_IMAGE). */
+  targetImage?: (spec: NodeActionSpec) => string | undefined;
+}
+
+/** Every kind's descriptor, by the action it describes. */
+export type ActionKinds = { readonly [A in Action]: ActionKind };
+
+/** The words of every kind performed through the Talos API. */
+export const THROUGH_TALOS = 'through the Talos API';

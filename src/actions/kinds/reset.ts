@@ -1,0 +1,18 @@
+// Reset: the node is wiped and leaves the cluster (a control-plane node leaves etcd).
+import { resetSteps } from '../../talos/plan.ts';
+import { THROUGH_TALOS, type ActionKind } from './kind.ts';
+
+export const reset: ActionKind = {
+  preHookKind: 'PreResetJob',
+  managed: { by: 'talos', steps: resetSteps },
+  noDrain: () => undefined,
+  etcdGuard: () => true,
+  // A graceful reset leaves etcd; one that is not leaves a dead member: for good either way.
+  leavesEtcd: true,
+  cordonAtEnd: 'keep',
+  // A Talos reset never deletes the Node object: it is done once the node goes down
+  // (gatehouse resets without Talos's `reboot`), or comes back with a new boot ID when
+  // whoever performed it (External) asked for the reboot.
+  completion: () => 'down',
+  words: { perform: 'perform the Reset of', managed: THROUGH_TALOS, done: 'reset done' },
+};
