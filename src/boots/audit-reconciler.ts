@@ -10,8 +10,9 @@ import type { ObservedNodeAction } from '../api/node-action.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Informer, KubeObject } from '../kube/informer.ts';
-import { KubeApiError, type RestClient } from '../kube/rest.ts';
-import { WorkQueue, type ReconcileResult } from '../kube/workqueue.ts';
+import { ConditionalWrites, Reconciler, isConflict } from '../kube/reconciler.ts';
+import type { RestClient } from '../kube/rest.ts';
+import type { ReconcileResult, WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { AUDIT_ANNOTATION, auditNode, DISRUPTION_KINDS, readAuditRecord, type AuditAction } from './audit.ts';
 import { bootIDOf, isNodeReady, type BootNodeObject } from './record.ts';
@@ -38,6 +39,9 @@ interface NodeView extends BootNodeObject {
 export class AuditReconciler {
   readonly queue: WorkQueue;
   private readonly o: AuditReconcilerOptions;
+  private readonly loop: Reconciler;
+  /** Our writes to Nodes, and the versions they replaced. */
+  private readonly writes = new ConditionalWrites();
   private readonly counter: Counter<'node' | 'kind'>;
   private readonly counted = new Set<string>();
 
@@ -52,32 +56,36 @@ export class AuditReconciler {
         labelNames: ['node', 'kind'],
         registers: [options.registry],
       });
-    this.queue = new WorkQueue({
+    this.loop = new Reconciler({
       name: 'audit',
       log: options.log,
+      isLeader: options.isLeader,
       concurrency: 2,
+      caches: () => [options.nodes],
+      keys: () => options.nodes.list().map((n) => n.metadata.name),
       reconcile: (key) => this.reconcile(key),
     });
+    this.queue = this.loop.queue;
     options.nodes.on('add', (n) => this.queue.add(n.metadata.name));
     options.nodes.on('update', (_, n) => this.queue.add(n.metadata.name));
     options.nodes.on('delete', (n) => {
       this.counted.delete(n.metadata.name);
+      this.writes.forget(n.metadata.name);
       for (const kind of DISRUPTION_KINDS) this.counter.remove({ node: n.metadata.name, kind });
     });
   }
 
   async start(signal?: AbortSignal): Promise<void> {
-    await this.o.nodes.waitForSync(signal);
-    this.queue.start();
-    this.enqueueAll();
+    await this.loop.start(signal);
   }
 
   stop(): void {
-    this.queue.stop();
+    this.loop.stop();
   }
 
+  /** Every node: after a start or on becoming leader. */
   enqueueAll(): void {
-    for (const n of this.o.nodes.list()) this.queue.add(n.metadata.name);
+    this.loop.enqueueAll();
   }
 
   private async actionsOn(node: string): Promise<AuditAction[]> {
@@ -94,9 +102,10 @@ export class AuditReconciler {
   }
 
   private async reconcile(name: string): Promise<ReconcileResult | undefined> {
-    if (!this.o.isLeader()) return undefined;
     const node: NodeView | undefined = this.o.nodes.get(name);
     if (!node || node.metadata.deletionTimestamp) return undefined;
+    // Our own newer write has not reached the cache yet; its event brings the node back.
+    if (this.writes.stale(node)) return { requeueAfterMs: 1000 };
     if ((node.metadata.labels?.[INSTANCE_LABEL] ?? undefined) !== this.o.instance) return undefined;
     if (!this.counted.has(name)) {
       // Every series exists from 0, so that the first disruption is an increase Prometheus sees.
@@ -137,10 +146,10 @@ export class AuditReconciler {
             },
           },
         });
+        this.writes.replaced(node);
       } catch (error) {
         // The Node changed since it was read: decide again on the newer one.
-        if (error instanceof KubeApiError && (error.code === 409 || error.code === 404))
-          return { requeueAfterMs: 200 };
+        if (isConflict(error)) return { requeueAfterMs: 200 };
         throw error;
       }
     }
