@@ -370,4 +370,34 @@ describe('who may call through the Talos API gate', () => {
     );
     assert.equal((await calls(node.name)).Reboot ?? 0, 0);
   });
+
+  it('two gate replicas given the same approved call at once forward it once', async (t) => {
+    const node = await testNode(t);
+    await bindUser(t, 'gatehouse:requester', 'jane');
+    const check = await switchableCheck(t, kc, node.group, false, { [INSTANCE_LABEL]: instance });
+    const other = await stack.startGate({ instance, holdMs: 1500 });
+    const viaA = talosClient(stack.contextFor('jane', ['os:operator']));
+    const viaB = talosClient(stack.contextFor('jane', ['os:operator'], { endpoint: other.endpoint }));
+    t.after(() => {
+      viaA.close();
+      viaB.close();
+    });
+    await refused(viaA.reboot({ node: node.ip }));
+    await check.set(true);
+    await approved(node.name);
+    const outcomes = await Promise.all(
+      [viaA, viaB, viaA, viaB].map((c) =>
+        c.reboot({ node: node.ip }).then(
+          () => 'passed',
+          (e: unknown) => (e as TalosApiError).codeName,
+        ),
+      ),
+    );
+    assert.equal(outcomes.filter((o) => o === 'passed').length, 1, outcomes.join(', '));
+    await waitFor('the reboot to reach the node', async () =>
+      (await calls(node.name)).Reboot === 1 ? true : undefined,
+    );
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal((await calls(node.name)).Reboot, 1, 'one Reboot reached the simulator');
+  });
 });
