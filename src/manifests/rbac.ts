@@ -4,6 +4,7 @@
 import { GROUP } from '../api/common.ts';
 import { KINDS } from '../api/kinds.ts';
 import { hookKinds } from '../api/hooks.ts';
+import { TALOS_ROLES } from '../talos/roles.ts';
 import { LEASE_NAME, SERVICE_ACCOUNT, labels } from './controller.ts';
 
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] };
@@ -32,14 +33,7 @@ export const CLUSTER_ROLES = {
 export const TALOS_GATE_ROLES = {
   'gatehouse:talos-reader': ['os:reader'],
   'gatehouse:talos-operator': ['os:operator', 'os:reader'],
-  'gatehouse:talos-admin': [
-    'os:admin',
-    'os:operator',
-    'os:reader',
-    'os:etcd:backup',
-    'os:image:verifier',
-    'os:meta:writer',
-  ],
+  'gatehouse:talos-admin': TALOS_ROLES,
 } as const;
 
 const plurals = KINDS.map((k) => k.plural);

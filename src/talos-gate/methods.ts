@@ -4,16 +4,9 @@
 // holds it as a NodeAction, with why. docs/talos-gate.md shows this table;
 // test/unit/talos-gate-methods.test.ts checks that the two agree.
 
-/** The Talos roles (the O= of a Talos client certificate). */
-export const TALOS_ROLES = [
-  'os:admin',
-  'os:operator',
-  'os:reader',
-  'os:etcd:backup',
-  'os:image:verifier',
-  'os:meta:writer',
-] as const;
-export type TalosRole = (typeof TALOS_ROLES)[number];
+import type { TalosRole } from '../talos/roles.ts';
+
+export { TALOS_ROLES, type TalosRole } from '../talos/roles.ts';
 
 const ADMIN: TalosRole[] = ['os:admin'];
 const OPERATOR: TalosRole[] = ['os:admin', 'os:operator'];

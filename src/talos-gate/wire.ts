@@ -14,7 +14,7 @@ import { gunzipSync } from 'node:zlib';
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
 // Headers HTTP/2 forbids (connection-specific) or the gate sets itself (pseudo-headers).
-const NOT_FORWARDED = new Set([
+export const NOT_FORWARDED: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',

@@ -128,6 +128,23 @@ async function person(
   return { kubeconfig, user: `system:serviceaccount:${namespace}:${name}` };
 }
 
+/** `gatehouse talosconfig` as `who`, for `role`, through `gate`; the talosconfig written. */
+async function talosconfigFor(who: { kubeconfig: string }, gate: GateProcess, role: string, file: string) {
+  const talosconfig = join(dir, file);
+  const result = await runCli([
+    'talosconfig',
+    '--kubeconfig',
+    who.kubeconfig,
+    '--endpoint',
+    gate.endpoint,
+    '--role',
+    role,
+    '--talosconfig',
+    talosconfig,
+  ]);
+  return { ...result, talosconfig };
+}
+
 async function testNode(t: TestContext, group: string): Promise<{ name: string; ip: string }> {
   const [name = ''] = await createTalosNodes(t, api, {
     group,
@@ -160,37 +177,16 @@ describe('gatehouse talos-gate and gatehouse talosconfig', () => {
     const caSecret = uniqueName('gate-ca');
     const gate = await startGate(t, caSecret, ports.gate, '1500ms');
     const carol = await person(t, namespace, 'carol', ['gatehouse:talos-operator', 'gatehouse:requester']);
-    const talosconfig = join(dir, 'carol.talosconfig');
-    const ok = await runCli([
-      'talosconfig',
-      '--kubeconfig',
-      carol.kubeconfig,
-      '--endpoint',
-      gate.endpoint,
-      '--role',
-      'os:operator',
-      '--talosconfig',
-      talosconfig,
-    ]);
+    const ok = await talosconfigFor(carol, gate, 'os:operator', 'carol.talosconfig');
     assert.equal(ok.code, 0, ok.stderr);
     assert.match(ok.stdout, /os:operator/);
-    const context = await loadTalosConfig({ path: talosconfig });
+    const context = await loadTalosConfig({ path: ok.talosconfig });
     const client = talosClient(context);
     t.after(() => client.close());
     const node = await testNode(t, uniqueName('tgp'));
     assert.equal((await client.version({ node: node.ip })).tag, 'v1.13.0');
 
-    const refused = await runCli([
-      'talosconfig',
-      '--kubeconfig',
-      carol.kubeconfig,
-      '--endpoint',
-      gate.endpoint,
-      '--role',
-      'os:admin',
-      '--talosconfig',
-      join(dir, 'no.talosconfig'),
-    ]);
+    const refused = await talosconfigFor(carol, gate, 'os:admin', 'no.talosconfig');
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /gatehouse:talos-admin/);
   });
@@ -204,20 +200,9 @@ describe('gatehouse talos-gate and gatehouse talosconfig', () => {
     const ports = await freePorts(['gate']);
     const caSecret = uniqueName('gate-ca');
     const gate = await startGate(t, caSecret, ports.gate, '120s');
-    const talosconfig = join(dir, 'dave.talosconfig');
-    const got = await runCli([
-      'talosconfig',
-      '--kubeconfig',
-      dave.kubeconfig,
-      '--endpoint',
-      gate.endpoint,
-      '--role',
-      'os:operator',
-      '--talosconfig',
-      talosconfig,
-    ]);
+    const got = await talosconfigFor(dave, gate, 'os:operator', 'dave.talosconfig');
     assert.equal(got.code, 0, got.stderr);
-    const client = talosClient(await loadTalosConfig({ path: talosconfig }), 150_000);
+    const client = talosClient(await loadTalosConfig({ path: got.talosconfig }), 150_000);
     t.after(() => client.close());
 
     const held = client.reboot({ node: node.ip }).then(

@@ -14,7 +14,8 @@ import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
 import { createAuthority, issueCertificate, newKey, type Authority } from '../../src/talos-gate/pki.ts';
 import { TalosGate, type TalosGateOptions } from '../../src/talos-gate/server.ts';
 import { Upstream } from '../../src/talos-gate/upstream.ts';
-import { controllerKubeConfig, testKubeConfig, testSandboxState } from './kube.ts';
+import type { TestContext } from 'node:test';
+import { bindClusterRole, controllerKubeConfig, testKubeConfig, testSandboxState } from './kube.ts';
 import { installGatehouseAPI } from './install.ts';
 
 export interface GateStack {
@@ -169,28 +170,8 @@ export async function pemFile(path: string): Promise<string> {
 }
 
 /** Binds a ClusterRole to a user (as a gate certificate names it) until the test ends. */
-export async function bindUser(
-  t: { after: (fn: () => Promise<void>) => void },
-  role: string,
-  user: string,
-): Promise<void> {
-  const client = new RestClient(testKubeConfig());
-  const name = `${role.replace(/[^a-z0-9]+/g, '-')}-${user}-${Math.random().toString(36).slice(2, 8)}`;
-  await client.request('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
-    method: 'POST',
-    body: {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name, labels: { 'gatehouse.dev/test': 'true' } },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
-    },
-  });
-  t.after(async () => {
-    await client
-      .request(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`, { method: 'DELETE' })
-      .catch(() => undefined);
-  });
+export async function bindUser(t: TestContext, role: string, user: string): Promise<void> {
+  await bindClusterRole(t, testKubeConfig(), role, { user });
 }
 
 export function talosClient(context: TalosContext, timeoutMs = 20_000): TalosClient {
