@@ -113,6 +113,7 @@ import {
   type SimulatedMember,
 } from './talos-etcd.ts';
 import { talosPkiPaths } from './talos-pki.ts';
+import { mergeFanOut } from './talos-fan-out.ts';
 import { WIRE_METHODS, wireService, type WireRecorder } from './talos-wire.ts';
 
 /** When a powered-off node boots (RFC 3339); absent while it stays down. */
@@ -833,6 +834,13 @@ export class TalosSimulator {
       call: ServerUnaryCall<MessageShape<Req>, MessageInitShape<Res>>,
       callback: sendUnaryData<MessageInitShape<Res>>,
     ) => {
+      if (call.metadata.get('node').length === 0 && call.metadata.get('nodes').length > 0) {
+        this.fanOut(method, call.metadata, (machine) => handler(machine, call.request)).then(
+          (reply) => callback(null, reply as unknown as MessageInitShape<Res>),
+          (error: unknown) => callback(this.toStatus(method, error)),
+        );
+        return;
+      }
       this.play(method, call.metadata, (machine) => handler(machine, call.request)).then(
         (reply) => {
           if (reply !== HANG) callback(null, reply);
@@ -840,6 +848,33 @@ export class TalosSimulator {
         (error: unknown) => callback(this.toStatus(method, error)),
       );
     };
+  }
+
+  /** A unary call to each of the `nodes`, merged as apid merges them (talos-fan-out.ts). */
+  private async fanOut(
+    method: MethodName,
+    metadata: Metadata,
+    work: (machine: Machine) => unknown,
+  ): Promise<{ messages: Record<string, unknown>[] }> {
+    const nodes = metadata
+      .get('nodes')
+      .flatMap((v) => String(v).split(','))
+      .map((n) => n.trim())
+      .filter((n) => n !== '');
+    const outcomes = await Promise.all(
+      nodes.map(async (node) => {
+        const one = new Metadata();
+        one.set('node', node);
+        try {
+          const reply = (await this.play(method, one, work)) as
+            { messages?: Record<string, unknown>[] } | typeof HANG;
+          return { node, outcome: { messages: reply === HANG ? [] : (reply.messages ?? []) } };
+        } catch (error) {
+          return { node, outcome: { error: this.toStatus(method, error) } };
+        }
+      }),
+    );
+    return mergeFanOut(outcomes);
   }
 
   private serverStream<Req extends DescMessage, Res extends DescMessage>(

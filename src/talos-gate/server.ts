@@ -18,15 +18,16 @@ import http2, {
   type ServerHttp2Stream,
 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import type { ObservedNodeAction } from '../api/node-action.ts';
 import type { RestClient } from '../kube/rest.ts';
 import type { Logger } from '../log.ts';
 import { Authorizer, type Caller } from '../http/auth.ts';
 import { talosVersionFromOsImage } from '../talos/version.ts';
 import { errorMessage, sleep } from '../wait.ts';
-import { cancelUnexecuted, claim, createAction, findNode, nodeActions } from './actions.ts';
+import { findNode } from './actions.ts';
+import { appendToReply, heldEntries, narrowed, planFanOut } from './fan-out.ts';
+import { Holder } from './hold.ts';
 import { classifyCall, Code, RequestDecodeError, type Classification } from './classify.ts';
-import { decideGatedCall, madeByGate, type GatedCall } from './decide.ts';
+import { madeByGate, type GatedCall } from './decide.ts';
 import { heldMessage } from './held.ts';
 import { methodFacts, mayCall } from './methods.ts';
 import { subjectOf } from './pki.ts';
@@ -39,7 +40,6 @@ import {
   readFirstMessage,
   RequestReadError,
 } from './wire.ts';
-import { EXECUTED_ANNOTATION } from '../api/names.ts';
 
 export interface TalosGateOptions {
   /** The Kubernetes API, as the gate's own identity (the controller's ServiceAccount). */
@@ -94,6 +94,7 @@ export class TalosGate {
     Pick<TalosGateOptions, 'instance'>;
   private readonly server: Http2SecureServer;
   private readonly authorizer: Authorizer;
+  private readonly holder: Holder;
   private readonly callers = new WeakMap<ServerHttp2Session, GateCaller>();
   private readonly host: string;
 
@@ -107,6 +108,13 @@ export class TalosGate {
     };
     this.host = options.host ?? '127.0.0.1';
     this.authorizer = new Authorizer({ rest: options.rest, log: options.log });
+    this.holder = new Holder({
+      rest: options.rest,
+      authorizer: this.authorizer,
+      log: options.log,
+      approvedDeadline: this.options.approvedDeadline,
+      instance: options.instance,
+    });
     this.server = http2.createSecureServer({
       cert: options.tls.cert,
       key: options.tls.key,
@@ -258,14 +266,16 @@ export class TalosGate {
     const single = metadataValues(headers, 'node');
     const fanOut = metadataValues(headers, 'nodes');
     const targets = single.length > 0 ? single : fanOut;
-    if (targets.length !== 1) {
+    if (targets.length === 0) {
       answerStatus(
         stream,
         Code.FAILED_PRECONDITION,
-        targets.length === 0
-          ? `talos gate: ${method(path)} is gated per node: name the node (talosctl -n <node>)`
-          : `talos gate: ${method(path)} is gated per node and this call names ${String(targets.length)} (${targets.join(', ')}): call each node on its own (talosctl -n <node>), so that each passes when its own action is approved`,
+        `talos gate: ${method(path)} is gated per node: name the node (talosctl -n <node>)`,
       );
+      return;
+    }
+    if (single.length === 0) {
+      await this.fanOut(stream, headers, path, raw, message, caller, fanOut);
       return;
     }
     const target = targets[0] as string;
@@ -325,6 +335,59 @@ export class TalosGate {
     await this.hold(stream, headers, path, raw, caller, call, classification.call, log);
   }
 
+  /** A gated call to several nodes (fan-out.ts): each node gated on its own. */
+  private async fanOut(
+    stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    path: string,
+    raw: Buffer,
+    message: Buffer,
+    caller: GateCaller,
+    targets: string[],
+  ): Promise<void> {
+    const created = new Set<string>();
+    const connection = { gone: false };
+    stream.once('close', () => (connection.gone = true));
+    const plan = await planFanOut(
+      {
+        holder: this.holder,
+        findNode: (target) => findNode(this.options.rest, target),
+        holdUntil: this.holdUntil(headers),
+        pollMs: this.options.pollMs,
+        log: this.options.log,
+        gone: () => connection.gone,
+      },
+      headers,
+      message,
+      caller,
+      targets,
+      created,
+    );
+    if (plan.kind === 'gone') {
+      await this.holder.cancel(created);
+      return;
+    }
+    if (plan.kind === 'answer') {
+      answerStatus(stream, plan.code, plan.message);
+      return;
+    }
+    let upstream;
+    try {
+      upstream = await this.options.upstream.open(path, narrowed(metadataOf(headers), plan.nodes));
+    } catch (error) {
+      answerStatus(stream, Code.UNAVAILABLE, `talos gate: ${errorMessage(error)}`);
+      return;
+    }
+    const extra = heldEntries(plan.held);
+    await join(stream, upstream, raw, (reply) => appendToReply(reply, extra));
+  }
+
+  /** When a held call is answered: after holdMs, and before the caller's own deadline. */
+  private holdUntil(headers: IncomingHttpHeaders): number {
+    const now = Date.now();
+    return Math.min(now + this.options.holdMs, (callDeadline(headers, now) ?? Infinity) - 200);
+  }
+
   /** Waits (up to holdMs, within the caller's deadline) for the call's action to be Approved, then forwards it once. */
   private async hold(
     stream: ServerHttp2Stream,
@@ -336,67 +399,42 @@ export class TalosGate {
     description: string,
     log: Logger,
   ): Promise<void> {
-    const rest = this.options.rest;
-    const started = Date.now();
-    const deadline = Math.min(
-      started + this.options.holdMs,
-      (callDeadline(headers, started) ?? Infinity) - 200,
-    );
-    let created: string | undefined;
+    const deadline = this.holdUntil(headers);
+    const created = new Set<string>();
     const connection = { gone: false };
     stream.once('close', () => (connection.gone = true));
-    let waitingOn: ObservedNodeAction | undefined;
     for (;;) {
       if (connection.gone) {
-        // The caller gave up while held: an action it made and nobody executed goes too.
-        if (created) {
-          const cancelled = await cancelUnexecuted(
-            rest,
-            created,
-            (a) => a.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true',
-          );
-          log.info({ action: created, cancelled }, 'talos gate: caller cancelled a held call');
-        }
+        await this.holder.cancel(created);
         return;
       }
-      const actions = await nodeActions(rest, call.node);
-      const decision = decideGatedCall(call, actions);
-      if (decision.kind === 'create') {
-        const may = await this.authorizer.decide(caller, { verb: 'create', resource: 'nodeactions' });
-        if (!may.allowed) {
-          answerStatus(
-            stream,
-            Code.PERMISSION_DENIED,
-            `talos gate: ${description} is gated and ${caller.username} may not create nodeactions.talos.dev to ask for it${may.reason ? ` (${may.reason})` : ''}; ask an administrator for the ClusterRole gatehouse:requester`,
-          );
-          return;
-        }
-        const action = await createAction(rest, call, actions, {
-          description,
-          approvedDeadline: this.options.approvedDeadline,
-          ...(this.options.instance ? { instance: this.options.instance } : {}),
-        });
-        created = action.metadata.name;
-        log.info({ action: created }, 'talos gate: call held, NodeAction created');
-        continue;
+      const look = await this.holder.look(caller, call, description, created);
+      if (look.kind === 'denied') {
+        answerStatus(stream, Code.PERMISSION_DENIED, look.message);
+        return;
       }
-      if (decision.kind === 'forward') {
-        if (!(await claim(rest, decision.action, decision.claim))) continue;
+      if (look.kind === 'ready') {
+        if (!(await this.holder.claim(look))) continue;
         log.info(
-          { action: decision.action.metadata.name, claim: Object.keys(decision.claim) },
+          { action: look.action.metadata.name, claim: Object.keys(look.claim) },
           'talos gate: approved call forwarded',
         );
         await this.forward(stream, headers, path, raw);
         return;
       }
-      waitingOn = decision.action;
-      if (Date.now() >= deadline) break;
+      if (Date.now() >= deadline) {
+        log.info(
+          {
+            action: look.action.metadata.name,
+            phase: look.action.status?.phase,
+            madeByGate: madeByGate(look.action),
+          },
+          'talos gate: call held',
+        );
+        answerStatus(stream, Code.FAILED_PRECONDITION, heldMessage(look.action, description, call.node));
+        return;
+      }
       await Promise.race([sleep(this.options.pollMs), new Promise((r) => stream.once('close', r))]);
     }
-    log.info(
-      { action: waitingOn.metadata.name, phase: waitingOn.status?.phase, madeByGate: madeByGate(waitingOn) },
-      'talos gate: call held',
-    );
-    answerStatus(stream, Code.FAILED_PRECONDITION, heldMessage(waitingOn, description, call.node));
   }
 }

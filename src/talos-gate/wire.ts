@@ -83,6 +83,8 @@ export function join(
   downstream: ServerHttp2Stream,
   upstream: ClientHttp2Stream,
   firstBytes?: Buffer,
+  /** Rewrites a unary reply before it goes back (a fan-out's held nodes, fan-out.ts); the reply is then read whole. */
+  rewriteReply?: (reply: Buffer) => Buffer,
 ): Promise<void> {
   return new Promise((resolve) => {
     let trailers: OutgoingHttpHeaders | undefined;
@@ -101,7 +103,13 @@ export function join(
         return;
       }
       downstream.respond(out, { waitForTrailers: true });
-      upstream.pipe(downstream);
+      if (!rewriteReply) {
+        upstream.pipe(downstream);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      upstream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      upstream.on('end', () => downstream.end(rewriteReply(Buffer.concat(chunks))));
     });
     upstream.on('trailers', (headers: IncomingHttpHeaders) => {
       trailers = metadataOf(headers);

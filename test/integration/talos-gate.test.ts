@@ -27,7 +27,16 @@ import {
   waitFor,
 } from '../support/kube.ts';
 import { createTalosNodes, type NodeView } from '../support/talos-nodes.ts';
-import { bindUser, startGateStack, talosClient, type GateStack } from '../support/talos-gate.ts';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { RebootRequestSchema, RebootResponseSchema } from '../../src/talos/gen/gatehouse/talos/machine_pb.ts';
+import {
+  bindUser,
+  rawClient,
+  rawUnary,
+  startGateStack,
+  talosClient,
+  type GateStack,
+} from '../support/talos-gate.ts';
 
 const kc = testKubeConfig();
 const api = rest(kc);
@@ -399,5 +408,42 @@ describe('who may call through the Talos API gate', () => {
     );
     await new Promise((r) => setTimeout(r, 1000));
     assert.equal((await calls(node.name)).Reboot, 1, 'one Reboot reached the simulator');
+  });
+
+  it('a fan-out (nodes metadata) is gated per node: the approved node is rebooted, the held one answered for in the reply', async (t) => {
+    const a = await testNode(t);
+    const b = await testNode(t);
+    await bindUser(t, 'gatehouse:requester', 'jane');
+    await switchableCheck(t, kc, b.group, false, { [INSTANCE_LABEL]: instance });
+    const client = rawClient(stack.contextFor('jane', ['os:operator']));
+    t.after(() => client.close());
+    const request = Buffer.from(toBinary(RebootRequestSchema, create(RebootRequestSchema, {})));
+    const reply = await waitFor(
+      'the approved node to pass',
+      async () => {
+        try {
+          return (
+            await rawUnary(client, '/machine.MachineService/Reboot', request, { nodes: `${a.ip},${b.ip}` })
+          ).reply;
+        } catch (error) {
+          if ((error as { code?: number }).code === 9) return undefined; // both still held
+          throw error;
+        }
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    const messages = fromBinary(RebootResponseSchema, reply).messages;
+    assert.deepEqual(
+      messages.map((m) => [m.metadata?.hostname, m.metadata?.error === '' ? 'ok' : 'held']),
+      [
+        [a.ip, 'ok'],
+        [b.ip, 'held'],
+      ],
+    );
+    assert.match(messages[1]?.metadata?.error ?? '', /held by NodeAction talos-reboot-/);
+    await waitFor('the approved node to reboot', async () =>
+      (await calls(a.name)).Reboot === 1 ? true : undefined,
+    );
+    assert.equal((await calls(b.name)).Reboot ?? 0, 0, 'the held node was not called');
   });
 });

@@ -27,6 +27,10 @@ import {
 import { callDeadline } from '../../src/talos-gate/server.ts';
 import { GATE_SIGNER, judgeRequest } from '../../src/talos-gate/signer.ts';
 import { metadataOf, NOT_FORWARDED } from '../../src/talos-gate/wire.ts';
+import { appendToReply, heldEntries, narrowed } from '../../src/talos-gate/fan-out.ts';
+import { RebootResponseSchema } from '../../src/talos/gen/gatehouse/talos/machine_pb.ts';
+import { fromBinary } from '@bufbuild/protobuf';
+import { gzipSync } from 'node:zlib';
 
 const v113 = parseTalosVersion('v1.13.0');
 const v114 = parseTalosVersion('v1.14.0');
@@ -250,5 +254,42 @@ describe('gate certificates (pki.ts, signer.ts)', () => {
       ).kind,
       'skip',
     );
+  });
+});
+
+describe('a fan-out reply (fan-out.ts)', () => {
+  const frame = (message: Uint8Array, compressed = false) => {
+    const body = compressed ? gzipSync(message) : Buffer.from(message);
+    const head = Buffer.alloc(5);
+    head[0] = compressed ? 1 : 0;
+    head.writeUInt32BE(body.length, 1);
+    return Buffer.concat([head, body]);
+  };
+  const reply = toBinary(
+    RebootResponseSchema,
+    create(RebootResponseSchema, { messages: [{ metadata: { hostname: '10.0.0.5' }, actorId: 'a1' }] }),
+  );
+  it("appends the held nodes to apid's reply as entries of failed nodes, compressed reply or not", () => {
+    const extra = heldEntries([{ node: '10.0.0.6', message: 'talos gate: held' }]);
+    for (const compressed of [false, true]) {
+      const out = appendToReply(frame(reply, compressed), extra);
+      assert.equal(out[0], 0);
+      const messages = fromBinary(RebootResponseSchema, out.subarray(5)).messages;
+      assert.deepEqual(
+        messages.map((m) => [m.metadata?.hostname, m.actorId, m.metadata?.error, m.metadata?.status?.code]),
+        [
+          ['10.0.0.5', 'a1', '', undefined],
+          ['10.0.0.6', '', 'talos gate: held', 9],
+        ],
+      );
+    }
+    assert.deepEqual(
+      appendToReply(Buffer.alloc(0), extra),
+      Buffer.alloc(0),
+      'no reply (an error status): nothing to add to',
+    );
+  });
+  it('narrows the nodes metadata to the nodes that pass', () => {
+    assert.deepEqual(narrowed({ nodes: 'a,b,c', 'x-id': '1' }, ['a', 'c']), { nodes: 'a,c', 'x-id': '1' });
   });
 });
