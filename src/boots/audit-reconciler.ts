@@ -116,23 +116,25 @@ export class AuditReconciler {
     const ready = isNodeReady(node);
     const osImage = node.status?.nodeInfo?.osImage ?? '';
     const bootID = bootIDOf(node);
-    // Actions are read only when something may need explaining.
+    const notReadySince = ready
+      ? undefined
+      : node.status?.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime;
+    const notReadyAfterMs = this.o.notReadyAfterMs ?? 120_000;
+    const now = new Date();
+    // Actions are read only when something may need explaining: a kwok or kubelet
+    // heartbeat of a node long NotReady, and already reported, costs no request.
+    const notReadyDue =
+      notReadySince !== undefined &&
+      record?.notReadyReported !== notReadySince &&
+      now.getTime() - Date.parse(notReadySince) >= notReadyAfterMs;
     const mayNeed =
-      record !== undefined && (bootID !== record.bootID || osImage !== record.osImage || !ready);
+      record !== undefined && (bootID !== record.bootID || osImage !== record.osImage || notReadyDue);
     const decision = auditNode({
-      now: new Date(),
-      node: {
-        name,
-        bootID,
-        osImage,
-        ready,
-        notReadySince: ready
-          ? undefined
-          : node.status?.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime,
-      },
+      now,
+      node: { name, bootID, osImage, ready, notReadySince },
       record,
       actions: mayNeed ? await this.actionsOn(name) : [],
-      notReadyAfterMs: this.o.notReadyAfterMs ?? 120_000,
+      notReadyAfterMs,
     });
     if (decision.record) {
       try {
