@@ -113,9 +113,12 @@ export function etcdLeader(members: SimulatedMember[]): SimulatedMember | undefi
   return able.find((m) => m.preferredLeader) ?? able[0];
 }
 
-/** Who takes over when `from` forfeits leadership; undefined when nobody can. */
-export function nextLeader(members: SimulatedMember[], from: SimulatedMember): SimulatedMember | undefined {
-  return members.find((m) => m.id !== from.id && canLead(m));
+/**
+ * Who Talos moves leadership to when `from` forfeits it: the first other member listed,
+ * whether it can lead or not (MoveLeader then fails); undefined for a single member.
+ */
+export function transferee(members: SimulatedMember[], from: SimulatedMember): SimulatedMember | undefined {
+  return members.find((m) => m.id !== from.id);
 }
 
 /** The raft index a member reports: the cluster's (advancing with time), far behind when lagging. */
@@ -187,4 +190,22 @@ export function alarmListReply(
       },
     ],
   };
+}
+
+/**
+ * Why the legacy MachineService.Upgrade of a control-plane node refuses, as Talos's
+ * ValidateForUpgrade does (internal/pkg/etcd/etcd.go): two members cannot keep a quorum
+ * through it; every member (this one too) must answer a quorum read. One member passes.
+ */
+export function etcdUpgradeProblem(members: SimulatedMember[]): string | undefined {
+  if (members.length === 2)
+    return 'etcd member count(2) is insufficient to maintain quorum if upgrade commences';
+  for (const m of members) {
+    const hex = m.id.toString(16).padStart(16, '0');
+    if (m.down || m.unhealthy || m.learner)
+      return `etcd member ${hex} is not healthy; all members must be healthy to perform an upgrade: ${
+        m.learner ? 'etcdserver: rpc not supported for learner' : 'context deadline exceeded'
+      }`;
+  }
+  return undefined;
 }

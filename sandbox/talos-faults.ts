@@ -5,11 +5,18 @@
 //   sandbox.gatehouse.dev/talos-fault: upgrade-error,hang:Version,lost-reply:Reboot
 //   sandbox.gatehouse.dev/talos-fault-message: "disk /dev/sda is read-only"
 //   sandbox.gatehouse.dev/boot-delay: 5s
+//   sandbox.gatehouse.dev/shutdown-delay: 2m
 
 export const TALOS_FAULT_ANNOTATION = 'sandbox.gatehouse.dev/talos-fault';
 export const TALOS_FAULT_MESSAGE_ANNOTATION = 'sandbox.gatehouse.dev/talos-fault-message';
 /** How long the node stays down when it reboots (a Go duration); overrides the simulator's default. */
 export const BOOT_DELAY_ANNOTATION = 'sandbox.gatehouse.dev/boot-delay';
+/**
+ * How long the node keeps running after it acknowledged a reboot, an upgrade or a reset
+ * before it goes down (a Go duration; default the simulator's shutdown delay): Talos's
+ * sequences take their time — the legacy upgrade drains inside machined, up to 5 minutes.
+ */
+export const SHUTDOWN_DELAY_ANNOTATION = 'sandbox.gatehouse.dev/shutdown-delay';
 
 export const DEFAULT_FAULT_MESSAGE = 'simulated failure injected by the Talos simulator';
 
@@ -58,6 +65,9 @@ export const FAULT_METHODS = [
   'EtcdStatus',
   'EtcdAlarmList',
   'EtcdForfeitLeadership',
+  'EtcdSnapshot',
+  'Rollback',
+  'MachineConfigGet',
 ] as const;
 
 /** Parses the fault annotation: comma-separated `kind` or `kind:Method`. */

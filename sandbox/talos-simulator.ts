@@ -1,30 +1,40 @@
 // A Talos API simulator for the sandbox: serves the Talos gRPC API (MachineService
-// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade, Events and the etcd methods;
-// ImageService.Pull; LifecycleService.Upgrade) over mutual TLS like apid, routes each
-// call by its `node` metadata to the kwok Node with that InternalIP (or name), and
-// plays the call on that Node through the Kubernetes API, as the Talos version in the
-// Node's osImage would:
+// Version, Reboot, Shutdown, Reset, ApplyConfiguration, Upgrade, Rollback, Events, the etcd
+// methods and EtcdSnapshot; ImageService.Pull; LifecycleService.Upgrade; the COSI
+// State.Get of the machine configuration) over mutual TLS like apid, routes each call
+// by its `node` metadata to the kwok Node with that InternalIP (or name), and plays the
+// call on that Node through the Kubernetes API, as the Talos version in the Node's
+// osImage would — no kinder than such a node (each behaviour names the Talos source it
+// follows, in this file and in talos-machine-config.ts, talos-reset.ts, talos-events.ts,
+// talos-etcd.ts):
 //
 //   reboot   → acknowledged; the Node goes NotReady (powered off), gets a new bootID
 //              (and the new osImage after an upgrade), and turns Ready after the boot delay
 //   shutdown → NotReady, and stays down
-//   reset    → NotReady; with `reboot` it boots again (into maintenance mode, NotReady
-//              for good, unless only user disks were wiped), else it stays halted. A
-//              reset never deletes the Node, as on a real cluster.
+//   reset    → acknowledged first; then, in its sequence, a graceful control-plane node
+//              leaves etcd (failing the sequence, the node left up, when etcd cannot let
+//              it go), the disks and partitions asked for are wiped, and the node halts,
+//              or with `reboot` boots again (into maintenance mode when its STATE was
+//              wiped). A reset never deletes the Node, as on a real cluster.
+//   apply    → per version (talos-machine-config.ts): ≤ 1.13 applies live only what its
+//              CanApplyImmediate allows (NO_REBOOT and TRY of anything else refused, AUTO
+//              reboots); 1.14 applies everything live (AUTO is NO_REBOOT, REBOOT refused),
+//              restarting CRI — every container on the node, the Node staying Ready — when
+//              CRI's configuration changes; TRY reverts at its timeout unless another apply
+//              comes first
 //
 // Per version: ImageService and LifecycleService exist from 1.13 (UNIMPLEMENTED
-// before); from 1.14.0-alpha.2 ApplyConfiguration REBOOT is UNIMPLEMENTED and AUTO never
-// reboots; on older versions AUTO reboots when the change needs it (here: a change of
-// `machine.install`). The legacy MachineService.Upgrade installs and reboots by itself,
-// and refuses a control-plane node when etcd could not spare it (unless `force`).
-// Like a real node answering a call addressed with `node`, no reply carries
-// common.Metadata: errors are gRPC statuses.
+// before); the installer exits with a code per kind of failure from 1.14 (1 before). The
+// legacy MachineService.Upgrade installs and reboots by itself (a `stageUpgrade`
+// sequence when staged), and refuses a control-plane node whose etcd fails Talos's
+// checks (unless `force`). Like a real node answering a call addressed with `node`, no
+// reply carries common.Metadata: errors are gRPC statuses.
 //
-// Events replays the sequences the node's calls started since its boot (reboot,
-// shutdown, reset, upgrade: recorded before the call is answered, as Talos publishes
-// them when the sequence starts), then holds the stream open, as Talos does.
+// Events replays what the node published since its boot (the last 990 at most, as
+// Talos's ring keeps them), after an empty first event, then holds the stream open.
 //
-// The control-plane Nodes form one simulated etcd cluster (talos-etcd.ts).
+// The control-plane Nodes form one simulated etcd cluster (talos-etcd.ts); etcd calls on
+// any other node answer UNIMPLEMENTED, as Talos does on workers.
 //
 // State lives on the Node (annotations), so a restarted simulator carries on where
 // the last one stopped; only pulled images are kept in memory. Faults are injected per
@@ -47,7 +57,6 @@ import {
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { KubeConfig } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
 import { parseDuration } from '../src/duration.ts';
 import { KubeApiError, RestClient } from '../src/kube/rest.ts';
 import {
@@ -57,30 +66,37 @@ import {
   type MessageInitShape,
   type MessageShape,
 } from '@bufbuild/protobuf';
-import { ContainerdNamespace, type ContainerdInstance } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
-import { ContainerDriver } from '../src/talos/gen/gatehouse/talos/common_pb.ts';
+import {
+  Code as ErrorCode,
+  ContainerDriver,
+  ContainerdNamespace,
+  type ContainerdInstance,
+} from '../src/talos/gen/gatehouse/talos/common_pb.ts';
 import {
   ApplyConfigurationRequest_Mode as ApplyMode,
   ImageServicePullLayerProgress_Status as LayerStatus,
   RebootRequest_Mode as RebootMode,
-  ResetRequest_WipeMode as WipeMode,
   SequenceEvent_Action as SequenceAction,
   SequenceEventSchema,
+  EventSchema,
   ApplyConfigurationSchema,
   VersionSchema,
   type ApplyConfigurationRequest,
 } from '../src/talos/gen/gatehouse/talos/machine_pb.ts';
+import { MachineConfigSpecSchema } from '../src/talos/gen/gatehouse/talos/config_pb.ts';
 import {
+  CosiState,
   ImageService,
   LifecycleService,
   MachineService,
   serviceDefinition,
   type Method,
 } from '../src/talos/services.ts';
+import { imageRepository, normalizeImageReference } from '../src/talos/image-reference.ts';
 import {
-  appliesWithoutReboot,
   formatTalosVersion,
   hasForceReboot,
+  hasInstallerExitCodes,
   hasLifecycleUpgrade,
   installerVersion,
   osImageOf,
@@ -92,6 +108,8 @@ import { KWOK_NODE_ANNOTATION, NODE_POWER_ANNOTATION, NODE_POWER_OFF } from './k
 import { TALOS_VERSION } from './nodes.ts';
 import {
   BOOT_DELAY_ANNOTATION,
+  DEFAULT_FAULT_MESSAGE,
+  SHUTDOWN_DELAY_ANNOTATION,
   faultFor,
   parseFaults,
   TALOS_FAULT_ANNOTATION,
@@ -107,14 +125,35 @@ import {
   isControlPlane,
   alarmListReply,
   memberListReply,
-  nextLeader,
   statusReply,
+  etcdUpgradeProblem,
+  transferee,
   type EtcdNode,
   type SimulatedMember,
 } from './talos-etcd.ts';
+import {
+  EVENT_HISTORY,
+  EVENTS_ANNOTATION,
+  bootEvents,
+  nodeEvents,
+  published,
+  xidAt,
+  type EventRecord,
+} from './talos-events.ts';
+import {
+  decideApply,
+  defaultMachineConfig,
+  goDuration,
+  parseMachineConfig,
+  type ParsedMachineConfig,
+} from './talos-machine-config.ts';
+import { planReset, WIPED_ANNOTATION, type ResetMode } from './talos-reset.ts';
+import { upgradePathProblem } from './talos-installer.ts';
 import { talosPkiPaths } from './talos-pki.ts';
 import { mergeFanOut } from './talos-fan-out.ts';
 import { WIRE_METHODS, wireService, type WireRecorder } from './talos-wire.ts';
+
+export { EVENTS_ANNOTATION, nodeEvents } from './talos-events.ts';
 
 /** When a powered-off node boots (RFC 3339); absent while it stays down. */
 export const BOOT_AT_ANNOTATION = 'sandbox.gatehouse.dev/boot-at';
@@ -122,53 +161,30 @@ export const BOOT_AT_ANNOTATION = 'sandbox.gatehouse.dev/boot-at';
 export const STAGED_OS_IMAGE_ANNOTATION = 'sandbox.gatehouse.dev/staged-os-image';
 /** sha256 of the machine configuration the node runs, once one was applied. */
 export const MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/machine-config';
-/** sha256 of a configuration staged for the next boot. */
-export const STAGED_MACHINE_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/staged-machine-config';
-/** sha256 of the configuration's `machine.install` (what needs a reboot to change), once applied. */
-export const INSTALL_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/install-config';
-/** sha256 of a `machine.install` that takes effect at the next boot. */
-export const STAGED_INSTALL_CONFIG_ANNOTATION = 'sandbox.gatehouse.dev/staged-install-config';
-/** Set when a reset wiped the system disk: the node boots into maintenance mode, NotReady for good. */
+/** The machine configuration the node runs (its text), once one was applied. */
+export const MACHINE_CONFIG_TEXT_ANNOTATION = 'sandbox.gatehouse.dev/machine-config-text';
+/**
+ * The configuration the node boots with next, when it differs from the one it runs
+ * (applied STAGED, or a TRY not yet confirmed): Talos's persisted configuration.
+ */
+export const PERSISTED_CONFIG_TEXT_ANNOTATION = 'sandbox.gatehouse.dev/persisted-machine-config-text';
+/** When a configuration applied in TRY mode is reverted (RFC 3339), unless another apply comes first. */
+export const TRY_REVERT_AT_ANNOTATION = 'sandbox.gatehouse.dev/try-revert-at';
+/** How often CRI restarted on this node without a reboot (Talos ≥ 1.14 on a change of its configuration). */
+export const CRI_RESTARTS_ANNOTATION = 'sandbox.gatehouse.dev/cri-restarts';
+/** Set (Talos ≤ 1.13) from an apply that reboots until the reboot: further applies are refused. */
+export const APPLY_REBOOTING_ANNOTATION = 'sandbox.gatehouse.dev/apply-rebooting';
+/** The installer's exit code for the next LifecycleService.Upgrade on this node (a fault; ≥ 1.14 installers only). */
+export const INSTALLER_EXIT_ANNOTATION = 'sandbox.gatehouse.dev/installer-exit-code';
+/** Set when a reset wiped the node's configuration: it boots into maintenance mode, NotReady for good. */
 export const MAINTENANCE_ANNOTATION = 'sandbox.gatehouse.dev/maintenance';
 /** How the last reboot or shutdown went: `graceful` or `force` (FORCE, or Shutdown force). */
 export const LAST_POWER_OFF_ANNOTATION = 'sandbox.gatehouse.dev/last-power-off';
 /**
- * The node's events since it booted, as JSON: the sequences (boot, reboot, shutdown,
- * reset, upgrade) it started, `[{"id":"…","sequence":"reboot","action":"start"}]`, as
- * MachineService.Events replays them. Talos keeps events in memory: a boot starts anew.
+ * The osImage the node boots if it rolls back (MachineService.Rollback): the one it ran
+ * before its last upgrade, recorded by the upgrade.
  */
-export const EVENTS_ANNOTATION = 'sandbox.gatehouse.dev/events';
-
-interface SequenceRecord {
-  id: string;
-  sequence: string;
-  action: 'start' | 'stop';
-}
-
-/** An event ID that sorts by time, as Talos' (xid) do. */
-function eventId(): string {
-  return `${Date.now().toString(36).padStart(9, '0')}${randomUUID().slice(0, 8)}`;
-}
-
-/** The events of a fresh boot: its boot sequence, started and done. */
-function bootEvents(): SequenceRecord[] {
-  const id = eventId();
-  return [
-    { id: `${id}a`, sequence: 'boot', action: 'start' },
-    { id: `${id}b`, sequence: 'boot', action: 'stop' },
-  ];
-}
-
-/** The events a Node records (EVENTS_ANNOTATION); a node never recorded on has only booted. */
-export function nodeEvents(annotations: Record<string, string> | undefined): SequenceRecord[] {
-  const text = annotations?.[EVENTS_ANNOTATION];
-  if (text === undefined) return bootEvents();
-  try {
-    return JSON.parse(text) as SequenceRecord[];
-  } catch {
-    return bootEvents();
-  }
-}
+export const PREVIOUS_OS_IMAGE_ANNOTATION = 'sandbox.gatehouse.dev/previous-os-image';
 
 /** How many calls of each method reached the node, as JSON: `{"Reboot":1,"ImagePull":2}`. */
 export const TALOS_CALLS_ANNOTATION = 'sandbox.gatehouse.dev/talos-calls';
@@ -186,9 +202,6 @@ export function talosCallCounts(annotations: Record<string, string> | undefined)
     ),
   );
 }
-
-/** What Talos calls its system partitions, the only labels Reset may be asked to wipe. */
-const SYSTEM_PARTITIONS = ['EFI', 'BIOS', 'BOOT', 'META', 'STATE', 'EPHEMERAL'];
 
 export interface TalosSimulatorOptions {
   kubeConfig: KubeConfig;
@@ -220,6 +233,55 @@ interface NodeObject {
   };
 }
 
+interface PodObject {
+  metadata: {
+    name: string;
+    namespace: string;
+    deletionTimestamp?: string;
+    ownerReferences?: { kind: string }[];
+  };
+  status?: {
+    phase?: string;
+    containerStatuses?: { name: string; restartCount?: number; [key: string]: unknown }[];
+  };
+}
+
+/** An event as MachineService.Events sends it: a SequenceEvent, or an event of another kind (empty). */
+function eventMessage(e: EventRecord): MessageInitShape<typeof EventSchema> {
+  if (e.sequence === undefined)
+    return {
+      id: e.id,
+      actorId: '',
+      data: { typeUrl: `talos/runtime/machine.${e.type ?? 'ServiceStateEvent'}`, value: new Uint8Array() },
+    };
+  const action =
+    e.action === 'start'
+      ? SequenceAction.START
+      : e.action === 'stop'
+        ? SequenceAction.STOP
+        : SequenceAction.NOOP;
+  return {
+    id: e.id,
+    actorId: '',
+    data: {
+      typeUrl: 'talos/runtime/machine.SequenceEvent',
+      value: toBinary(
+        SequenceEventSchema,
+        create(SequenceEventSchema, {
+          sequence: e.sequence,
+          action,
+          ...(e.error !== undefined ? { error: { code: ErrorCode.FATAL, message: e.error } } : {}),
+        }),
+      ),
+    },
+  };
+}
+
+/** The message a fault on the machine's Node asks for (TALOS_FAULT_MESSAGE_ANNOTATION), or the default. */
+function faultMessageOf(machine: { node: NodeObject }): string {
+  return machine.node.metadata.annotations?.[TALOS_FAULT_MESSAGE_ANNOTATION]?.trim() || DEFAULT_FAULT_MESSAGE;
+}
+
 /** The simulated machine a call is for. */
 interface Machine {
   node: NodeObject;
@@ -242,6 +304,9 @@ type MethodName =
   | 'EtcdStatus'
   | 'EtcdAlarmList'
   | 'EtcdForfeitLeadership'
+  | 'EtcdSnapshot'
+  | 'Rollback'
+  | 'MachineConfigGet'
   | 'Events';
 
 /** A call's outcome as a gRPC status with Talos' message. */
@@ -292,6 +357,7 @@ export class TalosSimulator {
     simulator.server.addService(serviceDefinition(MachineService), simulator.machineService());
     simulator.server.addService(serviceDefinition(ImageService), simulator.imageService());
     simulator.server.addService(serviceDefinition(LifecycleService), simulator.lifecycleService());
+    simulator.server.addService(serviceDefinition(CosiState), simulator.cosiState());
     simulator.server.addService(
       WIRE_METHODS,
       wireService((node) => simulator.roleOf(node), options.onWire),
@@ -353,12 +419,12 @@ export class TalosSimulator {
           !([RebootMode.DEFAULT, RebootMode.POWERCYCLE, RebootMode.FORCE] as number[]).includes(request.mode)
         )
           throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown reboot mode ${String(request.mode)}`);
-        await this.startSequence(machine.name, 'reboot');
+        await this.publish(machine.name, { sequence: 'reboot', action: 'start' });
         this.reboot(machine, 'reboot', request.mode === RebootMode.FORCE);
         return ack();
       }),
       Shutdown: this.unary('Shutdown', MachineService.Shutdown, async (machine, request) => {
-        await this.startSequence(machine.name, 'shutdown');
+        await this.publish(machine.name, { sequence: 'shutdown', action: 'start' });
         // force: no graceful stop of the services first.
         this.later(request.force ? 0 : this.shutdownDelayMs, () =>
           this.powerOff(machine.name, undefined, request.force),
@@ -366,47 +432,19 @@ export class TalosSimulator {
         return ack();
       }),
       Reset: this.unary('Reset', MachineService.Reset, async (machine, request) => {
-        const unknown = request.systemPartitionsToWipe.filter((p) => !SYSTEM_PARTITIONS.includes(p.label));
-        if (unknown.length > 0)
-          throw new CallError(
-            GrpcStatus.INVALID_ARGUMENT,
-            `failed to reset: unknown system partition label(s) ${unknown.map((p) => `"${p.label}"`).join(', ')} (system partitions: ${SYSTEM_PARTITIONS.join(', ')})`,
-          );
-        if (!([WipeMode.ALL, WipeMode.SYSTEM_DISK, WipeMode.USER_DISKS] as number[]).includes(request.mode))
+        const mode = (['ALL', 'SYSTEM_DISK', 'USER_DISKS'] as const)[request.mode];
+        if (mode === undefined)
           throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown wipe mode ${String(request.mode)}`);
-        // A graceful reset of a control-plane node leaves etcd first.
-        const member = isControlPlane(this.etcdNode(machine.node));
-        if (member && request.graceful) {
-          const members = await this.members(machine);
-          const voting = members.filter((m) => !m.learner);
-          const others = voting.filter((m) => m.hostname !== machine.name && !m.down && !m.unhealthy);
-          if (others.length < Math.floor((voting.length - 1) / 2) + 1 || voting.length <= 1)
-            throw new CallError(
-              GrpcStatus.FAILED_PRECONDITION,
-              `failed to leave etcd: the remaining members would have no quorum`,
-            );
-          await this.setAnnotations(machine.name, {
-            [ETCD_LEFT_ANNOTATION]: 'true',
-            [ETCD_LEADER_ANNOTATION]: null,
-          });
-        }
-        const systemDiskKept = request.mode === WipeMode.USER_DISKS;
-        await this.startSequence(machine.name, 'reset');
-        this.later(this.shutdownDelayMs, async () => {
-          if (!request.reboot) {
-            this.log(`${machine.name}: reset done, halted`);
-            await this.powerOff(machine.name, undefined);
-            return;
-          }
-          if (!systemDiskKept) {
-            // A wiped system disk boots into maintenance mode: no kubelet, NotReady for good.
-            this.log(`${machine.name}: reset done, booting into maintenance mode`);
-            await this.setAnnotations(machine.name, { [MAINTENANCE_ANNOTATION]: 'true' });
-            await this.powerOff(machine.name, undefined);
-            return;
-          }
-          this.reboot(machine, 'reset (user disks wiped), rebooting', false, 0);
-        });
+        const plan = this.validated(() =>
+          planReset(machine.version, machine.node.metadata.annotations ?? {}, {
+            mode,
+            userDisks: request.userDisksToWipe,
+            partitions: request.systemPartitionsToWipe,
+          }),
+        );
+        // Acknowledged first: the sequence (leaving etcd included) runs after the answer.
+        await this.publish(machine.name, { sequence: 'reset', action: 'start' });
+        this.later(this.shutdownDelayMs, () => this.resetSequence(machine, request, mode, plan));
         return ack();
       }),
       ApplyConfiguration: this.unary(
@@ -417,62 +455,137 @@ export class TalosSimulator {
         }),
       ),
       Upgrade: this.unary('Upgrade', MachineService.Upgrade, async (machine, request) => {
+        // Talos pulls and validates the installer image before anything else.
         const target = this.installerTarget(request.image);
         const fault = faultFor(machine.faults, 'upgrade-error', 'Upgrade');
         if (fault) throw new CallError(GrpcStatus.UNKNOWN, fault.message);
-        // The legacy upgrade holds etcd's upgrade lock and checks its health first.
-        if (!request.force && isControlPlane(this.etcdNode(machine.node))) {
-          const problem = this.etcdProblemWithout(await this.members(machine), machine.name);
+        // Holds etcd's upgrade lock and checks it first, unless forced (or preserving).
+        if (!request.force && !request.preserve && isControlPlane(this.etcdNode(machine.node))) {
+          const problem = etcdUpgradeProblem(await this.members(machine));
           if (problem)
-            throw new CallError(
-              GrpcStatus.FAILED_PRECONDITION,
-              `failed to upgrade: etcd is not healthy: ${problem} (use force to upgrade anyway)`,
-            );
+            throw new CallError(GrpcStatus.UNKNOWN, `error validating etcd for upgrade: ${problem}`);
         }
-        // preserve is what every version since 1.8 does anyway; stage installs during
-        // the next boot instead of now, which the simulation cannot tell apart.
-        await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
-        await this.startSequence(machine.name, 'upgrade');
+        await this.setAnnotations(machine.name, {
+          [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target),
+          [PREVIOUS_OS_IMAGE_ANNOTATION]: osImageOf(machine.version),
+        });
+        // A staged upgrade is a sequence of its own: `stageUpgrade`, which reboots.
+        await this.publish(machine.name, {
+          sequence: request.stage ? 'stageUpgrade' : 'upgrade',
+          action: 'start',
+        });
         this.reboot(
           machine,
           `upgrade to ${formatTalosVersion(target)}${request.stage ? ' (staged)' : ''}${request.rebootMode === 1 ? ' (power cycle)' : ''}`,
         );
         return { messages: [{ ack: 'Upgrade request received', actorId: randomUUID() }] };
       }),
-      ...this.etcdService(),
-      // The events of this boot (tail_events -1: all; N: the last N), then the stream
-      // stays open for new ones, as Talos' does, until the client goes.
-      Events: this.serverStream('Events', MachineService.Events, async (machine, request, send) => {
-        const events = nodeEvents(machine.node.metadata.annotations);
-        const tail = request.tailEvents < 0 ? events : events.slice(events.length - request.tailEvents);
-        for (const e of request.tailEvents === 0 ? [] : tail)
-          await send({
-            id: e.id,
-            actorId: '',
-            data: {
-              typeUrl: 'talos/runtime/machine.SequenceEvent',
-              value: toBinary(
-                SequenceEventSchema,
-                create(SequenceEventSchema, {
-                  sequence: e.sequence,
-                  action: e.action === 'start' ? SequenceAction.START : SequenceAction.STOP,
-                }),
-              ),
-            },
-          });
-        return HANG;
+      // Reverts the boot loader to the previous installation, then reboots into it
+      // (a `reboot` sequence); answers before the node is back.
+      Rollback: this.unary('Rollback', MachineService.Rollback, async (machine) => {
+        const previous = machine.node.metadata.annotations?.[PREVIOUS_OS_IMAGE_ANNOTATION];
+        if (!previous)
+          throw new CallError(
+            GrpcStatus.UNKNOWN,
+            'failed to revert bootloader: cannot rollback to the previous version: no previous installation',
+          );
+        await this.setAnnotations(machine.name, {
+          [STAGED_OS_IMAGE_ANNOTATION]: previous,
+          [PREVIOUS_OS_IMAGE_ANNOTATION]: null,
+        });
+        await this.publish(machine.name, { sequence: 'reboot', action: 'start' });
+        this.reboot(machine, `rollback to ${previous}`);
+        return { messages: [{}] };
       }),
+      ...this.etcdService(),
+      // An empty first event (Talos's "hello": the stream has started), then what the
+      // node keeps of this boot (tail_events -1: all; N: the last N), then the stream
+      // stays open for new ones, as Talos's does, until the client goes.
+      Events: this.serverStream(
+        'Events',
+        MachineService.Events,
+        async (machine, request, send) => {
+          await send({ id: xidAt(), actorId: '', data: { typeUrl: '', value: new Uint8Array() } });
+          const events = nodeEvents(machine.node.metadata.annotations).slice(-EVENT_HISTORY);
+          const tail = request.tailEvents < 0 ? events : events.slice(events.length - request.tailEvents);
+          for (const e of request.tailEvents === 0 ? [] : tail) await send(eventMessage(e));
+          return HANG;
+        },
+        0,
+      ),
     };
   }
 
+  /** Runs Talos's validation of a request: its Error is Talos's plain error, gRPC code UNKNOWN. */
+  private validated<T>(work: () => T): T {
+    try {
+      return work();
+    } catch (error) {
+      throw new CallError(GrpcStatus.UNKNOWN, errorMessage(error));
+    }
+  }
+
   /**
-   * Records a sequence starting on the node (its events: EVENTS_ANNOTATION), before the
-   * call that starts it is answered, as Talos publishes it as soon as it begins.
+   * Publishes events on the node (EVENTS_ANNOTATION), before the call that causes them is
+   * answered, as Talos publishes a sequence's START as soon as it begins.
    */
-  private async startSequence(name: string, sequence: string): Promise<void> {
-    await this.rewriteAnnotation(name, EVENTS_ANNOTATION, `record its ${sequence} sequence`, (annotations) =>
-      JSON.stringify([...nodeEvents(annotations), { id: eventId(), sequence, action: 'start' }].slice(-100)),
+  private async publish(name: string, ...events: Omit<EventRecord, 'id'>[]): Promise<void> {
+    await this.rewriteAnnotation(name, EVENTS_ANNOTATION, 'publish its events', (annotations) =>
+      JSON.stringify(published(nodeEvents(annotations), ...events)),
     );
+  }
+
+  /**
+   * The reset sequence after the answer: a graceful control-plane node leaves etcd (Talos
+   * retries for five minutes while etcd refuses, then fails the sequence: the node stays
+   * up, its sequence ended with an error), then the wipe, then halt or reboot.
+   */
+  private async resetSequence(
+    machine: Machine,
+    request: { graceful: boolean; reboot: boolean },
+    mode: ResetMode,
+    plan: ReturnType<typeof planReset>,
+  ): Promise<void> {
+    if (request.graceful && isControlPlane(this.etcdNode(machine.node))) {
+      const members = await this.members(machine);
+      const voting = members.filter((m) => !m.learner);
+      const others = voting.filter((m) => m.hostname !== machine.name && !m.down && !m.unhealthy);
+      const remaining = voting.filter((m) => m.hostname !== machine.name).length;
+      if (remaining === 0 || others.length < Math.floor(remaining / 2) + 1) {
+        this.log(`${machine.name}: reset failed: could not leave etcd (no quorum without it)`);
+        await this.publish(
+          machine.name,
+          { sequence: 'reset', action: 'stop' },
+          {
+            sequence: 'reset',
+            action: 'noop',
+            error:
+              'sequence failed: failed to leave cluster: failed to remove member: etcdserver: unhealthy cluster',
+          },
+        );
+        return;
+      }
+      await this.setAnnotations(machine.name, {
+        [ETCD_LEFT_ANNOTATION]: 'true',
+        [ETCD_LEADER_ANNOTATION]: null,
+      });
+    }
+    await this.setAnnotations(machine.name, {
+      [WIPED_ANNOTATION]: JSON.stringify({ mode, disks: plan.disks, partitions: plan.partitions }),
+    });
+    if (!request.reboot) {
+      this.log(`${machine.name}: reset done, halted`);
+      await this.powerOff(machine.name, undefined);
+      return;
+    }
+    if (plan.maintenance) {
+      // A wiped configuration boots into maintenance mode: no kubelet, NotReady for good.
+      this.log(`${machine.name}: reset done, booting into maintenance mode`);
+      await this.setAnnotations(machine.name, { [MAINTENANCE_ANNOTATION]: 'true' });
+      await this.powerOff(machine.name, undefined);
+      return;
+    }
+    this.reboot(machine, 'reset (configuration kept), rebooting', false, 0);
   }
 
   /**
@@ -531,30 +644,22 @@ export class TalosSimulator {
   }
 
   /**
-   * Why the legacy upgrade refuses to take this member down now, or undefined: it wants
-   * every other member up, healthy and voting (a single-member cluster passes, as the
-   * upgrade preserves its data).
+   * The etcd member on the machine's node. Talos serves the etcd methods on control-plane
+   * nodes only: anywhere else they answer UNIMPLEMENTED, naming the API (`what`). A
+   * control-plane node whose member left has no etcd running.
    */
-  private etcdProblemWithout(members: SimulatedMember[], name: string): string | undefined {
-    for (const m of members) {
-      if (m.hostname === name) continue;
-      if (m.down) return `member ${m.hostname} is unreachable`;
-      if (m.unhealthy) return `member ${m.hostname} is unhealthy`;
-      if (m.learner) return `member ${m.hostname} is a learner still catching up`;
-    }
-    return undefined;
-  }
-
-  /** etcd runs on control-plane nodes only; on others Talos answers with an error. */
-  private async memberOf(machine: Machine): Promise<{ member: SimulatedMember; members: SimulatedMember[] }> {
+  private async memberOf(
+    machine: Machine,
+    what: string,
+  ): Promise<{ member: SimulatedMember; members: SimulatedMember[] }> {
+    if (!isControlPlane(this.etcdNode(machine.node)))
+      throw new CallError(GrpcStatus.UNIMPLEMENTED, `${what} is only available on control plane nodes`);
     const members = await this.members(machine);
     const member = members.find((m) => m.hostname === machine.name);
     if (!member)
       throw new CallError(
-        GrpcStatus.FAILED_PRECONDITION,
-        isControlPlane(this.etcdNode(machine.node))
-          ? 'etcd is not running: this node left the etcd cluster'
-          : 'etcd is not running on this node: it is not a control-plane node',
+        GrpcStatus.UNAVAILABLE,
+        'failed to create etcd client: etcd is not running: this node left the etcd cluster',
       );
     return { member, members };
   }
@@ -562,32 +667,49 @@ export class TalosSimulator {
   private etcdService(): UntypedServiceImplementation {
     return {
       EtcdMemberList: this.unary('EtcdMemberList', MachineService.EtcdMemberList, async (machine) => {
-        const { members } = await this.memberOf(machine);
+        const { members } = await this.memberOf(machine, 'member list');
         if (!etcdLeader(members))
           throw new CallError(GrpcStatus.UNAVAILABLE, 'etcdserver: no leader (the cluster has no quorum)');
         return memberListReply(members);
       }),
       EtcdStatus: this.unary('EtcdStatus', MachineService.EtcdStatus, async (machine) => {
-        const { member, members } = await this.memberOf(machine);
+        const { member, members } = await this.memberOf(machine, 'etcd status');
         return statusReply(member, members);
       }),
       EtcdAlarmList: this.unary('EtcdAlarmList', MachineService.EtcdAlarmList, async (machine) => {
-        const { members } = await this.memberOf(machine);
+        const { members } = await this.memberOf(machine, 'etcd alarm list');
         return alarmListReply(members);
       }),
+      // Talos's ForfeitLeadership (internal/pkg/etcd/etcd.go): one member is an error,
+      // whether it leads or not; a member that does not lead does nothing; the leader
+      // moves leadership to the first other member listed, healthy or not, and the
+      // answer names that member — the one leadership moved TO.
       EtcdForfeitLeadership: this.unary(
         'EtcdForfeitLeadership',
         MachineService.EtcdForfeitLeadership,
         async (machine) => {
-          const { member, members } = await this.memberOf(machine);
+          const { member, members } = await this.memberOf(machine, 'etcd forfeit leadership');
+          if (members.length === 1)
+            throw new CallError(
+              GrpcStatus.UNKNOWN,
+              'failed to forfeit leadership: cannot forfeit leadership, only one member',
+            );
           if (etcdLeader(members)?.id !== member.id) return { messages: [{ member: '' }] };
-          const next = nextLeader(members, member);
-          if (!next)
-            throw new CallError(GrpcStatus.FAILED_PRECONDITION, 'no other member can take leadership over');
+          const next = transferee(members, member);
+          if (!next || next.learner)
+            throw new CallError(
+              GrpcStatus.UNKNOWN,
+              'failed to forfeit leadership: etcdserver: bad leader transferee',
+            );
+          if (next.down || next.unhealthy)
+            throw new CallError(
+              GrpcStatus.UNKNOWN,
+              'failed to forfeit leadership: etcdserver: request timed out, leader transfer took too long',
+            );
           await this.setAnnotations(member.hostname, { [ETCD_LEADER_ANNOTATION]: null });
           await this.setAnnotations(next.hostname, { [ETCD_LEADER_ANNOTATION]: 'true' });
-          this.log(`etcd: ${member.hostname} forfeited leadership to ${next.hostname}`);
-          return { messages: [{ member: member.hostname }] };
+          this.log(`etcd: moving leadership from ${member.hostname} to ${next.hostname}`);
+          return { messages: [{ member: next.hostname }] };
         },
       ),
     };
@@ -595,16 +717,26 @@ export class TalosSimulator {
 
   private imageService(): UntypedServiceImplementation {
     return {
+      // Talos's ImageService.Pull (internal/app/images): the containerd instance is
+      // checked, the reference normalised as containerd names it, and the image stored
+      // under that name, `<name>@<digest>` and its bare digest. The answer names the
+      // image by digest: a digested reference as it was (normalised), a tagged one as
+      // `<name>@<digest>`.
       Pull: this.serverStream('ImagePull', ImageService.Pull, async (machine, request, send) => {
         if (!hasLifecycleUpgrade(machine.version))
           // What a gRPC server says about a service it does not have.
           throw new CallError(GrpcStatus.UNIMPLEMENTED, 'unknown service machine.ImageService');
-        this.checkContainerd(request.containerd);
+        const store = this.imageStore(machine, request.containerd);
         const ref = request.imageRef.trim();
-        if (ref === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'image reference is empty');
+        if (ref === '')
+          throw new CallError(
+            GrpcStatus.UNKNOWN,
+            'failed to parse image reference "": invalid reference format',
+          );
+        const normalized = normalizeImageReference(ref);
         const layers = [0, 1].map((i) =>
           createHash('sha256')
-            .update(`${ref}#${String(i)}`)
+            .update(`${normalized}#${String(i)}`)
             .digest('hex'),
         );
         const total = 48 * 1024 * 1024;
@@ -636,21 +768,26 @@ export class TalosSimulator {
               throw new CallError(GrpcStatus.UNKNOWN, `failed to pull image "${ref}": ${fault.message}`);
           }
         }
-        const store = this.imageStore(machine, request.containerd);
+        const repository = imageRepository(normalized);
+        const digest = normalized.includes('@')
+          ? normalized.slice(normalized.indexOf('@') + 1)
+          : `sha256:${createHash('sha256').update(normalized).digest('hex')}`;
+        const pinned = `${repository}@${digest}`;
         const images = this.pulled.get(store) ?? new Map<string, string>();
-        // The stream ends with the image's pinned name, as containerd resolved it.
-        const repository = (ref.split('@')[0] ?? ref).replace(/:[^/:]+$/, '');
-        const pinned = `${repository}@sha256:${createHash('sha256').update(ref).digest('hex')}`;
-        images.set(ref, ref);
-        images.set(pinned, ref);
+        for (const name of [normalized, pinned, digest]) images.set(name, normalized);
         this.pulled.set(store, images);
-        await send({ response: { case: 'name', value: pinned } });
+        await send({ response: { case: 'name', value: normalized.includes('@') ? normalized : pinned } });
       }),
     };
   }
 
   private lifecycleService(): UntypedServiceImplementation {
     return {
+      // Talos's LifecycleService.Upgrade (internal/app/lifecycle): runs the installer
+      // image found in the containerd instance under exactly the name given, streams its
+      // output, then its exit code. The installer checks the upgrade path (its version
+      // from the host's) before installing; from Talos 1.14 it exits with a code per kind
+      // of failure, before with 1 for all.
       Upgrade: this.serverStream(
         'LifecycleUpgrade',
         LifecycleService.Upgrade,
@@ -658,57 +795,118 @@ export class TalosSimulator {
           if (!hasLifecycleUpgrade(machine.version))
             // What a gRPC server says about a service it does not have.
             throw new CallError(GrpcStatus.UNIMPLEMENTED, 'unknown service machine.LifecycleService');
-          this.checkContainerd(request.containerd);
           const image = request.source?.imageName.trim() ?? '';
-          if (image === '') throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'source image name is empty');
-          const asked = this.pulled.get(this.imageStore(machine, request.containerd))?.get(image);
-          if (asked === undefined)
+          if (image === '')
+            throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'installer image name is required');
+          const normalized = this.pulled.get(this.imageStore(machine, request.containerd))?.get(image);
+          if (normalized === undefined)
             throw new CallError(
-              GrpcStatus.NOT_FOUND,
-              `image "${image}" not found in containerd namespace ${this.namespaceName(request.containerd)}: pull it first (ImageService.Pull)`,
+              GrpcStatus.INTERNAL,
+              `upgrade failed: installer image "${image}" not found in containerd store: image "${image}": not found`,
             );
-          const target = this.installerTarget(asked);
+          const target = this.installerTarget(normalized);
           const say = (message: string) =>
             send({ progress: { response: { case: 'message', value: message } } });
+          const exit = (code: number) => send({ progress: { response: { case: 'exitCode', value: code } } });
+          // Installers before 1.14 tell no failure apart: every one exits 1.
+          const coded = (code: number) => (hasInstallerExitCodes(target) ? code : 1);
           await say(`running installer ${image}`);
-          await say(
-            `validating upgrade from ${formatTalosVersion(machine.version)} to ${formatTalosVersion(target)}`,
-          );
+          await say(`host Talos version: ${formatTalosVersion(machine.version)}`);
+          const path = upgradePathProblem(machine.version, target);
+          if (path) {
+            await say(`pre-flight checks failed: ${path}`);
+            await exit(coded(4));
+            return undefined;
+          }
+          await say('all pre-flight checks successful');
+          const asked = Number(machine.node.metadata.annotations?.[INSTALLER_EXIT_ANNOTATION] ?? '0');
+          if (Number.isInteger(asked) && asked > 0) {
+            await say(`error: ${faultMessageOf(machine)}`);
+            await exit(coded(asked));
+            return undefined;
+          }
           await say('installing to the boot disk');
           const fault = faultFor(machine.faults, 'upgrade-error', 'LifecycleUpgrade');
           if (fault) {
             await say(`error: ${fault.message}`);
-            await send({ progress: { response: { case: 'exitCode', value: 1 } } });
-            return;
+            await exit(1);
+            return undefined;
           }
-          await this.setAnnotations(machine.name, { [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target) });
+          await this.setAnnotations(machine.name, {
+            [STAGED_OS_IMAGE_ANNOTATION]: osImageOf(target),
+            [PREVIOUS_OS_IMAGE_ANNOTATION]: osImageOf(machine.version),
+          });
           await say(`installed Talos ${formatTalosVersion(target)}; it runs after the next reboot`);
-          await send({ progress: { response: { case: 'exitCode', value: 0 } } });
+          await exit(0);
+          return undefined;
         },
       ),
     };
   }
 
-  /** Talos refuses a containerd instance it does not have (driver, namespace). */
-  private checkContainerd(containerd: ContainerdInstance | undefined): void {
+  /**
+   * The COSI resource API, as far as the machine configuration goes: the running one
+   * (ID v1alpha1) and the persisted one (ID persistent), their spec Talos's
+   * MachineConfigSpec with the YAML as it was applied. Anything else is not found.
+   */
+  private cosiState(): UntypedServiceImplementation {
+    return {
+      Get: this.unary('MachineConfigGet', CosiState.Get, (machine, request) => {
+        const { running, persisted } = this.configsOf(machine);
+        const text =
+          request.namespace === 'config' && request.type === 'MachineConfigs.config.talos.dev'
+            ? request.id === 'v1alpha1'
+              ? running
+              : request.id === 'persistent'
+                ? persisted
+                : undefined
+            : undefined;
+        if (text === undefined)
+          throw new CallError(
+            GrpcStatus.NOT_FOUND,
+            `resource ${request.type}(${request.namespace}/${request.id}@undefined) doesn't exist`,
+          );
+        const bytes = new TextEncoder().encode(text);
+        return {
+          resource: {
+            metadata: { namespace: request.namespace, type: request.type, id: request.id, version: '1' },
+            spec: {
+              protoSpec: toBinary(
+                MachineConfigSpecSchema,
+                create(MachineConfigSpecSchema, { yamlMarshalled: bytes }),
+              ),
+              yamlSpec: text,
+            },
+          },
+        };
+      }),
+    };
+  }
+
+  /**
+   * Where images go: the containerd of the driver (CONTAINERD: the system one; CRI: the
+   * CRI one) in the namespace asked for, refused as Talos refuses a combination it lacks.
+   */
+  private imageStore(machine: Machine, containerd: ContainerdInstance | undefined): string {
     const driver = containerd?.driver ?? ContainerDriver.CONTAINERD;
     const namespace = containerd?.namespace ?? ContainerdNamespace.NS_UNKNOWN;
-    if (driver !== ContainerDriver.CONTAINERD && driver !== ContainerDriver.CRI)
-      throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unsupported containerd driver ${String(driver)}`);
+    const driverName =
+      driver === ContainerDriver.CRI
+        ? 'CRI'
+        : driver === ContainerDriver.CONTAINERD
+          ? 'CONTAINERD'
+          : undefined;
+    if (driverName === undefined)
+      throw new CallError(GrpcStatus.INVALID_ARGUMENT, `invalid containerd driver ${String(driver)}`);
     if (namespace !== ContainerdNamespace.NS_SYSTEM && namespace !== ContainerdNamespace.NS_CRI)
       throw new CallError(
         GrpcStatus.INVALID_ARGUMENT,
-        `unsupported containerd namespace ${String(namespace)}: choose NS_SYSTEM or NS_CRI`,
+        `invalid containerd namespace ${namespace === ContainerdNamespace.NS_UNKNOWN ? 'NS_UNKNOWN' : String(namespace)}`,
       );
-  }
-
-  private namespaceName(containerd: ContainerdInstance | undefined): string {
-    const namespace = containerd?.namespace ?? ContainerdNamespace.NS_SYSTEM;
-    return namespace === ContainerdNamespace.NS_CRI ? 'cri' : 'system';
-  }
-
-  private imageStore(machine: Machine, containerd: ContainerdInstance | undefined): string {
-    return `${machine.node.metadata.uid}/${this.namespaceName(containerd)}`;
+    if (driver === ContainerDriver.CONTAINERD && namespace === ContainerdNamespace.NS_CRI)
+      throw new CallError(GrpcStatus.INVALID_ARGUMENT, 'cannot use CRI namespace with containerd driver');
+    const namespaceName = namespace === ContainerdNamespace.NS_CRI ? 'k8s.io' : 'system';
+    return `${machine.node.metadata.uid}/${driverName}/${namespaceName}`;
   }
 
   // --- call plumbing ----------------------------------------------------------------
@@ -885,6 +1083,8 @@ export class TalosSimulator {
       request: MessageShape<Req>,
       send: (reply: MessageInitShape<Res>) => Promise<void>,
     ) => Promise<undefined | typeof HANG>,
+    /** Between replies: a stream worth the name, replies arriving over time (0: a backlog sent at once). */
+    paceMs = 20,
   ) {
     return (call: ServerWritableStream<MessageShape<Req>, MessageInitShape<Res>>) => {
       let cancelled = false;
@@ -892,7 +1092,7 @@ export class TalosSimulator {
       const send = async (reply: MessageInitShape<Res>) => {
         if (cancelled) throw new CallError(GrpcStatus.CANCELLED, 'cancelled by the client');
         call.write(reply);
-        await sleep(20); // a stream worth the name: replies arrive over time
+        if (paceMs > 0) await sleep(paceMs);
       };
       this.play(method, call.metadata, (machine) => handler(machine, call.request, send)).then(
         (result) => {
@@ -940,15 +1140,20 @@ export class TalosSimulator {
     return version;
   }
 
-  private bootDelayFor(machine: Machine): number {
-    const text = machine.node.metadata.annotations?.[BOOT_DELAY_ANNOTATION];
-    if (text === undefined) return this.bootDelayMs;
+  /** A duration the machine's Node asks for by annotation, else `fallback`. */
+  private delayFor(machine: Machine, annotation: string, fallback: number): number {
+    const text = machine.node.metadata.annotations?.[annotation];
+    if (text === undefined) return fallback;
     try {
       return parseDuration(text);
     } catch {
-      this.log(`node ${machine.name}: ignoring ${BOOT_DELAY_ANNOTATION}="${text}" (not a duration)`);
-      return this.bootDelayMs;
+      this.log(`node ${machine.name}: ignoring ${annotation}="${text}" (not a duration)`);
+      return fallback;
     }
+  }
+
+  private bootDelayFor(machine: Machine): number {
+    return this.delayFor(machine, BOOT_DELAY_ANNOTATION, this.bootDelayMs);
   }
 
   /**
@@ -959,7 +1164,7 @@ export class TalosSimulator {
     machine: Machine,
     why: string,
     force = false,
-    delayMs = force ? 0 : this.shutdownDelayMs,
+    delayMs = force ? 0 : this.delayFor(machine, SHUTDOWN_DELAY_ANNOTATION, this.shutdownDelayMs),
   ): void {
     const neverReturns = faultFor(machine.faults, 'never-return', 'Reboot') !== undefined;
     const bootDelay = this.bootDelayFor(machine);
@@ -971,105 +1176,162 @@ export class TalosSimulator {
     });
   }
 
+  /** The configuration the machine runs now, and the one it boots with next. */
+  private configsOf(machine: Machine): { running: string; persisted: string } {
+    const annotations = machine.node.metadata.annotations ?? {};
+    const running =
+      annotations[MACHINE_CONFIG_TEXT_ANNOTATION] ??
+      defaultMachineConfig(isControlPlane(this.etcdNode(machine.node)));
+    return { running, persisted: annotations[PERSISTED_CONFIG_TEXT_ANNOTATION] ?? running };
+  }
+
+  /** Talos's ApplyConfiguration, per version (talos-machine-config.ts decides, this plays it). */
   private async applyConfiguration(
     machine: Machine,
     request: ApplyConfigurationRequest,
   ): Promise<MessageInitShape<typeof ApplyConfigurationSchema>> {
-    const text = new TextDecoder().decode(request.data);
-    const docs = parseAllDocuments(text);
-    const broken = docs.flatMap((d) => d.errors);
-    if (text.trim() === '' || broken.length > 0)
-      throw new CallError(
-        GrpcStatus.INVALID_ARGUMENT,
-        `failed to parse config: ${broken[0]?.message ?? 'the configuration is empty'}`,
-      );
-    const machineConfig = docs
-      .map((d) => d.toJS() as unknown)
-      .find(
-        (d): d is Record<string, unknown> =>
-          typeof d === 'object' && d !== null && (d as Record<string, unknown>).version === 'v1alpha1',
-      );
-    if (!machineConfig || typeof machineConfig.machine !== 'object' || machineConfig.machine === null)
-      throw new CallError(
-        GrpcStatus.INVALID_ARGUMENT,
-        'configuration validation failed: no v1alpha1 document with a "machine" section',
-      );
-    const digest = sha256(request.data);
-    const install = (machineConfig.machine as Record<string, unknown>).install;
-    const installDigest = sha256(new TextEncoder().encode(JSON.stringify(install ?? null)));
     const annotations = machine.node.metadata.annotations ?? {};
-    const currentInstall = annotations[INSTALL_CONFIG_ANNOTATION] ?? sha256(new TextEncoder().encode('null'));
-    // The one part of the configuration that takes a reboot to change, in this simulation.
-    const needsReboot = installDigest !== currentInstall;
-    const noApplyReboot = appliesWithoutReboot(machine.version);
-    if (request.mode === ApplyMode.REBOOT && noApplyReboot)
+    if (annotations[APPLY_REBOOTING_ANNOTATION] !== undefined)
       throw new CallError(
-        GrpcStatus.UNIMPLEMENTED,
-        `apply mode REBOOT is only supported in maintenance mode on Talos ${formatTalosVersion(machine.version)}: apply with NO_REBOOT, then reboot`,
+        GrpcStatus.FAILED_PRECONDITION,
+        'configuration was already applied and node is rebooting, cannot apply more configuration changes until next reboot',
       );
-    let mode = request.mode;
-    // AUTO: reboot when the change needs it (≤ 1.13); from 1.14 never: what needs a
-    // reboot waits for the next one.
-    if (mode === ApplyMode.AUTO)
-      mode = needsReboot ? (noApplyReboot ? ApplyMode.STAGED : ApplyMode.REBOOT) : ApplyMode.NO_REBOOT;
-    const reply = (modeDetails: string, chosen: ApplyMode) => ({
-      warnings: [],
-      mode: chosen,
-      modeDetails,
-    });
-    if (request.dryRun)
-      return reply(
-        `Dry run: the configuration (${digest}) is valid and would be applied in mode ${Object.entries(ApplyMode).find(([, n]) => n === mode)?.[0] ?? String(mode)}`,
-        mode,
+    const requested = (['REBOOT', 'AUTO', 'NO_REBOOT', 'STAGED', 'TRY'] as const)[request.mode];
+    if (requested === undefined)
+      throw new CallError(
+        GrpcStatus.INVALID_ARGUMENT,
+        `incorrect mode '${String(request.mode)}' specified for the apply config call`,
       );
-    switch (mode) {
-      case ApplyMode.REBOOT:
-        await this.setAnnotations(machine.name, {
-          [STAGED_MACHINE_CONFIG_ANNOTATION]: digest,
-          [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest,
-        });
-        await this.startSequence(machine.name, 'reboot');
-        this.reboot(machine, 'apply configuration with a reboot');
-        return reply('Applied configuration with a reboot', mode);
-      case ApplyMode.STAGED:
-        await this.setAnnotations(machine.name, {
-          [STAGED_MACHINE_CONFIG_ANNOTATION]: digest,
-          [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest,
-        });
-        return reply(
-          needsReboot && request.mode === ApplyMode.AUTO
-            ? 'The change needs a reboot: staged, it is applied at the next reboot'
-            : 'Staged configuration to be applied after a reboot',
-          mode,
-        );
-      case ApplyMode.TRY: {
-        const previous = annotations[MACHINE_CONFIG_ANNOTATION] ?? null;
-        const t = request.tryModeTimeout;
-        const timeoutMs = t ? Number(t.seconds) * 1000 + t.nanos / 1e6 : 60_000;
-        await this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: digest });
-        this.later(timeoutMs, () =>
-          this.setAnnotations(machine.name, { [MACHINE_CONFIG_ANNOTATION]: previous }),
-        );
-        return reply(
-          `Applied configuration in try mode: it is rolled back in ${String(timeoutMs / 1000)}s`,
-          mode,
-        );
-      }
-      case ApplyMode.NO_REBOOT:
-        // What needs a reboot (from 1.14) takes effect at the next one.
-        await this.setAnnotations(machine.name, {
-          [MACHINE_CONFIG_ANNOTATION]: digest,
-          ...(needsReboot ? { [STAGED_INSTALL_CONFIG_ANNOTATION]: installDigest } : {}),
-        });
-        return reply(
-          needsReboot
-            ? 'Applied configuration without a reboot; the install section takes effect at the next reboot'
-            : 'Applied configuration without a reboot',
-          mode,
-        );
-      default:
-        throw new CallError(GrpcStatus.INVALID_ARGUMENT, `unknown apply mode ${String(request.mode)}`);
+    // Any apply but a TRY confirms a TRY under way: its revert is cancelled, first thing.
+    if (requested !== 'TRY' && annotations[TRY_REVERT_AT_ANNOTATION] !== undefined)
+      await this.setAnnotations(machine.name, { [TRY_REVERT_AT_ANNOTATION]: null });
+    const text = new TextDecoder().decode(request.data);
+    let next: ParsedMachineConfig;
+    let current: ParsedMachineConfig;
+    try {
+      next = parseMachineConfig(text);
+      current = parseMachineConfig(this.configsOf(machine).running);
+    } catch (error) {
+      throw new CallError(GrpcStatus.INVALID_ARGUMENT, errorMessage(error));
     }
+    const outcome = decideApply(machine.version, requested, current, next);
+    if (outcome.refused)
+      throw new CallError(
+        outcome.code === 'UNIMPLEMENTED' ? GrpcStatus.UNIMPLEMENTED : GrpcStatus.INVALID_ARGUMENT,
+        outcome.message,
+      );
+    const mode = ApplyMode[outcome.mode];
+    const t = request.tryModeTimeout;
+    const tryMs = t ? Number(t.seconds) * 1000 + t.nanos / 1e6 : 60_000;
+    const details =
+      outcome.mode === 'TRY'
+        ? `${outcome.modeDetails}\nThe config is applied in 'try' mode and will be automatically reverted back in ${goDuration(tryMs)}`
+        : outcome.modeDetails;
+    if (request.dryRun)
+      return { warnings: [], mode, modeDetails: `Dry run summary:\n${details} (skipped in dry-run).\n` };
+    this.log(`${machine.name}: apply config request: mode ${outcome.logged}`);
+    const { running } = this.configsOf(machine);
+    await this.setAnnotations(machine.name, {
+      ...(outcome.live
+        ? { [MACHINE_CONFIG_TEXT_ANNOTATION]: text, [MACHINE_CONFIG_ANNOTATION]: sha256(request.data) }
+        : {}),
+      // What the next boot runs: this configuration when persisted; the one persisted
+      // before when it was only tried.
+      [PERSISTED_CONFIG_TEXT_ANNOTATION]: outcome.persist
+        ? outcome.live
+          ? null
+          : text
+        : (annotations[PERSISTED_CONFIG_TEXT_ANNOTATION] ?? running),
+      ...(outcome.reboot ? { [APPLY_REBOOTING_ANNOTATION]: 'true' } : {}),
+    });
+    if (outcome.restartsCri) await this.restartCri(machine.name);
+    if (outcome.mode === 'TRY') this.scheduleTryRevert(machine.name, new Date(Date.now() + tryMs));
+    if (outcome.reboot) {
+      await this.publish(machine.name, { sequence: 'reboot', action: 'start' });
+      this.reboot(machine, 'apply configuration with a reboot');
+    }
+    return { warnings: [], mode, modeDetails: details };
+  }
+
+  /**
+   * A TRY's revert: at `at`, unless another apply cancelled it (the annotation changed),
+   * the running configuration goes back to the persisted one (restarting CRI again on
+   * Talos 1.14 when that changes CRI's configuration back).
+   */
+  private scheduleTryRevert(name: string, at: Date): void {
+    const stamp = at.toISOString();
+    void this.setAnnotations(name, { [TRY_REVERT_AT_ANNOTATION]: stamp }).then(
+      () =>
+        this.later(Math.max(0, at.getTime() - Date.now()), async () => {
+          const node = await this.rest.request<NodeObject>(this.nodePath(name));
+          const annotations = node.metadata.annotations ?? {};
+          if (annotations[TRY_REVERT_AT_ANNOTATION] !== stamp) return;
+          const persisted = annotations[PERSISTED_CONFIG_TEXT_ANNOTATION];
+          const version = talosVersionFromOsImage(node.status?.nodeInfo?.osImage);
+          this.log(`${name}: reverting the configuration applied in try mode`);
+          await this.setAnnotations(name, {
+            [TRY_REVERT_AT_ANNOTATION]: null,
+            [PERSISTED_CONFIG_TEXT_ANNOTATION]: null,
+            ...(persisted !== undefined
+              ? {
+                  [MACHINE_CONFIG_TEXT_ANNOTATION]: persisted,
+                  [MACHINE_CONFIG_ANNOTATION]: sha256(new TextEncoder().encode(persisted)),
+                }
+              : {}),
+          });
+          const tried = annotations[MACHINE_CONFIG_TEXT_ANNOTATION];
+          if (version && persisted !== undefined && tried !== undefined) {
+            const back = decideApply(
+              version,
+              'NO_REBOOT',
+              parseMachineConfig(tried),
+              parseMachineConfig(persisted),
+            );
+            if (!back.refused && back.restartsCri) await this.restartCri(name);
+          }
+        }),
+      (error: unknown) => this.log(`${name}: could not record the try revert: ${errorMessage(error)}`),
+    );
+  }
+
+  /**
+   * CRI restarts (Talos ≥ 1.14 on a change of its configuration): every container on the
+   * node is killed and started again by the kubelet — restart counts go up, a Job's pod
+   * (restartPolicy Never or OnFailure alike) fails — while the Node stays Ready.
+   */
+  private async restartCri(name: string): Promise<void> {
+    await this.rewriteAnnotation(name, CRI_RESTARTS_ANNOTATION, 'count a CRI restart', (annotations) =>
+      String(Number(annotations?.[CRI_RESTARTS_ANNOTATION] ?? '0') + 1),
+    );
+    const pods = await this.rest.request<{ items: PodObject[] }>(
+      `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${name}`)}`,
+    );
+    const now = new Date().toISOString();
+    for (const pod of pods.items) {
+      if (pod.status?.phase !== 'Running' || pod.metadata.deletionTimestamp) continue;
+      const ownedByJob = (pod.metadata.ownerReferences ?? []).some((o) => o.kind === 'Job');
+      const containerStatuses = (pod.status.containerStatuses ?? []).map((c) => ({
+        ...c,
+        restartCount: (c.restartCount ?? 0) + (ownedByJob ? 0 : 1),
+        lastState: { terminated: { exitCode: 255, reason: 'Unknown', finishedAt: now } },
+        state: ownedByJob
+          ? { terminated: { exitCode: 255, reason: 'Unknown', finishedAt: now } }
+          : { running: { startedAt: now } },
+      }));
+      try {
+        await this.rest.request(
+          `/api/v1/namespaces/${encodeURIComponent(pod.metadata.namespace)}/pods/${encodeURIComponent(pod.metadata.name)}/status`,
+          {
+            method: 'PATCH',
+            contentType: 'application/merge-patch+json',
+            body: { status: { containerStatuses, ...(ownedByJob ? { phase: 'Failed' } : {}) } },
+          },
+        );
+      } catch (error) {
+        if (!(error instanceof KubeApiError && error.code === 404)) throw error;
+      }
+    }
+    this.log(`${name}: CRI restarted, ${String(pods.items.length)} pod(s) on the node restarted`);
   }
 
   private later(ms: number, work: () => Promise<unknown>): void {
@@ -1142,8 +1404,8 @@ export class TalosSimulator {
           });
           resourceVersion = booted.metadata.resourceVersion;
         }
-        const staged = annotations[STAGED_MACHINE_CONFIG_ANNOTATION];
-        const stagedInstall = annotations[STAGED_INSTALL_CONFIG_ANNOTATION];
+        // The persisted configuration is the one this boot runs (staged, or from before a try).
+        const persisted = annotations[PERSISTED_CONFIG_TEXT_ANNOTATION];
         await this.rest.request(this.nodePath(name), {
           method: 'PATCH',
           contentType: 'application/merge-patch+json',
@@ -1154,14 +1416,19 @@ export class TalosSimulator {
                 [NODE_POWER_ANNOTATION]: null,
                 [BOOT_AT_ANNOTATION]: null,
                 [STAGED_OS_IMAGE_ANNOTATION]: null,
-                [STAGED_MACHINE_CONFIG_ANNOTATION]: null,
-                [STAGED_INSTALL_CONFIG_ANNOTATION]: null,
+                [PERSISTED_CONFIG_TEXT_ANNOTATION]: null,
+                [TRY_REVERT_AT_ANNOTATION]: null,
+                [APPLY_REBOOTING_ANNOTATION]: null,
                 // A member that left etcd (graceful reset) joins again as it boots.
                 [ETCD_LEFT_ANNOTATION]: null,
                 // Events live in memory: this boot's are its boot sequence.
                 [EVENTS_ANNOTATION]: JSON.stringify(bootEvents()),
-                ...(staged ? { [MACHINE_CONFIG_ANNOTATION]: staged } : {}),
-                ...(stagedInstall ? { [INSTALL_CONFIG_ANNOTATION]: stagedInstall } : {}),
+                ...(persisted !== undefined
+                  ? {
+                      [MACHINE_CONFIG_TEXT_ANNOTATION]: persisted,
+                      [MACHINE_CONFIG_ANNOTATION]: sha256(new TextEncoder().encode(persisted)),
+                    }
+                  : {}),
               },
             },
           },
@@ -1176,10 +1443,12 @@ export class TalosSimulator {
     throw new Error(`node ${name}: could not boot it, its Node kept changing`);
   }
 
-  /** Picks up boots that a previous simulator scheduled but did not live to do. */
+  /** Picks up boots and try reverts that a previous simulator scheduled but did not live to do. */
   private async resumeBoots(): Promise<void> {
     const list = await this.rest.request<{ items: NodeObject[] }>('/api/v1/nodes');
     for (const node of list.items) {
+      const revertAt = node.metadata.annotations?.[TRY_REVERT_AT_ANNOTATION];
+      if (revertAt) this.scheduleTryRevert(node.metadata.name, new Date(revertAt));
       const bootAt = node.metadata.annotations?.[BOOT_AT_ANNOTATION];
       if (node.metadata.annotations?.[NODE_POWER_ANNOTATION] !== NODE_POWER_OFF || !bootAt) continue;
       this.later(Math.max(0, Date.parse(bootAt) - Date.now()), () => this.boot(node.metadata.name));

@@ -133,6 +133,10 @@ export class ActionEffects {
         case 'stopExecution':
           executor?.stop(uid, e.reason);
           break;
+        case 'talosAgain':
+          executor?.again(uid, e.steps);
+          onChange();
+          break;
         case 'drain':
           executor?.start('drain', { action, onChange }, log);
           break;

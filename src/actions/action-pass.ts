@@ -23,7 +23,7 @@ import {
   type CheckFacts,
   type FreshChecks,
 } from './decide.ts';
-import { etcdAway } from './etcd-guard.ts';
+import { etcdAway, etcdDisruption } from './etcd-guard.ts';
 import { isNew } from './admission.ts';
 import { nodeFacts } from './observations.ts';
 import { holdSilences } from './silences.ts';
@@ -117,7 +117,7 @@ export class ActionPass {
     if (!o.etcd)
       return { at: new Date(), checked: false, healthy: false, spareable: true, message: NO_TALOSCONFIG };
     const list = await o.rest.request<{ items: ActionObject[] }>(NODE_ACTIONS_PATH);
-    return o.etcd.check(action.spec.nodeName, etcdAway(list.items, action));
+    return o.etcd.check(action.spec.nodeName, etcdAway(list.items, action), etcdDisruption(action.spec));
   }
 
   /** The checks that gate the action on its node, as the cache has them; undefined without a node. */

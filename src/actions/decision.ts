@@ -59,6 +59,11 @@ export type ActionEffect =
    * afresh, still records this `callTime` (written before this effect is carried out).
    */
   | { type: 'talos'; step: 'call'; call: string; callTime: string }
+  /**
+   * Make these repeatable Talos steps again: the executor forgets what it knows of them,
+   * and the next pass asks for them anew (an install failed on a dependency).
+   */
+  | { type: 'talosAgain'; steps: ('prepare' | 'install')[] }
   /** Lift the cordon this action made (talos.dev/cordoned-by). */
   | { type: 'uncordon' }
   /** Stop the executor's steps of this action that still run. */

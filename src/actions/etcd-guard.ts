@@ -11,7 +11,7 @@
 import { CONTROL_PLANE_LABEL } from '../api/names.ts';
 import { PHASES } from '../api/phases.ts';
 import type { NodeActionSpec, NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
-import { ETCD_CHECK_NAME, type EtcdCheckState } from '../talos/etcd-health.ts';
+import { ETCD_CHECK_NAME, type EtcdCheckState, type EtcdDisruption } from '../talos/etcd-health.ts';
 import { COMPLETIONS } from './completions.ts';
 import type { DecisionBuilder } from './decision.ts';
 import { completionOf, kindOf } from './kinds/index.ts';
@@ -30,6 +30,11 @@ export function etcdGuardApplies(
   osImage?: string,
 ): boolean {
   return labels[CONTROL_PLANE_LABEL] !== undefined && kindOf(spec).etcdGuard(spec, osImage);
+}
+
+/** What the action does to its node's etcd member (ActionKind.etcdMember). */
+export function etcdDisruption(spec: NodeActionSpec): EtcdDisruption {
+  return kindOf(spec).etcdMember(spec);
 }
 
 /**
@@ -137,10 +142,10 @@ export function guardEtcd(b: DecisionBuilder): EtcdGuardOutcome {
   }
   const r = result(state, state.healthy, state.message);
   if (state.healthy) return { go: true, result: r };
-  if (kindOf(spec).leavesEtcd && !state.spareable) {
+  if (etcdDisruption(spec) !== 'down' && !state.spareable) {
     b.end(
       'Denied',
-      `refused: a Reset of control-plane node ${nodeName} takes its etcd member out (a graceful reset leaves etcd; one that is not leaves a dead member), and ${state.message}; add a control-plane node first`,
+      `refused: a ${spec.action} of control-plane node ${nodeName} takes its etcd member out for good (${etcdDisruption(spec) === 'leaves' ? 'a graceful reset leaves etcd' : 'a reset that is not graceful leaves a dead member'}), and ${state.message}; add a control-plane node first`,
     );
     return { go: false, asked: false, result: r };
   }

@@ -58,9 +58,9 @@ export const UpgradeParameters = Type.Object(
 export const RebootParameters = Type.Object(
   {
     mode: Type.Optional(
-      StringEnum(['Default', 'PowerCycle'], {
+      StringEnum(['Default', 'PowerCycle', 'Force'], {
         description:
-          'How to reboot: Default (through kexec when the node allows it) or PowerCycle (always through the firmware). Defaults to Default.',
+          "How to reboot: Default (through kexec when the node allows it), PowerCycle (always through the firmware), or Force (Talos 1.12 and later: skips stopping the node's pods and services gracefully). Force is sent only when asked for here by name, never implied by a bypass. Defaults to Default.",
         default: 'Default',
       }),
     ),
@@ -68,23 +68,62 @@ export const RebootParameters = Type.Object(
   { description: 'Parameters of a Reboot; only with action Reboot.' },
 );
 
+/** The Talos reset wipe modes gatehouse offers (docs/concepts.md says what each wipes). */
+export const RESET_WIPE_MODES = ['All', 'SystemDisk', 'UserDisks', 'SystemData'] as const;
+
 export const ResetParameters = Type.Object(
   {
     graceful: Type.Optional(
       Type.Boolean({
         description:
-          'Leave etcd (on control-plane nodes) and the cluster cleanly before wiping. Set false only for a node that cannot leave gracefully. Defaults to true.',
+          'Leave etcd (on control-plane nodes: for good, the cluster has one member less) and the cluster cleanly before wiping. Set false only for a node that cannot leave gracefully. Defaults to true.',
         default: true,
       }),
     ),
     wipeMode: Type.Optional(
-      StringEnum(['All', 'SystemDisk', 'UserDisks'], {
-        description: 'What to wipe: All disks, only the SystemDisk, or only the UserDisks. Defaults to All.',
+      StringEnum(RESET_WIPE_MODES, {
+        description:
+          'What to wipe. All: the system disk (on Talos 1.14 also the disks holding its ETCD, CRI, KUBELET and LOG volumes) and the disks in userDisks; SystemDisk: the system disk alone; UserDisks: only the disks in userDisks, Talos and its data stay; SystemData: the STATE and EPHEMERAL partitions (and on Talos 1.14, ETCD, CRI, KUBELET and LOG, which it may put on partitions of their own), keeping Talos installed: the node comes back in maintenance mode. Defaults to All.',
         default: 'All',
       }),
     ),
+    userDisks: Type.Optional(
+      Type.Array(
+        Type.String({
+          description: 'A device path as Talos lists it (talosctl get disks), e.g. /dev/sdb.',
+          minLength: 6,
+          maxLength: 256,
+          pattern: '^/dev/[A-Za-z0-9._/-]+$',
+        }),
+        {
+          description:
+            'The user disks to wipe, by device path: required with wipeMode UserDisks (Talos wipes only the disks it is given), optional with All, not allowed with SystemDisk or SystemData. Never the system disk.',
+          minItems: 1,
+          maxItems: 64,
+          'x-kubernetes-list-type': 'set',
+        },
+      ),
+    ),
   },
-  { description: 'Parameters of a Reset; only with action Reset.' },
+  {
+    description: 'Parameters of a Reset; only with action Reset.',
+    ...rules(
+      {
+        rule: "!has(self.wipeMode) || self.wipeMode != 'UserDisks' || (has(self.userDisks) && size(self.userDisks) > 0)",
+        message:
+          'reset.userDisks must list the disks to wipe with wipeMode UserDisks (e.g. ["/dev/sdb"]): Talos wipes only the user disks it is given, so a UserDisks reset without any would wipe nothing',
+        fieldPath: '.userDisks',
+        reason: 'FieldValueRequired',
+      },
+      {
+        rule: "!has(self.userDisks) || !has(self.wipeMode) || self.wipeMode == 'All' || self.wipeMode == 'UserDisks'",
+        message:
+          'reset.userDisks is only allowed with wipeMode All or UserDisks: Talos refuses user disks with SystemDisk, and SystemData wipes partitions only',
+        fieldPath: '.userDisks',
+        reason: 'FieldValueForbidden',
+      },
+    ),
+  },
 );
 
 export const ConfigChangeParameters = Type.Object(
@@ -506,6 +545,25 @@ export const ExecutionRecord = Type.Object(
         description:
           'Whether the node reboots (or goes down) because of the call; for a ConfigChange in mode Auto, what Talos decided.',
       }),
+    ),
+    installRetries: Type.Optional(
+      Type.Object(
+        {
+          count: Int32('How many times the pull and the install were made again.', { minimum: 1 }),
+          lastTime: Timestamp('When the installer last failed on a dependency.'),
+          message: Text("The installer's failure that caused the last retry."),
+          madeAgain: Type.Optional(
+            Type.Boolean({
+              description:
+                'Whether the pull and install were asked for again since that failure (the next failure is a new one).',
+            }),
+          ),
+        },
+        {
+          description:
+            'An upgrade whose installer failed on a dependency (exit code 5, e.g. an image pull): pulled and installed again, with a growing pause, until the executing deadline.',
+        },
+      ),
     ),
   },
   {

@@ -45,6 +45,7 @@ function parameters(action: ActionObject): string {
   if (s.reset) {
     if (s.reset.graceful === false) parts.push('not graceful');
     if (s.reset.wipeMode) parts.push(`wipe ${s.reset.wipeMode}`);
+    if (s.reset.userDisks?.length) parts.push(`user disks ${s.reset.userDisks.join(', ')}`);
   }
   if (s.configChange) {
     parts.push(`mode ${s.configChange.mode ?? 'Auto'}`);

@@ -201,14 +201,14 @@ export function rebootCommand(): Command {
     'reboot nodes, one at a time, once their checks hold and pre-reboot hooks succeed',
   )
     .addOption(
-      new Option('--mode <mode>', 'Default (kexec when possible) or PowerCycle').choices([
-        'Default',
-        'PowerCycle',
-      ]),
+      new Option(
+        '--mode <mode>',
+        'Default (kexec when possible), PowerCycle, or Force (Talos 1.12+: pods and services are not stopped gracefully; only when named)',
+      ).choices(['Default', 'PowerCycle', 'Force']),
     )
     .action(
       handled(async (nodes: string[], _: unknown, command: Command) => {
-        const flags = command.optsWithGlobals<CommonFlags & { mode?: 'Default' | 'PowerCycle' }>();
+        const flags = command.optsWithGlobals<CommonFlags & { mode?: 'Default' | 'PowerCycle' | 'Force' }>();
         await run(flags, nodes, 'Reboot', () => (flags.mode ? { reboot: { mode: flags.mode } } : {}));
       }),
     );
@@ -260,15 +260,34 @@ export function resetCommand(): Command {
     'reset (wipe) nodes and remove them from the cluster, after the pre-reset hooks',
   )
     .option('--no-graceful', 'do not leave etcd and the cluster cleanly first')
-    .addOption(new Option('--wipe-mode <mode>', 'what to wipe').choices(['All', 'SystemDisk', 'UserDisks']))
+    .addOption(
+      new Option(
+        '--wipe-mode <mode>',
+        'what to wipe: All (the system disk and the --user-disk ones), SystemDisk, UserDisks (only the --user-disk ones), SystemData (STATE, EPHEMERAL and on Talos 1.14 ETCD, CRI, KUBELET, LOG; Talos stays installed)',
+      ).choices(['All', 'SystemDisk', 'UserDisks', 'SystemData']),
+    )
+    .option(
+      '--user-disk <path...>',
+      'a user disk to wipe, e.g. /dev/sdb (required with --wipe-mode UserDisks: Talos wipes only the disks it is given)',
+    )
     .action(
       handled(async (nodes: string[], _: unknown, command: Command) => {
         const flags = command.optsWithGlobals<
-          CommonFlags & { graceful: boolean; wipeMode?: 'All' | 'SystemDisk' | 'UserDisks' }
+          CommonFlags & {
+            graceful: boolean;
+            wipeMode?: 'All' | 'SystemDisk' | 'UserDisks' | 'SystemData';
+            userDisk?: string[];
+          }
         >();
+        if (flags.wipeMode === 'UserDisks' && !flags.userDisk?.length)
+          throw new CliError(
+            '--wipe-mode UserDisks needs --user-disk PATH (e.g. --user-disk /dev/sdb): Talos wipes only the user disks it is given, so it would wipe nothing',
+            EXIT.usage,
+          );
         const reset = {
           ...(flags.graceful ? {} : { graceful: false }),
           ...(flags.wipeMode ? { wipeMode: flags.wipeMode } : {}),
+          ...(flags.userDisk?.length ? { userDisks: flags.userDisk } : {}),
         };
         await run(flags, nodes, 'Reset', () => (Object.keys(reset).length > 0 ? { reset } : {}));
       }),

@@ -4,10 +4,11 @@
 // wrapper that guesses could let an action through ungated, or gate the wrong one.
 import type { RequestSpec } from './backend.ts';
 
-/** A talosctl flag: whether it takes a value, and its short form. */
+/** A talosctl flag: whether it takes a value, its short form, and whether it may repeat (a list). */
 interface FlagShape {
   value: boolean;
   short?: string;
+  list?: boolean;
 }
 
 /** Flags every talosctl command takes (talosctl's persistent flags). `-n/--nodes` is handled apart. */
@@ -41,8 +42,8 @@ const SUBCOMMAND_FLAGS = {
     graceful: { value: false },
     reboot: { value: false },
     'wipe-mode': { value: true },
-    'system-labels-to-wipe': { value: true },
-    'user-disks-to-wipe': { value: true },
+    'system-labels-to-wipe': { value: true, list: true },
+    'user-disks-to-wipe': { value: true, list: true },
   },
   'apply-config': {
     file: { value: true, short: 'f' },
@@ -122,7 +123,7 @@ function readFlag(
   return { name, value, words: [word, value] };
 }
 
-const REBOOT_MODES = { default: 'Default', powercycle: 'PowerCycle' } as const;
+const REBOOT_MODES = { default: 'Default', powercycle: 'PowerCycle', force: 'Force' } as const;
 const WIPE_MODES = { all: 'All', 'system-disk': 'SystemDisk', 'user-disks': 'UserDisks' } as const;
 const APPLY_MODES = { 'no-reboot': 'NoReboot', reboot: 'Reboot', staged: 'Staged', try: 'Try' } as const;
 
@@ -156,15 +157,8 @@ function requestOf(
     }
     case 'shutdown':
       return { ...base, action: 'Shutdown' };
-    case 'reset': {
-      const wipe = flags.get('wipe-mode');
-      const graceful = flags.get('graceful') !== 'false';
-      const reset = {
-        ...(graceful ? {} : { graceful: false }),
-        ...(wipe ? { wipeMode: pick(WIPE_MODES, wipe, 'talosctl reset --wipe-mode') } : {}),
-      };
-      return { ...base, action: 'Reset', ...(Object.keys(reset).length > 0 ? { reset } : {}) };
-    }
+    case 'reset':
+      return { ...base, action: 'Reset', ...resetOf(flags) };
     case 'apply-config': {
       if (flags.get('insecure') === 'true') {
         refuse(
@@ -186,6 +180,53 @@ function requestOf(
       };
     }
   }
+}
+
+const list = (value: string | undefined) =>
+  (value ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+
+/** The system partitions a SystemData reset names (Talos ≥ 1.14.0-beta.1 also ETCD, CRI, KUBELET, LOG). */
+const SYSTEM_DATA_LABELS = ['STATE', 'EPHEMERAL', 'ETCD', 'CRI', 'KUBELET', 'LOG'];
+
+/**
+ * The reset a talosctl reset asks for. `--user-disks-to-wipe` are recorded as they are;
+ * `--system-labels-to-wipe` is what gatehouse calls SystemData when it names STATE and
+ * EPHEMERAL (with, at most, the 1.14 system volumes): other partition lists have no
+ * gatehouse mode, and are refused rather than recorded as something else.
+ */
+function resetOf(flags: ReadonlyMap<string, string>): Pick<RequestSpec, 'reset'> {
+  const wipe = flags.get('wipe-mode');
+  const graceful = flags.get('graceful') !== 'false';
+  const labels = list(flags.get('system-labels-to-wipe')).map((l) => l.toUpperCase());
+  const userDisks = list(flags.get('user-disks-to-wipe'));
+  let wipeMode: 'All' | 'SystemDisk' | 'UserDisks' | 'SystemData' | undefined = wipe
+    ? pick(WIPE_MODES, wipe, 'talosctl reset --wipe-mode')
+    : undefined;
+  if (labels.length > 0) {
+    if (
+      !labels.includes('STATE') ||
+      !labels.includes('EPHEMERAL') ||
+      labels.some((l) => !SYSTEM_DATA_LABELS.includes(l))
+    )
+      refuse(
+        `talosctl reset --system-labels-to-wipe ${labels.join(',')}: gatehouse gates a partition wipe of STATE and EPHEMERAL (with ETCD, CRI, KUBELET, LOG) as wipe mode SystemData; name both, and no other partition`,
+      );
+    if (wipeMode === 'UserDisks') refuse('talosctl reset: --wipe-mode user-disks wipes no system partition');
+    wipeMode = 'SystemData';
+  }
+  if (wipeMode === 'UserDisks' && userDisks.length === 0)
+    refuse(
+      'talosctl reset --wipe-mode user-disks needs --user-disks-to-wipe: Talos wipes only the disks it is given',
+    );
+  const reset = {
+    ...(graceful ? {} : { graceful: false }),
+    ...(wipeMode ? { wipeMode } : {}),
+    ...(userDisks.length > 0 && wipeMode !== 'SystemData' ? { userDisks } : {}),
+  };
+  return Object.keys(reset).length > 0 ? { reset } : {};
 }
 
 /**
@@ -225,7 +266,8 @@ export function parseTalosctl(words: readonly string[]): TalosctlCommand {
         ? { ...GLOBAL_FLAGS, ...SUBCOMMAND_FLAGS[subcommand] }
         : GLOBAL_FLAGS;
       const flag = readFlag(words, i, shapes, subcommand ?? '(before the command)');
-      flags.set(flag.name, flag.value);
+      const earlier = flags.get(flag.name);
+      flags.set(flag.name, shapes[flag.name]?.list && earlier ? `${earlier},${flag.value}` : flag.value);
       kept.push(...flag.words);
       i += flag.words.length;
       continue;

@@ -382,7 +382,8 @@ function target(action: ActionObject): string | null {
   const spec = action.spec;
   if (spec.upgrade) return `to ${spec.upgrade.image}`;
   if (spec.configChange) return `mode ${spec.configChange.mode ?? 'Auto'}`;
-  if (spec.reset) return `wipe ${spec.reset.wipeMode ?? 'All'}`;
+  if (spec.reset)
+    return `wipe ${spec.reset.wipeMode ?? 'All'}${spec.reset.userDisks?.length ? ` (${spec.reset.userDisks.join(', ')})` : ''}`;
   return null;
 }
 

@@ -111,9 +111,8 @@ export function classifyCall(
 function classifyReboot(path: string, call: string, request: Uint8Array): Classification {
   if (path.endsWith('/Rollback')) return { kind: 'gate', ask: { action: 'Reboot' }, step: 'disrupt', call };
   const r = decode(call, () => fromBinary(RebootRequestSchema, request));
-  // FORCE (Talos 1.12+) has no NodeAction mode of its own: the action is a Reboot, the
-  // call says how (recorded on the action).
-  const mode = r.mode === RebootMode.POWERCYCLE ? 'PowerCycle' : 'Default';
+  const mode =
+    r.mode === RebootMode.POWERCYCLE ? 'PowerCycle' : r.mode === RebootMode.FORCE ? 'Force' : 'Default';
   return {
     kind: 'gate',
     ask: { action: 'Reboot', reboot: { mode } },

@@ -35,7 +35,11 @@ import {
   SequenceEventSchema,
   UpgradeRequest_RebootMode as UpgradeRebootModeNumber,
 } from './gen/gatehouse/talos/machine_pb.ts';
+import { MachineConfigSpecSchema } from './gen/gatehouse/talos/config_pb.ts';
+import { installerExit } from './installer-exit.ts';
+import { xidTime, type NodeEventHistory, type SequenceEventInfo } from './events.ts';
 import {
+  CosiState,
   deserializer,
   ImageService,
   LifecycleService,
@@ -350,24 +354,29 @@ export class TalosClient {
       .map((a) => ({ memberId: a.memberId, alarm: names[a.alarm] ?? 'UNKNOWN' }));
   }
 
-  /** MachineService.EtcdForfeitLeadership: the member of the addressed node hands leadership over if it has it. */
+  /**
+   * MachineService.EtcdForfeitLeadership: the member of the addressed node hands
+   * leadership to another member if it leads. `member` names the member leadership
+   * moved TO; empty when the addressed member did not lead. Talos refuses it outright
+   * in an etcd of one member ("only one member"), leader or not.
+   */
   async etcdForfeitLeadership(options: CallOptions = {}): Promise<{ member: string }> {
     const reply = await this.unary(MachineService.EtcdForfeitLeadership, {}, options);
     return { member: this.only(MachineService.EtcdForfeitLeadership, reply.messages, options).member };
   }
 
   /**
-   * The sequences (reboot, shutdown, reset, upgrade...) the node started or stopped since
-   * it booted, oldest first: MachineService.Events with every past event (tail -1), read
-   * until, after the first event, the node has sent nothing for `quietMs` (the stream
-   * then follows new events, which are not waited for). Talos keeps its events in
-   * memory, from its boot sequence on: a node that sends none within the timeout is an
-   * error, never an empty answer.
+   * What the node still keeps of its events (MachineService.Events from the start,
+   * `tail_events -1`): its sequence events, how many events of any kind it sent, and when
+   * the oldest was published. Read until, after the first event (Talos sends an empty one
+   * as soon as the stream starts), the node has sent nothing for `quietMs`: the stream
+   * then follows new events, which are not waited for. Talos keeps the last 990 at most
+   * (events.ts): a short history is all there was since boot, a full one may not be.
    */
-  async sequenceEvents(
-    options: CallOptions & { quietMs?: number } = {},
-  ): Promise<{ id: string; sequence: string; action: 'start' | 'stop' | 'noop' }[]> {
-    const events: { id: string; sequence: string; action: 'start' | 'stop' | 'noop' }[] = [];
+  async eventHistory(options: CallOptions & { quietMs?: number } = {}): Promise<NodeEventHistory> {
+    const sequences: SequenceEventInfo[] = [];
+    let kept = 0;
+    let oldest: Date | undefined;
     const quiet = new AbortController();
     const signal = options.signal ? AbortSignal.any([options.signal, quiet.signal]) : quiet.signal;
     let timer: NodeJS.Timeout | undefined;
@@ -383,9 +392,13 @@ export class TalosClient {
         (event) => {
           hush();
           const data = event.data;
-          if (!data?.typeUrl.endsWith('machine.SequenceEvent')) return;
+          // The empty first event says the stream started; it is no event of the node's.
+          if (!data || data.typeUrl === '') return;
+          kept += 1;
+          oldest ??= xidTime(event.id);
+          if (!data.typeUrl.endsWith('machine.SequenceEvent')) return;
           const sequence = fromBinary(SequenceEventSchema, data.value);
-          events.push({
+          sequences.push({
             id: event.id,
             sequence: sequence.sequence,
             action:
@@ -394,6 +407,7 @@ export class TalosClient {
                 : sequence.action === SequenceActionNumber.STOP
                   ? 'stop'
                   : 'noop',
+            ...(sequence.error ? { error: sequence.error.message } : {}),
           });
         },
       );
@@ -403,7 +417,39 @@ export class TalosClient {
     } finally {
       clearTimeout(timer);
     }
-    return events;
+    return { sequences, kept, oldest };
+  }
+
+  /**
+   * MachineService.Rollback: the node's boot loader goes back to the previous
+   * installation, and the node reboots into it. Answers before the node is back.
+   */
+  async rollback(options: CallOptions = {}): Promise<void> {
+    const reply = await this.unary(MachineService.Rollback, {}, options);
+    this.only(MachineService.Rollback, reply.messages, options);
+  }
+
+  /**
+   * The machine configuration the node runs, as it was applied (the COSI resource
+   * MachineConfigs.config.talos.dev `v1alpha1` in namespace `config`, as `talosctl get
+   * machineconfig` reads it).
+   */
+  async machineConfiguration(options: CallOptions = {}): Promise<string> {
+    const reply = await this.unary(
+      CosiState.Get,
+      { namespace: 'config', type: 'MachineConfigs.config.talos.dev', id: 'v1alpha1' },
+      options,
+    );
+    const spec = reply.resource?.spec;
+    if (spec?.protoSpec.length)
+      return new TextDecoder().decode(fromBinary(MachineConfigSpecSchema, spec.protoSpec).yamlMarshalled);
+    if (spec?.yamlSpec) return spec.yamlSpec;
+    return this.throwStatus(
+      CosiState.Get,
+      options,
+      GrpcStatus.INTERNAL,
+      'the machine configuration has no spec',
+    );
   }
 
   /** ImageService.Pull into the system containerd (Talos >= 1.13 upgrades install from there). */
@@ -469,7 +515,12 @@ export class TalosClient {
         'the installer stream ended without an exit code',
       );
     if (exitCode !== 0)
-      throw new TalosUpgradeFailedError({ call, node: options.node, endpoint }, exitCode, output);
+      throw new TalosUpgradeFailedError(
+        { call, node: options.node, endpoint },
+        exitCode,
+        output,
+        installerExit(exitCode, options.image),
+      );
     return { output };
   }
 

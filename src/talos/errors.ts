@@ -1,6 +1,7 @@
 // Errors from the Talos API that say which call failed, on which node, through which
 // endpoint, and why — in Talos' own words when Talos answered, and in plain words when
 // the TLS handshake failed (the usual cause: a talosconfig for another cluster).
+import type { InstallerExit } from './installer-exit.ts';
 import { connect, type ConnectionOptions } from 'node:tls';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { formatDuration } from '../wait.ts';
@@ -69,23 +70,29 @@ export class TalosApiError extends Error {
   }
 }
 
-/** LifecycleService.Upgrade ran the installer, which failed: its exit code and last output. */
+/**
+ * LifecycleService.Upgrade ran the installer, which failed: its exit code, what the code
+ * means (installer-exit.ts), and its last output.
+ */
 export class TalosUpgradeFailedError extends TalosApiError {
   override readonly name = 'TalosUpgradeFailedError';
   readonly exitCode: number;
+  readonly exit: InstallerExit | undefined;
   readonly output: string[];
 
   constructor(
     details: Omit<TalosErrorDetails, 'failure' | 'talosMessage'>,
     exitCode: number,
     output: string[],
+    exit?: InstallerExit,
   ) {
     const last = output.at(-1) ?? '(no output)';
     super(
       { ...details, failure: 'exit-code', talosMessage: last },
-      `the installer exited with code ${String(exitCode)}: ${last}`,
+      `the installer exited with code ${String(exitCode)}${exit ? ` (${exit.name}: ${exit.meaning})` : ''}: ${last}`,
     );
     this.exitCode = exitCode;
+    this.exit = exit;
     this.output = output;
   }
 }

@@ -8,7 +8,7 @@ import type { KubeObject } from '../kube/informer.ts';
 import { redactURLs } from '../redact.ts';
 import { errorMessage } from '../wait.ts';
 import type { TalosClient } from './client.ts';
-import type { EtcdCheckState } from './etcd-health.ts';
+import type { EtcdCheckState, EtcdDisruption } from './etcd-health.ts';
 import { readEtcd, type ControlPlaneNode } from './etcd.ts';
 
 /** How long a read answers /v1/health (anonymous: it must not be a way to load etcd). */
@@ -51,11 +51,15 @@ export class EtcdCheck {
    * members of the nodes in `away` as down (evaluateEtcdHealth). Never throws: a read
    * that fails is an unhealthy state naming why (fail closed).
    */
-  async check(target: string, away: ReadonlyMap<string, string> = new Map()): Promise<EtcdCheckState> {
+  async check(
+    target: string,
+    away: ReadonlyMap<string, string> = new Map(),
+    disruption: EtcdDisruption = 'down',
+  ): Promise<EtcdCheckState> {
     const controlPlanes = controlPlaneNodes(this.o.nodes());
     try {
       const read = await this.o.withClient((client) =>
-        readEtcd(client, controlPlanes, target, { away, timeoutMs: this.o.timeoutMs ?? 10_000 }),
+        readEtcd(client, controlPlanes, target, { away, disruption, timeoutMs: this.o.timeoutMs ?? 10_000 }),
       );
       if (!read)
         return { at: new Date(), checked: false, healthy: false, spareable: true, message: NO_TALOSCONFIG };

@@ -34,6 +34,16 @@ export interface EtcdVerdict {
   spareable: boolean;
 }
 
+/**
+ * What the action does to the node's etcd member:
+ * - `down`: it goes down and comes back (a reboot, an upgrade, a shutdown);
+ * - `leaves`: it leaves the cluster for good (a graceful Reset of a control-plane node:
+ *   Talos's LeaveEtcd removes the member), so etcd goes on with one member less;
+ * - `dead`: it never comes back but stays listed (a Reset that is not graceful), so the
+ *   others must keep a quorum of the old size without it, for good.
+ */
+export type EtcdDisruption = 'down' | 'leaves' | 'dead';
+
 /** The name the etcd guard goes by in an action's status.checks and in /v1/health: never a ClusterHealthCheck's (a colon is no DNS name). */
 export const ETCD_CHECK_NAME = 'builtin:etcd';
 
@@ -68,12 +78,17 @@ export function evaluateEtcdHealth(
   observation: EtcdObservation,
   target: string,
   away: ReadonlyMap<string, string> = new Map(),
+  disruption: EtcdDisruption = 'down',
 ): EtcdVerdict {
   const { members, statuses, alarms } = observation;
   const member = members.find((m) => m.hostname === target);
   const votingCount = members.filter((m) => !m.isLearner).length;
+  // A member leaving for good needs someone left; one that goes away (for a while or
+  // for good, still listed) needs a quorum of the current size without it.
   const spareable =
-    member === undefined || member.isLearner || votingCount - 1 >= Math.floor(votingCount / 2) + 1;
+    member === undefined ||
+    member.isLearner ||
+    (disruption === 'leaves' ? votingCount - 1 >= 1 : votingCount - 1 >= Math.floor(votingCount / 2) + 1);
   const verdict = (healthy: boolean, message: string, leader?: EtcdMemberInfo): EtcdVerdict => ({
     healthy,
     message,
@@ -125,12 +140,30 @@ export function evaluateEtcdHealth(
   }
   if (!leader) return verdict(false, 'etcd has no leader the members agree on', leader);
 
-  const quorum = Math.floor(voting.length / 2) + 1;
   const without = voting.filter((m) => m.hostname !== target).length;
+  const targetVotes = member !== undefined && !member.isLearner;
+  if (disruption === 'leaves' && targetVotes) {
+    // Every other voting member is healthy (checked above): they are the new cluster.
+    if (without < 1)
+      return verdict(
+        false,
+        `etcd member ${nameOf(member)} is the only voting member: it cannot leave etcd without ending it`,
+        leader,
+      );
+    const after = Math.floor(without / 2) + 1;
+    return verdict(
+      true,
+      `etcd can let ${nameOf(member)} leave for good: ${String(voting.length)} → ${String(without)} voting members, all healthy, quorum then ${String(after)}, leader ${nameOf(leader)}`,
+      leader,
+    );
+  }
+  const quorum = Math.floor(voting.length / 2) + 1;
   if (without < quorum)
     return verdict(
       false,
-      `etcd would lose quorum without ${member ? nameOf(member) : target}: ${String(without)} of ${String(voting.length)} voting members left, ${String(quorum)} needed`,
+      voting.length === 1 && targetVotes
+        ? `etcd has a single member, ${nameOf(member)}: etcd is unavailable while it is down, which no check can make safe; bypass.healthChecks with a reason to go ahead (a cluster of one control-plane node)`
+        : `etcd would lose quorum without ${member ? nameOf(member) : target}${disruption === 'dead' ? ' (for good: a Reset that is not graceful leaves its member listed and dead)' : ''}: ${String(without)} of ${String(voting.length)} voting members left, ${String(quorum)} needed`,
       leader,
     );
   const spare = member

@@ -4,7 +4,12 @@
 // is recorded as such, never left out, so the judgement fails closed.
 import { errorMessage } from '../wait.ts';
 import type { EtcdMemberStatusInfo, TalosClient } from './client.ts';
-import { evaluateEtcdHealth, type EtcdObservation, type EtcdVerdict } from './etcd-health.ts';
+import {
+  evaluateEtcdHealth,
+  type EtcdDisruption,
+  type EtcdObservation,
+  type EtcdVerdict,
+} from './etcd-health.ts';
 
 export interface ControlPlaneNode {
   /** The Node's name: the hostname etcd lists the member under. */
@@ -25,7 +30,12 @@ export async function readEtcd(
   client: TalosClient,
   controlPlanes: ControlPlaneNode[],
   target: string,
-  options: { signal?: AbortSignal; timeoutMs?: number; away?: ReadonlyMap<string, string> } = {},
+  options: {
+    signal?: AbortSignal;
+    timeoutMs?: number;
+    away?: ReadonlyMap<string, string>;
+    disruption?: EtcdDisruption;
+  } = {},
 ): Promise<EtcdVerdict & { observation: EtcdObservation }> {
   const call = (node: string) => ({
     node,
@@ -68,5 +78,5 @@ export async function readEtcd(
   );
   const alarms = await client.etcdAlarmList(call(via.address));
   const observation = { members, statuses, alarms };
-  return { ...evaluateEtcdHealth(observation, target, options.away), observation };
+  return { ...evaluateEtcdHealth(observation, target, options.away, options.disruption), observation };
 }

@@ -24,7 +24,7 @@ import { errorMessage, formatDuration } from '../wait.ts';
 import { TalosClient, type TalosClientOptions } from './client.ts';
 import type { TalosContext } from './config.ts';
 import { drainNode } from './drain.ts';
-import { TalosApiError } from './errors.ts';
+import { TalosApiError, TalosUpgradeFailedError } from './errors.ts';
 import { CONTROL_PLANE_LABEL } from '../api/names.ts';
 import {
   callTalos,
@@ -33,6 +33,7 @@ import {
   prepareTalosAction,
   type TalosTarget,
 } from './executor.ts';
+import { callReached } from './events.ts';
 import type { ExecutionFacts, ExecutionStep, ExecutionStepFacts } from './facts.ts';
 import { callSequence, type ConfigSecret, type TalosSteps } from './plan.ts';
 
@@ -192,9 +193,22 @@ export class TalosExecutor {
           state: 'failed',
           message: errorMessage(error),
           ...(step === 'call' ? { mayHaveReached: false } : {}),
+          ...(error instanceof TalosUpgradeFailedError ? { exitCode: error.exitCode } : {}),
         });
       },
     );
+  }
+
+  /**
+   * Forgets what this process knows of finished steps of an action, so that the decision
+   * core asks for them again (an install whose installer failed on a dependency: pulled
+   * and installed again). Running steps are left alone.
+   */
+  again(uid: string, steps: readonly ExecutionStep[]): void {
+    for (const step of steps) {
+      const s = this.steps.get(`${uid}/${step}`);
+      if (s && s.facts.state !== 'running') this.steps.delete(`${uid}/${step}`);
+    }
   }
 
   /** Stops the action's steps that still run (its outcome no longer matters, or it is over). */
@@ -366,28 +380,25 @@ export class TalosExecutor {
   }
 
   /**
-   * Whether the call the action records reached the node: the node's events since it
-   * booted show the sequence that call starts (plan.ts callSequence). Asked only of a
-   * node still in the boot the call was recorded in, once any call a gone process may
-   * have sent has arrived or been given up (the decision core waits for that).
+   * Whether the call the action records reached the node: the node's events show the
+   * sequence that call starts (plan.ts callSequence), or, when they reach back far
+   * enough and show none, that it never came; a history that may not reach back to the
+   * call tells nothing (events.ts callReached). Asked only of a node still in the boot
+   * the call was recorded in, once any call a gone process may have sent has arrived or
+   * been given up (the decision core waits for that).
    */
   private async verify(action: ObservedNodeAction, signal: AbortSignal): Promise<ExecutionStepFacts> {
     const call = action.status?.execution?.call ?? '';
-    const sequence = callSequence(call);
+    const sequence = callSequence(call, action.spec);
     if (!sequence) throw new Error(`${call || 'the call'} starts no sequence the node's events would show`);
+    const callTime = new Date(action.status?.execution?.callTime ?? '');
+    if (Number.isNaN(callTime.getTime())) throw new Error('the call has no recorded callTime');
     const target = this.target(action);
     const { client, release } = this.hold();
     try {
-      const events = await client.sequenceEvents({ node: target.address, signal });
-      const started = events.filter((e) => e.sequence === sequence && e.action === 'start');
-      return {
-        state: 'succeeded',
-        reached: started.length > 0,
-        message:
-          started.length > 0
-            ? `the node's events since it booted show a ${sequence} sequence started (event ${started[0]?.id ?? '?'})`
-            : `the node's ${String(events.length)} events since it booted show no ${sequence} sequence`,
-      };
+      const history = await client.eventHistory({ node: target.address, signal });
+      const { reached, message } = callReached(history, sequence, callTime);
+      return { state: 'succeeded', ...(reached !== undefined ? { reached } : {}), message };
     } finally {
       release();
     }
@@ -419,27 +430,44 @@ export class TalosExecutor {
         : undefined;
     // Held before the call: failing to get a client is a call not made.
     const { client, release } = this.hold();
+    let handOff: string | undefined;
     try {
-      // Before the disruptive call, not instead of it: a failure here is a call not made.
-      const forfeited = await forfeitEtcdLeadership(client, call, target, { signal });
-      if (forfeited) progress(forfeited);
+      // Before the disruptive call, not instead of it: a failure here is a call not made,
+      // unless etcd's health was bypassed on the record (then it is said, and the call goes).
+      handOff = await forfeitEtcdLeadership(
+        client,
+        call,
+        { ...target, name: action.spec.nodeName },
+        { signal },
+      );
+      if (handOff) progress(handOff);
     } catch (error) {
-      release();
-      return {
-        state: 'failed',
-        mayHaveReached: false,
-        message: `not made: could not hand etcd leadership over first: ${errorMessage(error)}`,
-      };
+      if (!action.spec.bypass?.healthChecks) {
+        release();
+        return {
+          state: 'failed',
+          mayHaveReached: false,
+          message: `not made: could not hand etcd leadership over first: ${errorMessage(error)}`,
+        };
+      }
+      handOff = `could not hand etcd leadership over (${errorMessage(error)}); going on, as health checks were bypassed`;
+      progress(handOff);
     }
+    const told = handOff !== undefined ? { handOff } : {};
     progress(`waiting for Talos to answer (node ${target.address})`);
     try {
       const outcome = await callTalos(client, call, target, {
         signal,
         ...(machineConfig !== undefined ? { machineConfig } : {}),
       });
-      return { state: 'succeeded', message: outcome.message, disrupts: outcome.disrupts };
+      return { state: 'succeeded', message: outcome.message, disrupts: outcome.disrupts, ...told };
     } catch (error) {
-      return { state: 'failed', mayHaveReached: !definitelyNotMade(error), message: errorMessage(error) };
+      return {
+        state: 'failed',
+        mayHaveReached: !definitelyNotMade(error),
+        message: errorMessage(error),
+        ...told,
+      };
     } finally {
       release();
     }

@@ -25,6 +25,7 @@
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { TalosClient } from './client.ts';
 import { TalosApiError } from './errors.ts';
+import { normalizeImageReference } from './image-reference.ts';
 import { takesNodeDown, type InstallStep, type TalosCall } from './plan.ts';
 
 export interface TalosTarget {
@@ -123,7 +124,9 @@ export async function installTalosUpgrade(
       return `configuration applied (mode ${applied.mode}); the reboot makes it whole`;
     }
     case 'installImage': {
-      const { image } = step;
+      // Talos stored the pulled image under containerd's name for it, and looks the
+      // installer up by exactly the name it is given: `alpine:3` is `docker.io/library/alpine:3`.
+      const image = normalizeImageReference(step.image);
       const progress = options.progress ?? (() => undefined);
       progress(`installing ${image}`);
       await confirmed('LifecycleService.Upgrade', target.osImage, () =>
@@ -141,23 +144,30 @@ export async function installTalosUpgrade(
 
 /**
  * Before the disruptive call on a control-plane node: EtcdForfeitLeadership, which
- * hands leadership to another member if this one leads (and does nothing otherwise).
- * Returns what happened, for the step's progress.
+ * hands leadership to another member if this one leads (and does nothing otherwise),
+ * so that the cluster does not wait for an election on a leader that is gone. Only for
+ * a call that takes the node down (plan.ts takesNodeDown: not a change applied live).
+ * Talos refuses it in an etcd of one member ("only one member"), and a member alone
+ * among voters has nobody to hand to: then nothing is asked. Returns what happened, for
+ * the step's progress and the action's record: who gave leadership up, who took it.
  */
 export async function forfeitEtcdLeadership(
   client: TalosClient,
   call: TalosCall,
-  target: TalosTarget,
+  target: TalosTarget & { name: string },
   options: { signal?: AbortSignal } = {},
 ): Promise<string | undefined> {
-  if (!target.controlPlane || !takesNodeDown(call)) return undefined;
-  const { member } = await client.etcdForfeitLeadership({
-    node: target.address,
-    ...(options.signal ? { signal: options.signal } : {}),
-  });
+  if (!target.controlPlane || !takesNodeDown(call, target.osImage)) return undefined;
+  const to = { node: target.address, ...(options.signal ? { signal: options.signal } : {}) };
+  const self = target.name;
+  const members = await client.etcdMemberList(to);
+  const voters = members.filter((m) => !m.isLearner && m.hostname !== self);
+  if (voters.length === 0)
+    return `etcd member ${self} is the only voting member: nobody to hand leadership to, so none is handed over`;
+  const { member } = await client.etcdForfeitLeadership(to);
   return member
-    ? `etcd leadership handed over by ${member}`
-    : 'not the etcd leader: no leadership to hand over';
+    ? `etcd leadership handed over by ${self} to ${member}`
+    : `etcd member ${self} does not lead: no leadership to hand over`;
 }
 
 /**
@@ -190,10 +200,17 @@ export async function callTalos(
       await client.shutdown({ ...to, force: call.force });
       return { disrupts: true, message: 'shutting down' };
     case 'MachineService.Reset':
-      await client.reset({ ...to, graceful: call.graceful, reboot: false, wipeMode: call.wipeMode });
+      await client.reset({
+        ...to,
+        graceful: call.graceful,
+        reboot: false,
+        wipeMode: call.wipeMode,
+        userDisksToWipe: call.userDisksToWipe,
+        systemPartitionsToWipe: call.systemPartitionsToWipe,
+      });
       return {
         disrupts: true,
-        message: `resetting (wipe ${call.wipeMode}, ${call.graceful ? '' : 'not '}graceful)`,
+        message: `resetting: wiping ${call.wipes}${call.graceful ? (target.controlPlane ? ', after leaving etcd for good' : '') : ', not gracefully'}`,
       };
     case 'MachineService.Upgrade': {
       if (!call.image) throw new Error('spec.upgrade.image is missing');

@@ -17,6 +17,10 @@ export interface ExecutionStepFacts {
    * since its boot show the sequence the call starts, i.e. whether the call reached it.
    */
   reached?: boolean;
+  /** A call on a control-plane node: what the etcd leadership hand-off before it did, in words. */
+  handOff?: string;
+  /** An install the installer failed: its exit code (installer-exit.ts says what it means). */
+  exitCode?: number;
   /** A call Talos acknowledged: whether the node reboots or goes down because of it. */
   disrupts?: boolean;
   /** A running drain: the pods whose eviction is refused now (drain.ts), longest refused first. */

@@ -7,8 +7,11 @@ import type { ApplyMode, WipeMode } from './client.ts';
 import {
   appliesWithoutReboot,
   formatTalosVersion,
+  hasForceReboot,
   hasLifecycleUpgrade,
+  hasSystemVolumeLabels,
   talosVersionFromOsImage,
+  type TalosVersionNumber,
 } from './version.ts';
 
 /** A ConfigChange's Secret: the node's full machine configuration, in the controller's namespace. */
@@ -35,12 +38,13 @@ export type InstallStep =
 export type TalosCall =
   | {
       method: 'MachineService.Reboot';
-      mode: 'default' | 'powercycle';
+      /** FORCE only when spec.reboot.mode names it (rebootMode()). */
+      mode: 'default' | 'powercycle' | 'force';
       /** What the reboot completes: an upgrade installed before it, or a configuration applied without one. */
       completes?: { upgrade: string } | { configuration: true };
     }
   | { method: 'MachineService.Shutdown'; force: false }
-  | { method: 'MachineService.Reset'; graceful: boolean; wipeMode: WipeMode }
+  | ({ method: 'MachineService.Reset'; graceful: boolean } & ResetRequestPlan)
   /** Talos before 1.13: the node pulls, installs and reboots by itself. */
   | { method: 'MachineService.Upgrade'; image: string; stage: boolean; version: string }
   | { method: 'MachineService.ApplyConfiguration'; mode: ApplyMode; secret: ConfigSecret | undefined };
@@ -128,11 +132,13 @@ export function autoNeverReboots(spec: NodeActionSpec, osImage: string | undefin
 
 /**
  * The sequence a disruptive call starts on the node, as its events name it
- * (MachineService.Events): what shows that the call reached the node, while the node is
- * still in the boot it was made in. Undefined: the call may start none (a configuration
- * applied live), so nothing on the node can tell.
+ * (MachineService.Events; Talos's runtime.Sequence names): what shows that the call
+ * reached the node, while the node is still in the boot it was made in. A staged legacy
+ * upgrade is a sequence of its own, `stageUpgrade`; a configuration applied in mode
+ * REBOOT (Talos ≤ 1.13) starts a `reboot`. Undefined: the call may start none (a
+ * configuration applied live), so nothing on the node can tell.
  */
-export function callSequence(call: string): string | undefined {
+export function callSequence(call: string, spec: NodeActionSpec): string | undefined {
   switch (call) {
     case 'MachineService.Reboot':
       return 'reboot';
@@ -141,23 +147,119 @@ export function callSequence(call: string): string | undefined {
     case 'MachineService.Reset':
       return 'reset';
     case 'MachineService.Upgrade':
-      return 'upgrade';
+      return spec.upgrade?.stage ? 'stageUpgrade' : 'upgrade';
+    case 'MachineService.ApplyConfiguration':
+      return spec.configChange?.mode === 'Reboot' ? 'reboot' : undefined;
     default:
       return undefined;
   }
 }
 
 /**
- * Whether the call may take the node down (or out): then a control-plane node hands
- * etcd leadership over first, so that the cluster does not wait for an election on a
- * leader that is gone. Only a configuration applied in a mode that cannot reboot is spared.
+ * Whether the call takes the node (running `osImage`) down: then a control-plane node
+ * hands etcd leadership over first, so that the cluster does not wait for an election
+ * on a leader that is gone. A configuration applied in a mode that cannot reboot is
+ * spared, and so is AUTO on Talos ≥ 1.14, where it never reboots (an unknown version may).
  */
-export function takesNodeDown(call: TalosCall): boolean {
+export function takesNodeDown(call: TalosCall, osImage: string | undefined): boolean {
   if (call.method !== 'MachineService.ApplyConfiguration') return true;
-  return call.mode === 'reboot' || call.mode === 'auto';
+  if (call.mode === 'reboot') return true;
+  if (call.mode !== 'auto') return false;
+  const version = talosVersionFromOsImage(osImage);
+  return version === undefined || !appliesWithoutReboot(version);
 }
 
-const WIPE: Record<string, WipeMode> = { All: 'all', SystemDisk: 'system-disk', UserDisks: 'user-disks' };
+/** The system partitions a SystemData reset wipes before Talos 1.14.0-beta.1. */
+const SYSTEM_DATA = ['STATE', 'EPHEMERAL'];
+/** From Talos 1.14.0-beta.1 also these, which it may put on partitions of their own. */
+const SYSTEM_VOLUMES = ['ETCD', 'CRI', 'KUBELET', 'LOG'];
+
+/** What gatehouse asks of MachineService.Reset, and what that wipes, in words. */
+export interface ResetRequestPlan {
+  wipeMode: WipeMode;
+  userDisksToWipe: string[];
+  systemPartitionsToWipe: { label: string; wipe: boolean }[];
+  /** Exactly what is wiped, for the action's status. */
+  wipes: string;
+}
+
+/**
+ * The Reset request for the action on a node running `osImage` (Talos's semantics:
+ * docs/concepts.md). Throws, with a message for the action's status, when it cannot be
+ * made: UserDisks without disks (Talos would wipe nothing), SystemData on a node whose
+ * version is unknown (which labels exist depends on it).
+ */
+export function resetRequest(spec: NodeActionSpec, osImage: string | undefined): ResetRequestPlan {
+  const mode = spec.reset?.wipeMode ?? 'All';
+  const disks = spec.reset?.userDisks ?? [];
+  const listed = disks.length > 0 ? ` and user disk(s) ${disks.join(', ')}` : '';
+  switch (mode) {
+    case 'All':
+      return {
+        wipeMode: 'all',
+        userDisksToWipe: disks,
+        systemPartitionsToWipe: [],
+        wipes: `the system disk${listed}${disks.length === 0 ? ' (no user disk: none was listed in spec.reset.userDisks)' : ''}`,
+      };
+    case 'SystemDisk':
+      return {
+        wipeMode: 'system-disk',
+        userDisksToWipe: [],
+        systemPartitionsToWipe: [],
+        wipes: 'the system disk',
+      };
+    case 'UserDisks':
+      if (disks.length === 0)
+        throw new Error(
+          'a Reset with wipeMode UserDisks needs spec.reset.userDisks: Talos wipes only the user disks it is given, so it would wipe nothing',
+        );
+      return {
+        wipeMode: 'user-disks',
+        userDisksToWipe: disks,
+        systemPartitionsToWipe: [],
+        wipes: `user disk(s) ${disks.join(', ')}; Talos and its data stay`,
+      };
+    case 'SystemData': {
+      const version = talosVersionFromOsImage(osImage);
+      if (!version)
+        throw new Error(
+          `cannot tell the Talos version of node ${spec.nodeName} from its osImage "${String(osImage)}": which system partitions a SystemData reset names depends on it`,
+        );
+      const labels = systemDataLabels(version);
+      return {
+        wipeMode: 'system-disk',
+        userDisksToWipe: [],
+        systemPartitionsToWipe: labels.map((label) => ({ label, wipe: true })),
+        wipes: `the system partitions ${labels.join(', ')}; Talos stays installed and the node comes back in maintenance mode`,
+      };
+    }
+  }
+}
+
+/** The system partitions a SystemData reset names on `version` (ETCD, CRI, KUBELET, LOG from 1.14.0-beta.1). */
+export function systemDataLabels(version: TalosVersionNumber): string[] {
+  return hasSystemVolumeLabels(version) ? [...SYSTEM_DATA, ...SYSTEM_VOLUMES] : SYSTEM_DATA;
+}
+
+/**
+ * The reboot mode sent: FORCE only when spec.reboot.mode says Force (never implied, not
+ * even under bypass), and only on Talos ≥ 1.12, where it exists.
+ */
+export function rebootMode(
+  spec: NodeActionSpec,
+  osImage: string | undefined,
+): 'default' | 'powercycle' | 'force' {
+  const mode = spec.reboot?.mode ?? 'Default';
+  if (mode === 'PowerCycle') return 'powercycle';
+  if (mode !== 'Force') return 'default';
+  const version = talosVersionFromOsImage(osImage);
+  if (!version || !hasForceReboot(version))
+    throw new Error(
+      `reboot mode Force exists from Talos 1.12; node ${spec.nodeName} runs ${version ? formatTalosVersion(version) : `an unknown version (osImage "${String(osImage)}")`}: ask for Default or PowerCycle`,
+    );
+  return 'force';
+}
+
 const APPLY: Record<string, ApplyMode> = {
   Auto: 'auto',
   NoReboot: 'no-reboot',
@@ -166,22 +268,19 @@ const APPLY: Record<string, ApplyMode> = {
   Try: 'try',
 };
 
-export const rebootSteps: TalosStepsPlanner = (spec) => ({
-  call: {
-    method: 'MachineService.Reboot',
-    mode: spec.reboot?.mode === 'PowerCycle' ? 'powercycle' : 'default',
-  },
+export const rebootSteps: TalosStepsPlanner = (spec, osImage) => ({
+  call: { method: 'MachineService.Reboot', mode: rebootMode(spec, osImage) },
 });
 
 export const shutdownSteps: TalosStepsPlanner = () => ({
   call: { method: 'MachineService.Shutdown', force: false },
 });
 
-export const resetSteps: TalosStepsPlanner = (spec) => ({
+export const resetSteps: TalosStepsPlanner = (spec, osImage) => ({
   call: {
     method: 'MachineService.Reset',
     graceful: spec.reset?.graceful ?? true,
-    wipeMode: WIPE[spec.reset?.wipeMode ?? 'All'] ?? 'all',
+    ...resetRequest(spec, osImage),
   },
 });
 

@@ -13,6 +13,7 @@ import {
   type MessageShape,
 } from '@bufbuild/protobuf';
 import * as gen from './gen/gatehouse/talos/machine_pb.ts';
+import { State } from './gen/gatehouse/talos/cosi_pb.ts';
 
 export interface Method<Req extends DescMessage = DescMessage, Res extends DescMessage = DescMessage> {
   readonly service: string;
@@ -56,7 +57,14 @@ export const MachineService = {
   EtcdStatus: method(machine.etcdStatus),
   EtcdAlarmList: method(machine.etcdAlarmList),
   EtcdForfeitLeadership: method(machine.etcdForfeitLeadership),
+  EtcdSnapshot: method(machine.etcdSnapshot),
+  Rollback: method(machine.rollback),
   Events: method(machine.events),
+};
+
+/** The COSI resource API (`talosctl get`): the node's machine configuration is read through it. */
+export const CosiState = {
+  Get: method(State.method.get),
 };
 
 export const ImageService = {

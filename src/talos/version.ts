@@ -107,3 +107,25 @@ export function appliesWithoutReboot(version: TalosVersionNumber): boolean {
 export function hasForceReboot(version: TalosVersionNumber): boolean {
   return compareTalosVersions(version, { major: 1, minor: 12, patch: 0, prerelease: '' }) >= 0;
 }
+
+/**
+ * The first Talos version whose Reset accepts the ETCD, CRI, KUBELET and LOG volumes by
+ * label (wiped with EPHEMERAL when they are directories under it, on their own when
+ * they have partitions): 1.14.0-beta.1. Before, only located partitions are accepted
+ * (beta.0 refuses a directory-backed volume as "not located"), and 1.13 and older know
+ * no such volume.
+ */
+const SYSTEM_VOLUME_LABELS: TalosVersionNumber = { major: 1, minor: 14, patch: 0, prerelease: 'beta.1' };
+
+/** Whether a Reset of a node running `version` may name ETCD, CRI, KUBELET and LOG. */
+export function hasSystemVolumeLabels(version: TalosVersionNumber): boolean {
+  return compareTalosVersions(version, SYSTEM_VOLUME_LABELS) >= 0;
+}
+
+/** The first installer that exits with a code per kind of failure (before: 1 for every failure). */
+const INSTALLER_EXIT_CODES: TalosVersionNumber = { major: 1, minor: 14, patch: 0, prerelease: 'alpha.2' };
+
+/** Whether the installer of `version` tells its failures apart by exit code. */
+export function hasInstallerExitCodes(version: TalosVersionNumber): boolean {
+  return compareTalosVersions(version, INSTALLER_EXIT_CODES) >= 0;
+}

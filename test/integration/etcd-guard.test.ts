@@ -8,6 +8,7 @@ import { after, before, describe, it, type TestContext } from 'node:test';
 import type { Controller } from '../../src/controller.ts';
 import { BOOT_DELAY_ANNOTATION } from '../../sandbox/talos-faults.ts';
 import { ETCD_FAULT_ANNOTATION } from '../../sandbox/talos-etcd.ts';
+import { talosCallCounts } from '../../sandbox/talos-simulator.ts';
 import { TalosClient } from '../../src/talos/client.ts';
 import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
 import { installGatehouseAPI } from '../support/install.ts';
@@ -45,6 +46,8 @@ let me = '';
 
 const readNode = (name: string) => client.request<NodeView>(`/api/v1/nodes/${name}`);
 const etcdCheck = (a: ActionObject) => a.status?.checks?.find((c) => c.name === ETCD);
+const addressOf = async (node: string) =>
+  (await readNode(node)).status?.addresses?.find((a) => a.type === 'InternalIP')?.address ?? '';
 
 /** `count` control-plane nodes of a simulated etcd cluster of the test's own (addresses 10.5.150–199.x). */
 function controlPlanes(
@@ -150,9 +153,7 @@ describe('etcd guard', () => {
     // cluster's actions says so, only etcd does.
     const talosClient = new TalosClient(talos);
     t.after(() => talosClient.close());
-    const address =
-      (await readNode(down)).status?.addresses?.find((a) => a.type === 'InternalIP')?.address ?? '';
-    await talosClient.reboot({ node: address, mode: 'default' });
+    await talosClient.reboot({ node: await addressOf(down), mode: 'default' });
     // The action comes once the member is down, as an operator's would: asked while the
     // reboot is still being taken up, it could be judged (rightly) on a healthy etcd.
     await waitFor(`${down} to go down`, async () => (isReady(await readNode(down)) ? undefined : true), {
@@ -167,13 +168,65 @@ describe('etcd guard', () => {
     assert.ok(isReady(await readNode(down)), `${down} was back before ${next} went`);
   });
 
-  it('refuses a Reset of a control-plane node when its member cannot leave without losing quorum', async (t) => {
-    const [first = ''] = await controlPlanes(t, 2);
-    const name = await action(t, { nodeName: first, action: 'Reset' });
-    const denied = await waitForPhase(client, name, ['Denied', 'Succeeded', 'Failed'], 60_000);
+  it('judges a graceful Reset as its member leaving etcd for good: two members become one, the last one is refused', async (t) => {
+    // Two members cannot spare one for a reboot (quorum 2), but can let one leave for good.
+    const [first = '', second = ''] = await controlPlanes(t, 2);
+    const dead = await action(t, { nodeName: first, action: 'Reset', reset: { graceful: false } });
+    const refused = await waitForPhase(client, dead, ['Denied', 'Succeeded', 'Failed'], 60_000);
+    assert.equal(refused.status?.phase, 'Denied', refused.status?.message);
+    assert.match(refused.status.message ?? '', /a reset that is not graceful leaves a dead member/);
+    assert.match(refused.status.message ?? '', new RegExp(`would lose quorum without ${first} \\(for good`));
+
+    const leaves = await action(t, { nodeName: first, action: 'Reset', reset: { wipeMode: 'SystemDisk' } });
+    const done = await waitForPhase(client, leaves, ['Denied', 'Succeeded', 'Failed'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.match(
+      etcdCheck(done)?.message ?? '',
+      new RegExp(`can let ${first} leave for good: 2 → 1 voting members`),
+    );
+    const talosClient = new TalosClient(talos);
+    t.after(() => talosClient.close());
+    const members = await talosClient.etcdMemberList({ node: await addressOf(second) });
+    assert.deepEqual(
+      members.map((m) => m.hostname),
+      [second],
+      'the member left etcd in the reset',
+    );
+
+    const last = await action(t, { nodeName: second, action: 'Reset' });
+    const denied = await waitForPhase(client, last, ['Denied', 'Succeeded', 'Failed'], 60_000);
     assert.equal(denied.status?.phase, 'Denied', denied.status?.message);
-    assert.match(denied.status.message ?? '', /a graceful reset leaves etcd/);
-    assert.match(denied.status.message ?? '', new RegExp(`would lose quorum without ${first}: 1 of 2`));
+    assert.match(denied.status.message ?? '', /only voting member: it cannot leave etcd without ending it/);
+  });
+
+  it('reboots and upgrades a cluster of one control-plane node, on the record, handing leadership to nobody (issue 30)', async (t) => {
+    const [alone = ''] = await controlPlanes(t, 1);
+    // Without a bypass the guard holds it, and says what would let it through.
+    const held = await action(t, { nodeName: alone, action: 'Reboot' });
+    await heldByEtcd(
+      held,
+      /single member, .*: etcd is unavailable while it is down.*bypass\.healthChecks with a reason/,
+    );
+    await client.request(`${API}/nodeactions/${held}`, { method: 'DELETE' });
+    const bypass = { healthChecks: true, reason: 'a one-node edge cluster: etcd is down while it reboots' };
+    const reboot = await action(t, { nodeName: alone, action: 'Reboot', bypass });
+    const rebooted = await waitForPhase(client, reboot, ['Succeeded', 'Failed', 'Denied'], 120_000);
+    assert.equal(rebooted.status?.phase, 'Succeeded', rebooted.status?.message);
+    const upgrade = await action(t, {
+      nodeName: alone,
+      action: 'Upgrade',
+      upgrade: { image: 'ghcr.io/siderolabs/installer:v1.13.1' },
+      bypass,
+    });
+    const upgraded = await waitForPhase(client, upgrade, ['Succeeded', 'Failed', 'Denied'], 120_000);
+    assert.equal(upgraded.status?.phase, 'Succeeded', upgraded.status?.message);
+    assert.equal((await readNode(alone)).status?.nodeInfo?.osImage, 'Talos (v1.13.1)');
+    // Nobody to hand leadership to: asked who else votes, and never asked to forfeit it
+    // (Talos refuses that outright in a cluster of one member).
+    const calls = talosCallCounts((await readNode(alone)).metadata.annotations);
+    assert.equal(calls.EtcdForfeitLeadership, undefined, JSON.stringify(calls));
+    assert.ok((calls.EtcdMemberList ?? 0) >= 2, JSON.stringify(calls));
+    assert.equal(calls.Reboot, 2);
   });
 
   it('lets bypass.healthChecks through an unhealthy etcd, on the record', async (t) => {

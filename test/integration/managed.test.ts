@@ -15,17 +15,15 @@ import {
   TALOS_FAULT_MESSAGE_ANNOTATION,
 } from '../../sandbox/talos-faults.ts';
 import { ETCD_LEADER_ANNOTATION } from '../../sandbox/talos-etcd.ts';
-import { MACHINE_CONFIG_ANNOTATION, talosCallCounts } from '../../sandbox/talos-simulator.ts';
-import { loadTalosConfig, type TalosContext } from '../../src/talos/config.ts';
+import { MACHINE_CONFIG_ANNOTATION } from '../../sandbox/talos-simulator.ts';
 import { cordon } from '../../src/talos/drain.ts';
 import { CALL_SETTLE_MS } from '../../src/actions/phases/executing.ts';
 import { installGatehouseAPI } from '../support/install.ts';
-import { createTalosNodes, GROUP_LABEL, isReady } from '../support/talos-nodes.ts';
+import { GROUP_LABEL, isReady } from '../support/talos-nodes.ts';
 import {
   createGroupHook,
   API,
   createAction,
-  deleteActionsAfter,
   deleteAfter,
   events,
   getAction,
@@ -33,57 +31,31 @@ import {
   startGateController,
   waitForPhase,
   whoami,
-  type ActionObject,
   installCephClusterKind,
   setCephHealth,
 } from '../support/gate.ts';
+import { freshNamespace, uniqueName, waitFor } from '../support/kube.ts';
 import {
-  freshNamespace,
-  rest,
-  testKubeConfig,
-  testSandboxState,
-  uniqueName,
-  waitFor,
-} from '../support/kube.ts';
+  callsOn,
+  client,
+  conditionOf,
+  createManagedAction,
+  kc,
+  MANAGED_TAINT,
+  managedController,
+  managedNodes as createManagedNodes,
+  readNode,
+  talos,
+} from '../support/managed.ts';
 import { stopAll } from '../support/teardown.ts';
 
-const kc = testKubeConfig();
-const client = rest(kc);
-const sandbox = await testSandboxState();
-if (!sandbox.talosconfig)
-  throw new Error(
-    `the sandbox in ${sandbox.dir} runs no Talos simulator (started with --no-talos?): restart it`,
-  );
-const talos: TalosContext = await loadTalosConfig({ path: sandbox.talosconfig });
 const CEPH_GROUP = 'ceph.managed.test.gatehouse.dev';
-/** Keeps everyone else's pods off this file's nodes, which reboot and go away. */
-const TAINT = 'gatehouse.test/managed';
+const TAINT = MANAGED_TAINT;
 const OLD = 'v1.13.0';
 const NEW_IMAGE = 'ghcr.io/siderolabs/installer:v1.13.1';
 const instance = uniqueName('managed');
 let controller: Controller;
 let me = '';
-
-function managedController(name: string): Promise<Controller> {
-  return startGateController(name, { talos: { config: talos, drainRetryMs: 500 } });
-}
-
-interface NodeView {
-  metadata: { name: string; annotations?: Record<string, string> };
-  spec?: { unschedulable?: boolean };
-  status?: {
-    nodeInfo?: { bootID?: string; osImage?: string };
-    conditions?: { type: string; status: string }[];
-    addresses?: { type: string; address: string }[];
-  };
-}
-
-const readNode = (name: string) => client.request<NodeView>(`/api/v1/nodes/${name}`);
-
-/** The Talos calls the simulator counted on the node, by method. */
-async function callsOn(name: string): Promise<Record<string, number>> {
-  return talosCallCounts((await readNode(name)).metadata.annotations);
-}
 
 /** Simulated Talos nodes of the test's own (addresses 10.5.100–149.x), labelled with `group`. */
 function managedNodes(
@@ -92,15 +64,10 @@ function managedNodes(
   count: number,
   options: { talosVersion?: string; annotations?: Record<string, string>; etcdCluster?: string } = {},
 ): Promise<string[]> {
-  return createTalosNodes(t, client, {
-    group,
-    count,
-    taint: TAINT,
-    kubernetesVersion: sandbox.kubernetesVersion,
+  return createManagedNodes(t, group, count, {
+    ...options,
     talosVersion: options.talosVersion ?? OLD,
     addressBlock: 100,
-    ...(options.annotations ? { annotations: options.annotations } : {}),
-    ...(options.etcdCluster !== undefined ? { etcdCluster: options.etcdCluster } : {}),
   });
 }
 
@@ -215,17 +182,8 @@ function ms(time: string | undefined, what: string): number {
   return Date.parse(time);
 }
 
-const conditionOf = (a: ActionObject, type: string) => a.status?.conditions?.find((c) => c.type === type);
-
-async function managedAction(
-  t: TestContext,
-  spec: Parameters<typeof createAction>[3],
-  inst = instance,
-): Promise<string> {
-  const created = await createAction(client, inst, me, { execution: 'Managed', ...spec });
-  deleteActionsAfter(t, client, created.metadata.name);
-  return created.metadata.name;
-}
+const managedAction = (t: TestContext, spec: Parameters<typeof createAction>[3], inst = instance) =>
+  createManagedAction(t, inst, me, spec);
 
 before(async () => {
   await installGatehouseAPI(kc);
@@ -623,7 +581,7 @@ describe('Managed execution', () => {
     assert.equal(failed.status?.phase, 'Failed', failed.status?.message);
     assert.match(
       failed.status.message ?? '',
-      /could not install ghcr\.io\/siderolabs\/installer:v1\.13\.1: Talos LifecycleService\.Upgrade .* the installer exited with code 1: error: disk \/dev\/sda is read-only/,
+      /could not install ghcr\.io\/siderolabs\/installer:v1\.13\.1: Talos LifecycleService\.Upgrade .* the installer exited with code 1 \(failure: installers before Talos 1\.14 exit 1 on every failure: its output says why\): error: disk \/dev\/sda is read-only/,
     );
     assert.equal(conditionOf(failed, 'Executed')?.reason, 'TalosError');
     assert.deepEqual(
@@ -688,7 +646,10 @@ describe('Managed execution', () => {
     }
   });
 
-  /** A machine configuration whose change needs a reboot (the simulator's rule: machine.install changed). */
+  /**
+   * A machine configuration whose change needs a reboot: machine.env, read by services
+   * when they start (Talos ≤ 1.13 refuses it live; 1.14 applies it, for the next boot).
+   */
   async function installChangingConfig(t: TestContext): Promise<string> {
     const secret = uniqueName('machine-config');
     await client.request('/api/v1/namespaces/gatehouse-system/secrets', {
@@ -698,7 +659,8 @@ describe('Managed execution', () => {
         kind: 'Secret',
         metadata: { name: secret },
         stringData: {
-          'config.yaml': 'version: v1alpha1\nmachine:\n  type: worker\n  install:\n    disk: /dev/sdb\n',
+          'config.yaml':
+            'version: v1alpha1\nmachine:\n  type: worker\n  env:\n    HTTPS_PROXY: http://proxy:3128\n',
         },
       },
     });
@@ -765,15 +727,20 @@ describe('Managed execution', () => {
     const name = await managedAction(t, { nodeName: leader, action: 'Reboot' });
     const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
     assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
-    // The etcd guard reads the members first (EtcdStatus); then the hand-over, then the reboot.
+    // The etcd guard reads the members first (EtcdStatus); then the hand-over (is there a
+    // member to hand to? then hand over), then the reboot.
     const { EtcdStatus: statusReads = 0, ...calls } = await callsOn(leader);
-    assert.deepEqual(calls, { EtcdForfeitLeadership: 1, Reboot: 1 });
+    assert.deepEqual(calls, { EtcdMemberList: 1, EtcdForfeitLeadership: 1, Reboot: 1 });
     assert.ok(statusReads >= 1, 'the etcd guard read the member before approving');
     assert.equal((await readNode(leader)).metadata.annotations?.[ETCD_LEADER_ANNOTATION], undefined);
     const leaders = await Promise.all(
       others.map(async (n) => (await readNode(n)).metadata.annotations?.[ETCD_LEADER_ANNOTATION]),
     );
     assert.deepEqual(leaders.filter(Boolean), ['true'], 'another member leads now');
+    // On the record: who gave leadership up, and who took it (Talos names the latter).
+    const newLeader = others.find((_, i) => leaders[i] === 'true');
+    const handOff = (await events(client, name)).find((e) => e.reason === 'EtcdLeadershipHandOff');
+    assert.equal(handOff?.message, `etcd leadership handed over by ${leader} to ${newLeader ?? '?'}`);
   });
 
   it('fails an action whose node never comes back, at the waitingForNode deadline', async (t) => {

@@ -3,12 +3,11 @@
 // controller performs them through the Talos simulator (Managed), and the rollout
 // survives its controller being SIGKILLed at random moments — every node exactly once.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
+import { ControllerProcess } from '../support/controller-process.ts';
 import { INSTANCE_LABEL, ROLLOUT_LABEL } from '../../src/api/names.ts';
 import type { NodeRollout, NodeRolloutSpec } from '../../src/api/node-rollout.ts';
 import { APPROVED_PHASES } from '../../src/api/phases.ts';
@@ -440,79 +439,6 @@ describe('NodeRollout and maintenance windows', () => {
 });
 
 /**
- * The real controller command, in a process of its own that the test can SIGKILL. Each
- * start logs (at info) to a file of its own in `logDir`, so that a stall can be read.
- */
-class ControllerProcess {
-  private child: ChildProcess | undefined;
-  kills = 0;
-  private stopped = false;
-  private readonly instance: string;
-  private readonly logDir: string;
-  /** One log file per start, oldest first. */
-  readonly logs: string[] = [];
-  constructor(instance: string, logDir: string) {
-    this.instance = instance;
-    this.logDir = logDir;
-  }
-
-  start(): void {
-    const file = join(this.logDir, `controller-${String(this.logs.length).padStart(2, '0')}.log`);
-    const out = openSync(file, 'w');
-    this.logs.push(file);
-    try {
-      this.child = spawn(
-        process.execPath,
-        [
-          'src/cli/main.ts', 'controller', '--kubeconfig', process.env.GATEHOUSE_TEST_KUBECONFIG ?? '',
-          '--listen-host', '127.0.0.1', '--port', '0', '--instance', this.instance,
-          '--check-selector', `${INSTANCE_LABEL}=${this.instance}`, '--talosconfig', talosconfig,
-          '--no-leader-elect', '--log-level', 'info',
-        ], // prettier-ignore
-        { stdio: ['ignore', out, out] },
-      );
-    } finally {
-      closeSync(out);
-    }
-  }
-
-  async rampage(until: () => Promise<boolean>): Promise<void> {
-    while (!this.isStopped() && !(await until())) {
-      await new Promise((r) => setTimeout(r, 1500 + Math.random() * 4000));
-      if (this.isStopped()) break;
-      this.child?.kill('SIGKILL');
-      this.kills++;
-      this.start();
-    }
-  }
-
-  private isStopped(): boolean {
-    return this.stopped;
-  }
-
-  stop(): void {
-    this.stopped = true;
-    this.child?.kill('SIGTERM');
-  }
-
-  /** The last lines each start logged (the last start's more), for a failure's message. */
-  async tails(lines = 40): Promise<string> {
-    const parts: string[] = [];
-    for (const [i, file] of this.logs.entries()) {
-      const last = i === this.logs.length - 1;
-      const text = await readFile(file, 'utf8').catch(() => '');
-      const all = text.split('\n').filter((l) => l.trim() !== '');
-      // Of the killed starts only what went wrong, and how far each got.
-      const kept = last
-        ? all.slice(-lines)
-        : [...all.filter((l) => /"level":"(warn|error|fatal)"/.test(l)).slice(-5), ...all.slice(-3)];
-      parts.push(`--- ${file} (${String(all.length)} lines)${last ? ', the last start' : ''}`, ...kept);
-    }
-    return parts.join('\n');
-  }
-}
-
-/**
  * What a stalled rollout looks like: its status, each of its NodeActions (phase,
  * conditions, execution record, finalizers, annotations) and each node as the Talos
  * simulator left it (its call counts, power and boot annotations, boot ID, readiness).
@@ -569,7 +495,7 @@ describe('NodeRollout under SIGKILL of its controller', () => {
       maxConcurrent: 3,
     });
     const logDir = await mkdtemp(join(tmpdir(), 'gatehouse-rollout-kill-'));
-    const controller = new ControllerProcess(instance, logDir);
+    const controller = new ControllerProcess(instance, logDir, talosconfig);
     controller.start();
     t.after(() => controller.stop());
     const name = await createRollout(t, instance, [group], { maxParallel: 3 });

@@ -8,17 +8,12 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, describe, it, type TestContext } from 'node:test';
 import { status } from '@grpc/grpc-js';
-import { CoreV1Api } from '@kubernetes/client-node';
 import { NODE_POWER_ANNOTATION } from '../../sandbox/kwok-config.ts';
-import { isReady, TALOS_VERSION, talosNode } from '../../sandbox/nodes.ts';
+import { TALOS_VERSION } from '../../sandbox/nodes.ts';
 import { freePorts } from '../../sandbox/processes.ts';
 import { TALOS_FAULT_ANNOTATION, TALOS_FAULT_MESSAGE_ANNOTATION } from '../../sandbox/talos-faults.ts';
-import {
-  ETCD_CLUSTER_LABEL,
-  ETCD_FAULT_ANNOTATION,
-  ETCD_LEADER_ANNOTATION,
-} from '../../sandbox/talos-etcd.ts';
-import { createTalosPki, talosPkiPaths } from '../../sandbox/talos-pki.ts';
+import { ETCD_FAULT_ANNOTATION, ETCD_LEADER_ANNOTATION } from '../../sandbox/talos-etcd.ts';
+import { createTalosPki } from '../../sandbox/talos-pki.ts';
 import {
   LAST_POWER_OFF_ANNOTATION,
   MACHINE_CONFIG_ANNOTATION,
@@ -27,188 +22,31 @@ import {
   TalosSimulator,
 } from '../../sandbox/talos-simulator.ts';
 import { TalosClient, type ImagePullProgress } from '../../src/talos/client.ts';
-import { loadTalosConfig, loadTalosConfigFromSecret, type TalosContext } from '../../src/talos/config.ts';
+import { loadTalosConfigFromSecret, type TalosContext } from '../../src/talos/config.ts';
 import { readEtcd } from '../../src/talos/etcd.ts';
-import { TalosApiError, TalosUpgradeFailedError } from '../../src/talos/errors.ts';
-import { parseDuration } from '../../src/duration.ts';
+import { TalosUpgradeFailedError } from '../../src/talos/errors.ts';
 import { sleep } from '../../src/wait.ts';
+import { freshNamespace, uniqueName, waitFor } from '../support/kube.ts';
 import {
-  freshNamespace,
-  rest,
-  testKubeConfig,
-  testSandboxState,
-  uniqueName,
-  waitFor,
-} from '../support/kube.ts';
-
-const kc = testKubeConfig();
-const core = kc.makeApiClient(CoreV1Api);
-const api = rest(kc);
-const sandbox = await testSandboxState();
-if (!sandbox.talosconfig || !sandbox.talosPki)
-  throw new Error(
-    `the sandbox in ${sandbox.dir} runs no Talos simulator (it predates it, or was started with --no-talos): restart it`,
-  );
-const talosconfig = sandbox.talosconfig;
-const talosPki = talosPkiPaths(sandbox.talosPki);
-const context = await loadTalosConfig({ path: talosconfig });
-const talos = new TalosClient(context, { timeoutMs: 20_000 });
-after(() => talos.close());
-
-/** How long a rebooting node stays down (`sandbox up --talos-boot-delay`). */
-const BOOT_DELAY_MS = parseDuration(sandbox.talosBootDelay ?? '2s');
-/** Long enough for a rebooted node to be back, had it been going to come back. */
-const BOOTS_BACK_MS = BOOT_DELAY_MS + 2000;
-/** Keeps everyone else's pods (and DaemonSets) off the nodes these tests power off. */
-const TEST_TAINT = 'sandbox.gatehouse.dev/talos-test';
-
-interface NodeView {
-  metadata: { name: string; resourceVersion: string; annotations?: Record<string, string> };
-  status?: {
-    conditions?: { type: string; status: string }[];
-    nodeInfo?: { bootID: string; osImage: string };
-  };
-}
-
-interface Seen {
-  ready: string;
-  bootID: string;
-  osImage: string;
-}
-
-const seenOf = (node: NodeView): Seen => ({
-  ready: node.status?.conditions?.find((c) => c.type === 'Ready')?.status ?? 'none',
-  bootID: node.status?.nodeInfo?.bootID ?? '',
-  osImage: node.status?.nodeInfo?.osImage ?? '',
-});
-
-const readNode = (name: string) => api.request<NodeView>(`/api/v1/nodes/${name}`);
-
-/** A free address in 10.5.200.0–10.5.249.255, away from the sandbox's own 10.5.0.x nodes. */
-async function freeAddress(): Promise<string> {
-  const taken = new Set(
-    (await core.listNode()).items.flatMap((n) => n.status?.addresses?.map((a) => a.address) ?? []),
-  );
-  for (;;) {
-    const ip = `10.5.${String(200 + Math.floor(Math.random() * 50))}.${String(2 + Math.floor(Math.random() * 250))}`;
-    if (!taken.has(ip)) return ip;
-  }
-}
-
-/**
- * A simulated Talos node of the test's own (deleted when it ends). Not labelled
- * type=kwok and tainted, so suites that look at the sandbox's nodes never see it.
- */
-async function simulatedNode(
-  t: TestContext,
-  options: {
-    talosVersion?: string;
-    annotations?: Record<string, string>;
-    /** A control-plane node of this simulated etcd cluster (ETCD_CLUSTER_LABEL). */
-    etcdCluster?: string;
-  } = {},
-): Promise<{ name: string; ip: string; bootID: string }> {
-  const name = uniqueName(`talos-${t.name}`.slice(0, 30));
-  const ip = await freeAddress();
-  const node = talosNode(
-    {
-      name,
-      role: options.etcdCluster === undefined ? 'worker' : 'control-plane',
-      internalIP: ip,
-      ...(options.talosVersion ? { talosVersion: options.talosVersion } : {}),
-    },
-    sandbox.kubernetesVersion,
-  );
-  const metadata = node.metadata ?? {};
-  const { type: _sandboxLabel, ...labels } = metadata.labels ?? {};
-  metadata.labels = {
-    ...labels,
-    'gatehouse.dev/test': 'talos',
-    ...(options.etcdCluster === undefined ? {} : { [ETCD_CLUSTER_LABEL]: options.etcdCluster }),
-  };
-  metadata.annotations = { ...metadata.annotations, ...options.annotations };
-  node.metadata = metadata;
-  node.spec = { taints: [{ key: TEST_TAINT, effect: 'NoSchedule' }] };
-  await core.createNode({ body: node });
-  t.after(() => core.deleteNode({ name }).catch(() => undefined));
-  const ready = await waitFor(
-    `node ${name} to become Ready`,
-    async () => {
-      const n = await core.readNode({ name });
-      return isReady(n) ? n : undefined;
-    },
-    { timeoutMs: 60_000, intervalMs: 200 },
-  );
-  return { name, ip, bootID: ready.status?.nodeInfo?.bootID ?? '' };
-}
-
-/** Records every state a Node passes through (from a watch), until the test ends. */
-async function recordNode(t: TestContext, name: string): Promise<Seen[]> {
-  const start = await readNode(name);
-  const seen = [seenOf(start)];
-  const controller = new AbortController();
-  t.after(() => controller.abort());
-  void api
-    .watch(
-      '/api/v1/nodes',
-      { fieldSelector: `metadata.name=${name}`, resourceVersion: start.metadata.resourceVersion },
-      (event) => {
-        if (event.type === 'ADDED' || event.type === 'MODIFIED')
-          seen.push(seenOf(event.object as unknown as NodeView));
-      },
-      controller.signal,
-    )
-    .catch(() => undefined);
-  return seen;
-}
-
-/** Waits until the node is Ready again in a boot other than `bootID`. */
-function rebooted(name: string, bootID: string, timeoutMs = 60_000): Promise<Seen> {
-  return waitFor(
-    `node ${name} to be Ready with a new bootID`,
-    async (observe) => {
-      const seen = seenOf(await readNode(name));
-      observe(JSON.stringify(seen));
-      return seen.ready === 'True' && seen.bootID !== bootID ? seen : undefined;
-    },
-    { timeoutMs, intervalMs: 100 },
-  );
-}
-
-function notReady(name: string): Promise<Seen> {
-  return waitFor(
-    `node ${name} to go NotReady`,
-    async () => {
-      const seen = seenOf(await readNode(name));
-      return seen.ready !== 'True' ? seen : undefined;
-    },
-    { timeoutMs: 30_000, intervalMs: 100 },
-  );
-}
-
-/** The node went down in its old boot before it came back in a new one (as its watch saw it). */
-async function assertWentDownThenUp(seen: Seen[], oldBootID: string): Promise<void> {
-  const isUp = (s: Seen) => s.ready === 'True' && s.bootID !== oldBootID;
-  // The watch may trail the reads that saw the node back.
-  await waitFor('the watch to see the node back', () => (seen.some(isUp) ? true : undefined), {
-    timeoutMs: 10_000,
-  }).catch(() => undefined);
-  const down = seen.findIndex((s) => s.ready !== 'True' && s.bootID === oldBootID);
-  const up = seen.findIndex(isUp);
-  assert.ok(down >= 0, `the node never went NotReady in its old boot: ${JSON.stringify(seen)}`);
-  assert.ok(up > down, `the node was not Ready in a new boot after going down: ${JSON.stringify(seen)}`);
-}
-
-async function talosError(promise: Promise<unknown>): Promise<TalosApiError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  assert.ok(error instanceof TalosApiError, `expected a TalosApiError, got ${String(error)}`);
-  return error;
-}
-
-const INSTALLER = 'ghcr.io/siderolabs/installer';
+  api,
+  assertWentDownThenUp,
+  BOOTS_BACK_MS,
+  context,
+  core,
+  INSTALLER,
+  kc,
+  notReady,
+  readNode,
+  rebooted,
+  recordNode,
+  sandbox,
+  seenOf,
+  simulatedNode,
+  talos,
+  talosconfig,
+  talosError,
+  talosPki,
+} from '../support/talos-simulated.ts';
 
 describe('Talos API client and simulator', () => {
   it('reports the Talos version of a node, by address or name, and of the endpoint itself', async (t) => {
@@ -246,14 +84,15 @@ describe('Talos API client and simulator', () => {
   it('tells the sequences of this boot through Events: none but the boot until a reboot, which the next boot forgets', async (t) => {
     const node = await simulatedNode(t);
     const sequences = async () =>
-      (await talos.sequenceEvents({ node: node.ip, quietMs: 500 })).map((e) => `${e.sequence}:${e.action}`);
+      (await talos.eventHistory({ node: node.ip, quietMs: 500 })).sequences.map(
+        (e) => `${e.sequence}:${e.action}`,
+      );
     assert.deepEqual(await sequences(), ['boot:start', 'boot:stop']);
     await talos.reboot({ node: node.ip });
-    // Recorded before the call is answered, as Talos publishes the sequence's start.
     // Recorded before the call is answered, as Talos publishes the sequence's start; the
     // node may already be down (unreachable) by the time it is asked.
     try {
-      const during = await talos.sequenceEvents({ node: node.ip, quietMs: 500 });
+      const during = (await talos.eventHistory({ node: node.ip, quietMs: 500 })).sequences;
       assert.ok(
         during.some((e) => e.sequence === 'reboot' && e.action === 'start'),
         JSON.stringify(during),
@@ -300,8 +139,12 @@ describe('Talos API client and simulator', () => {
   it('will not install an image that was not pulled first', async (t) => {
     const node = await simulatedNode(t);
     const error = await talosError(talos.installUpgrade({ node: node.ip, image: `${INSTALLER}:v1.13.2` }));
-    assert.equal(error.code, status.NOT_FOUND);
-    assert.match(error.talosMessage, /not found in containerd namespace system: pull it first/);
+    // Talos's answer: the installer container cannot be created from an image it lacks.
+    assert.equal(error.code, status.INTERNAL);
+    assert.match(
+      error.talosMessage,
+      /^upgrade failed: installer image "ghcr\.io\/siderolabs\/installer:v1\.13\.2" not found in containerd store/,
+    );
   });
 
   it('upgrades an older node through the legacy MachineService.Upgrade', async (t) => {
@@ -346,8 +189,9 @@ describe('Talos API client and simulator', () => {
     const bad = await talosError(
       talos.reset({ node: node.ip, systemPartitionsToWipe: [{ label: 'ROOT', wipe: true }] }),
     );
-    assert.equal(bad.code, status.INVALID_ARGUMENT);
-    assert.match(bad.talosMessage, /unknown system partition label\(s\) "ROOT"/);
+    // Talos answers an unknown volume with a plain error: code UNKNOWN.
+    assert.equal(bad.code, status.UNKNOWN);
+    assert.match(bad.talosMessage, /failed to get volume status with label "ROOT"/);
 
     await talos.reset({
       node: node.ip,
@@ -368,7 +212,7 @@ describe('Talos API client and simulator', () => {
   it('resets a node with `reboot`: back as itself when only user disks were wiped, else in maintenance mode', async (t) => {
     const kept = await simulatedNode(t);
     const seen = await recordNode(t, kept.name);
-    await talos.reset({ node: kept.ip, reboot: true, wipeMode: 'user-disks' });
+    await talos.reset({ node: kept.ip, reboot: true, wipeMode: 'user-disks', userDisksToWipe: ['/dev/sdb'] });
     await rebooted(kept.name, kept.bootID);
     await assertWentDownThenUp(seen, kept.bootID);
 
@@ -421,38 +265,72 @@ describe('Talos API client and simulator', () => {
 });
 
 describe('Talos simulator per version', () => {
-  const config = (install: string | undefined) =>
-    `version: v1alpha1\nmachine:\n  type: worker\n${install ? `  install:\n    disk: ${install}\n` : ''}`;
+  // machine.env is read by services when they start: ≤ 1.13 cannot apply it live (it is
+  // outside what CanApplyImmediate allows), 1.14 applies it and the services see it after
+  // a reboot. (machine.install, by contrast, ≤ 1.13 applies live: it is read only at install.)
+  const config = (proxy: string | undefined) =>
+    `version: v1alpha1\nmachine:\n  type: worker\n${proxy ? `  env:\n    HTTPS_PROXY: ${proxy}\n` : ''}`;
 
-  it('on 1.14: refuses REBOOT outside maintenance mode, and AUTO never reboots', async (t) => {
+  it('on 1.14: refuses REBOOT outside maintenance mode, and AUTO is NO_REBOOT, applying live what it can', async (t) => {
     const node = await simulatedNode(t, { talosVersion: 'v1.14.0' });
     const refused = await talosError(
-      talos.applyConfiguration({ node: node.ip, data: config('/dev/sda'), mode: 'reboot' }),
+      talos.applyConfiguration({ node: node.ip, data: config('http://a:3128'), mode: 'reboot' }),
     );
     assert.equal(refused.code, status.UNIMPLEMENTED);
-    assert.match(refused.talosMessage, /only supported in maintenance mode/);
-    const auto = await talos.applyConfiguration({ node: node.ip, data: config('/dev/sda'), mode: 'auto' });
-    assert.equal(auto.mode, 'staged', 'a change that needs a reboot waits for the next one');
+    assert.equal(
+      refused.talosMessage,
+      'the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead',
+    );
+    const auto = await talos.applyConfiguration({
+      node: node.ip,
+      data: config('http://a:3128'),
+      mode: 'auto',
+    });
+    assert.deepEqual(auto, {
+      mode: 'no-reboot',
+      modeDetails: 'Applied configuration without a reboot',
+      warnings: [],
+    });
     const live = await talos.applyConfiguration({
       node: node.ip,
-      data: config('/dev/sdb'),
+      data: config('http://b:3128'),
       mode: 'no-reboot',
     });
     assert.equal(live.mode, 'no-reboot');
-    assert.match(live.modeDetails, /takes effect at the next reboot/);
+    assert.equal(await talos.machineConfiguration({ node: node.ip }), config('http://b:3128'));
     await sleep(BOOTS_BACK_MS);
     assert.equal(seenOf(await readNode(node.name)).bootID, node.bootID, 'never rebooted');
   });
 
-  it('on 1.13: AUTO reboots when the change needs it, and not otherwise', async (t) => {
+  it('on 1.13: AUTO reboots when the change needs it, and NO_REBOOT or TRY of such a change is refused', async (t) => {
     const node = await simulatedNode(t, { talosVersion: 'v1.13.9' });
     const live = await talos.applyConfiguration({ node: node.ip, data: config(undefined), mode: 'auto' });
     assert.equal(live.mode, 'no-reboot');
+    for (const mode of ['no-reboot', 'try'] as const) {
+      const refused = await talosError(
+        talos.applyConfiguration({ node: node.ip, data: config('http://a:3128'), mode }),
+      );
+      assert.equal(refused.code, status.INVALID_ARGUMENT, mode);
+      assert.match(
+        refused.talosMessage,
+        /can't be applied in immediate mode\ndiff:\n {2}machine\.env differs/,
+      );
+    }
     const seen = await recordNode(t, node.name);
-    const auto = await talos.applyConfiguration({ node: node.ip, data: config('/dev/sda'), mode: 'auto' });
+    const auto = await talos.applyConfiguration({
+      node: node.ip,
+      data: config('http://a:3128'),
+      mode: 'auto',
+    });
     assert.equal(auto.mode, 'reboot');
+    // Until it reboots, another apply is refused.
+    const again = await talosError(
+      talos.applyConfiguration({ node: node.ip, data: config(undefined), mode: 'auto' }),
+    );
+    assert.equal(again.code, status.FAILED_PRECONDITION);
     await rebooted(node.name, node.bootID);
     await assertWentDownThenUp(seen, node.bootID);
+    assert.equal(await talos.machineConfiguration({ node: node.ip }), config('http://a:3128'));
   });
 
   it('reboots at once in mode FORCE, shuts down at once with force, gracefully otherwise', async (t) => {
@@ -490,10 +368,15 @@ describe('simulated etcd', () => {
     assert.ok(leader);
     const leaderNode = nodes.find((n) => n.name === leader.hostname);
     assert.ok(leaderNode);
+    // Talos answers with the member leadership moved TO (the first other member listed).
     const forfeited = await talos.etcdForfeitLeadership({ node: leaderNode.ip });
-    assert.equal(forfeited.member, leaderNode.name);
+    const others = nodes
+      .map((n) => n.name)
+      .filter((n) => n !== leaderNode.name)
+      .sort();
+    assert.equal(forfeited.member, others[0]);
     const after = await readEtcd(talos, nodes, leaderNode.name);
-    assert.notEqual(after.leader?.hostname, leaderNode.name);
+    assert.equal(after.leader?.hostname, forfeited.member);
     assert.equal(after.targetIsLeader, false);
     // Not the leader any more: nothing to hand over.
     assert.equal((await talos.etcdForfeitLeadership({ node: leaderNode.ip })).member, '');
@@ -533,29 +416,47 @@ describe('simulated etcd', () => {
     });
     const image = `${INSTALLER}:v1.13.1`;
     const refused = await talosError(talos.upgrade({ node: target.ip, image }));
-    assert.equal(refused.code, status.FAILED_PRECONDITION);
-    assert.match(refused.talosMessage, /etcd is not healthy: member .* is unhealthy/);
+    // Talos's ValidateForUpgrade, with its words; a plain error: code UNKNOWN.
+    assert.equal(refused.code, status.UNKNOWN);
+    assert.match(
+      refused.talosMessage,
+      /^error validating etcd for upgrade: etcd member [0-9a-f]{16} is not healthy; all members must be healthy to perform an upgrade/,
+    );
     await talos.upgrade({ node: target.ip, image, force: true });
     await rebooted(target.name, target.bootID);
   });
 
-  it('refuses a graceful reset whose member cannot leave etcd without losing quorum', async (t) => {
+  it('answers a graceful reset first, then fails its sequence when its member cannot leave etcd', async (t) => {
     const nodes = await etcdCluster(t);
     const [first, second] = nodes as [(typeof nodes)[0], (typeof nodes)[0]];
     await talos.shutdown({ node: second.ip, force: true });
     await notReady(second.name);
-    const refused = await talosError(talos.reset({ node: first.ip, graceful: true, reboot: true }));
-    assert.equal(refused.code, status.FAILED_PRECONDITION);
-    assert.match(refused.talosMessage, /failed to leave etcd: the remaining members would have no quorum/);
+    // Talos acknowledges, then leaves etcd in its sequence: etcd refuses, the sequence fails.
+    await talos.reset({ node: first.ip, graceful: true, reboot: true });
+    const failed = await waitFor('the reset sequence to fail', async () => {
+      const history = await talos.eventHistory({ node: first.ip, quietMs: 300 });
+      return history.sequences.find((e) => e.sequence === 'reset' && e.action === 'noop');
+    });
+    assert.match(failed.error ?? '', /sequence failed: failed to leave cluster: .*unhealthy cluster/);
     assert.equal(talosCallCounts((await readNode(first.name)).metadata.annotations).Reset, 1);
     assert.equal(seenOf(await readNode(first.name)).ready, 'True', 'nothing was wiped');
   });
 
-  it('runs on control-plane nodes only', async (t) => {
+  it('runs on control-plane nodes only: a worker answers UNIMPLEMENTED', async (t) => {
     const worker = await simulatedNode(t);
     const error = await talosError(talos.etcdStatus({ node: worker.ip }));
-    assert.equal(error.code, status.FAILED_PRECONDITION);
-    assert.match(error.talosMessage, /not a control-plane node/);
+    assert.equal(error.code, status.UNIMPLEMENTED);
+    assert.equal(error.talosMessage, 'etcd status is only available on control plane nodes');
+  });
+
+  it('refuses to hand leadership over in an etcd of one member', async (t) => {
+    const alone = await simulatedNode(t, { etcdCluster: uniqueName('etcd-one') });
+    const error = await talosError(talos.etcdForfeitLeadership({ node: alone.ip }));
+    assert.equal(error.code, status.UNKNOWN);
+    assert.equal(
+      error.talosMessage,
+      'failed to forfeit leadership: cannot forfeit leadership, only one member',
+    );
   });
 });
 
@@ -575,7 +476,7 @@ describe('Talos simulator faults', () => {
     assert.equal(failed.node, node.ip);
     assert.match(
       failed.message,
-      /LifecycleService\.Upgrade on node .* failed: the installer exited with code 1: error: disk \/dev\/sda is read-only$/,
+      /LifecycleService\.Upgrade on node .* failed: the installer exited with code 1 \(failure: installers before Talos 1\.14 exit 1 on every failure: its output says why\): error: disk \/dev\/sda is read-only$/,
     );
 
     const legacy = await talosError(talos.upgrade({ node: node.ip, image }));

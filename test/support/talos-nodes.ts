@@ -14,6 +14,7 @@ export interface NodeView {
   status?: {
     conditions?: { type: string; status: string }[];
     addresses?: { type: string; address: string }[];
+    nodeInfo?: { bootID?: string; osImage?: string };
   };
 }
 

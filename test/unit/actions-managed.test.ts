@@ -11,7 +11,7 @@ import {
 } from '../../src/actions/decide.ts';
 import type { NodeActionSpec, NodeActionStatus } from '../../src/api/node-action.ts';
 import type { ExecutionFacts } from '../../src/talos/facts.ts';
-import { CALL_SETTLE_MS } from '../../src/actions/phases/executing.ts';
+import { CALL_SETTLE_MS, installRetryDelayMs } from '../../src/actions/phases/executing.ts';
 import { action, admitted, at, hook, input, node, T0 } from './action-fixtures.ts';
 
 const IMAGE = 'ghcr.io/siderolabs/installer:v1.13.1';
@@ -241,6 +241,78 @@ describe('Managed execution: failures', () => {
     assert.match(d.status.message ?? '', /could not install .*: .*exited with code 1: error: disk full/);
     assert.equal(condition(d.status, 'Executed')?.reason, 'TalosError');
     assert.equal(d.status.execution?.callTime, undefined);
+  });
+
+  it('fails at once when the installer exits 2 or 3 (permanent), and pulls and installs again on 5 (issue 30)', () => {
+    const drained = () => {
+      let i = approved({ action: 'Upgrade', upgrade: { image: 'factory.talos.dev/installer/a:v1.14.0' } });
+      let d = decide(i);
+      i = next(i, d, { execution: { prepare: done('pulled') } });
+      d = decide(i);
+      i = next(i, d, { execution: { prepare: done('pulled'), drain: done('drained') } });
+      return { i, d: decide(i) };
+    };
+    const failedWith = (exitCode: number) => {
+      const { i, d } = drained();
+      const message = `the installer exited with code ${String(exitCode)} (…): error`;
+      const facts = {
+        prepare: done('pulled'),
+        drain: done('drained'),
+        install: { state: 'failed' as const, message, exitCode },
+      };
+      return { i: next(i, d, { execution: facts }), facts };
+    };
+    for (const code of [2, 3, 4, 7]) {
+      const d = decide(failedWith(code).i);
+      assert.equal(d.status.phase, 'Failed', String(code));
+      assert.equal(d.status.execution?.installRetries, undefined);
+    }
+    // 5: recorded, a pause, then both steps again; a new failure counts and pauses longer.
+    const five = failedWith(5);
+    const facts = five.facts;
+    let i = five.i;
+    let d = decide(i);
+    assert.equal(d.status.phase, 'Executing');
+    assert.equal(d.status.execution?.installRetries?.count, 1);
+    assert.equal(d.requeueAfterMs, installRetryDelayMs(1));
+    assert.deepEqual(events(d), ['Warning:InstallRetried']);
+    assert.deepEqual(work(d), []);
+    i = next(i, d, { execution: facts });
+    d = decide(i);
+    assert.deepEqual(work(d), [], 'still within the pause');
+    i = { ...next(i, d, { execution: facts }), now: new Date(i.now.getTime() + installRetryDelayMs(1)) };
+    d = decide(i);
+    assert.deepEqual(work(d), [{ type: 'talosAgain', steps: ['prepare', 'install'] }]);
+    assert.equal(d.status.execution?.installRetries?.madeAgain, true);
+    i = next(i, d, { execution: { drain: done('drained') } });
+    d = decide(i);
+    assert.deepEqual(work(d), [{ type: 'talos', step: 'prepare' }], 'pulled again');
+    i = next(i, d, { execution: facts });
+    d = decide(i);
+    assert.equal(d.status.execution?.installRetries?.count, 2);
+    assert.equal(d.requeueAfterMs, installRetryDelayMs(2));
+    assert.ok(installRetryDelayMs(2) > installRetryDelayMs(1) && installRetryDelayMs(9) === 120_000);
+  });
+
+  it('records the etcd leadership hand-off before the call: who gave it up, who took it', () => {
+    const { i, d } = upToTheCall();
+    const handOff = 'etcd leadership handed over by w1 to cp-2';
+    const after = decide(
+      next(i, d, {
+        execution: {
+          prepare: done('pulled'),
+          drain: done('drained'),
+          install: done('installed'),
+          call: done('rebooting', { handOff, disrupts: true }),
+        },
+      }),
+    );
+    assert.equal(after.status.phase, 'WaitingForNode');
+    assert.ok(
+      after.effects.some(
+        (e) => e.type === 'event' && e.reason === 'EtcdLeadershipHandOff' && e.message === handOff,
+      ),
+    );
   });
 
   it('fails when Talos refuses the call, and records that it failed', () => {

@@ -74,7 +74,9 @@ describe('etcd health', () => {
     const one = cluster((o) => {
       o.members = [member('cp-1', A)];
     });
-    assert.match(evaluateEtcdHealth(one, 'cp-1').message, /would lose quorum without cp-1: 0 of 1/);
+    const single = evaluateEtcdHealth(one, 'cp-1');
+    assert.equal(single.healthy, false);
+    assert.match(single.message, /single member, cp-1: .* bypass\.healthChecks with a reason/);
     const two = cluster((o) => {
       o.members = [member('cp-1', A), member('cp-2', B)];
     });
@@ -82,6 +84,30 @@ describe('etcd health', () => {
       evaluateEtcdHealth(two, 'cp-2').message,
       /would lose quorum without cp-2: 1 of 2 .* 2 needed/,
     );
+  });
+
+  it('judges a graceful reset as a member leaving for good: N → N-1, never the last one', () => {
+    const two = cluster((o) => {
+      o.members = [member('cp-1', A), member('cp-2', B)];
+    });
+    // Down for a while, two members cannot spare one; leaving for good, one member goes on.
+    assert.equal(evaluateEtcdHealth(two, 'cp-2', new Map(), 'down').spareable, false);
+    const leaves = evaluateEtcdHealth(two, 'cp-2', new Map(), 'leaves');
+    assert.equal(leaves.healthy, true);
+    assert.equal(leaves.spareable, true);
+    assert.match(leaves.message, /leave for good: 2 → 1 voting members, all healthy, quorum then 1/);
+    const dead = evaluateEtcdHealth(two, 'cp-2', new Map(), 'dead');
+    assert.equal(dead.spareable, false);
+    assert.match(dead.message, /for good: a Reset that is not graceful/);
+    const one = cluster((o) => {
+      o.members = [member('cp-1', A)];
+    });
+    const last = evaluateEtcdHealth(one, 'cp-1', new Map(), 'leaves');
+    assert.equal(last.spareable, false);
+    assert.match(last.message, /only voting member: it cannot leave etcd without ending it/);
+    // Every other member must be healthy: they are the cluster that goes on.
+    const unhealthy = cluster((o) => o.statuses.set(C, status(C, A, { errors: ['timeout'] })));
+    assert.equal(evaluateEtcdHealth(unhealthy, 'cp-2', new Map(), 'leaves').healthy, false);
   });
 
   it('judges a node that is no member by the cluster alone', () => {

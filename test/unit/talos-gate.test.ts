@@ -73,14 +73,14 @@ describe('what the gate gates (classify.ts)', () => {
     );
   });
 
-  it('a FORCE reboot is a Reboot action, and says so', () => {
+  it('a FORCE reboot is a Reboot action in mode Force', () => {
     const c = classifyCall(
       '/machine.MachineService/Reboot',
       toBinary(RebootRequestSchema, create(RebootRequestSchema, { mode: 2 })),
       v113,
     );
     assert.ok(c.kind === 'gate', c.kind);
-    assert.ok(c.ask.action === 'Reboot' && c.call.includes('FORCE'));
+    assert.ok(c.ask.action === 'Reboot' && c.ask.reboot?.mode === 'Force' && c.call.includes('FORCE'));
   });
 
   it('never decodes, and so never refuses, a call it does not gate (invariant 11), whatever its bytes', () => {

@@ -11,7 +11,7 @@ import {
   ETCD_LEFT_ANNOTATION,
   etcdLeader,
   etcdMembers,
-  nextLeader,
+  transferee,
   parseEtcdFaults,
   raftIndexOf,
   type EtcdNode,
@@ -63,8 +63,13 @@ describe('simulated etcd', () => {
       (n[1] as EtcdNode).annotations[ETCD_FAULT_ANNOTATION] = 'unhealthy';
     });
     assert.equal(etcdLeader(twoDown), undefined);
+    // Talos moves leadership to the first other member listed, able to lead or not.
     const members = three();
-    assert.equal(nextLeader(members, members[0] as never)?.hostname, 'cp-2');
+    assert.equal(transferee(members, members[0] as never)?.hostname, 'cp-2');
+    const firstDown = three((n) => ((n[1] as EtcdNode).down = true));
+    assert.equal(transferee(firstDown, firstDown[0] as never)?.hostname, 'cp-2');
+    const [alone] = etcdMembers([node('cp-1')], '');
+    assert.equal(transferee([alone as never], alone as never), undefined);
   });
 
   it('injects faults by annotation: learner and lagging members trail the raft index', () => {

@@ -50,13 +50,33 @@ describe('parseTalosctl', () => {
       upgrade: { image: 'img:v1', stage: true },
     });
     assert.deepEqual(
-      parseTalosctl(['-n', 'a', 'reset', '--graceful=false', '--wipe-mode', 'user-disks']).request,
+      parseTalosctl([
+        '-n',
+        'a',
+        'reset',
+        '--graceful=false',
+        '--wipe-mode',
+        'user-disks',
+        '--user-disks-to-wipe',
+        '/dev/sdb',
+        '--user-disks-to-wipe=/dev/sdc',
+      ]).request,
       {
         execution: 'External',
         action: 'Reset',
-        reset: { graceful: false, wipeMode: 'UserDisks' },
+        reset: { graceful: false, wipeMode: 'UserDisks', userDisks: ['/dev/sdb', '/dev/sdc'] },
       },
     );
+    // A partition wipe of the node's data (talosctl's --system-labels-to-wipe) is SystemData.
+    assert.deepEqual(
+      parseTalosctl(['-n', 'a', 'reset', '--system-labels-to-wipe', 'STATE,EPHEMERAL,ETCD']).request,
+      { execution: 'External', action: 'Reset', reset: { wipeMode: 'SystemData' } },
+    );
+    assert.deepEqual(parseTalosctl(['-n', 'a', 'reboot', '--mode', 'force']).request, {
+      execution: 'External',
+      action: 'Reboot',
+      reboot: { mode: 'Force' },
+    });
     assert.deepEqual(parseTalosctl(['-n', 'a', 'apply-config', '-f', 'c.yaml', '--mode=no-reboot']).request, {
       execution: 'External',
       action: 'ConfigChange',
@@ -77,7 +97,9 @@ describe('parseTalosctl', () => {
     refused(['-n', 'a,a', 'reboot'], /node a is named twice/);
     refused(['-n', 'a'], /no talosctl command/);
     refused(['-n', 'a', 'upgrade'], /upgrade needs --image/);
-    refused(['-n', 'a', 'reboot', '--mode', 'force'], /--mode force is not one gatehouse understands/);
+    refused(['-n', 'a', 'reboot', '--mode', 'hard'], /--mode hard is not one gatehouse understands/);
+    refused(['-n', 'a', 'reset', '--wipe-mode', 'user-disks'], /needs --user-disks-to-wipe/);
+    refused(['-n', 'a', 'reset', '--system-labels-to-wipe', 'META'], /SystemData; name both/);
     refused(['-n', 'a', 'apply-config', '-f', 'c.yaml'], /needs --mode/);
     refused(['-n', 'a', 'apply-config', '-f', 'c.yaml', '--mode', 'auto'], /needs --mode/);
     refused(['-n', 'a', 'apply-config', '--insecure', '-f', 'c', '-m', 'reboot'], /maintenance mode/);

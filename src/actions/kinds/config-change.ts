@@ -28,7 +28,7 @@ export const configChange: ActionKind = {
       : `a ConfigChange in mode ${mode} does not reboot the node`;
   },
   etcdGuard: reboots,
-  leavesEtcd: false,
+  etcdMember: () => 'down',
   cordonAtEnd: 'lift',
   // Auto (Managed only) may reboot: until the Talos executor reports what Talos
   // decided, it is followed as a change that reboots.

@@ -7,6 +7,7 @@
 import type { Action } from '../../api/common.ts';
 import type { PreActionHookKind } from '../../api/hooks.ts';
 import type { ExecutionRecord, NodeActionSpec, NodeActionStatus } from '../../api/node-action.ts';
+import type { EtcdDisruption } from '../../talos/etcd-health.ts';
 import type { TalosStepsPlanner } from '../../talos/plan.ts';
 import type { NodeFacts } from '../observations.ts';
 
@@ -58,10 +59,12 @@ export interface ActionKind {
    */
   etcdGuard: (spec: NodeActionSpec, osImage?: string) => boolean;
   /**
-   * Whether the node's etcd member leaves for good (a Reset): when etcd cannot spare it,
-   * the action is refused (Denied) rather than held.
+   * What the action does to the node's etcd member (src/talos/etcd-health.ts): down for a
+   * while, or for good — leaving the cluster (`leaves`) or left listed and dead (`dead`),
+   * as a Reset does. The etcd guard judges each so, and refuses (Denied) rather than
+   * holds an action whose member etcd can never spare for good.
    */
-  leavesEtcd: boolean;
+  etcdMember: (spec: NodeActionSpec) => EtcdDisruption;
   /**
    * Whether a successful end lifts the cordon the action made (the node is back and
    * fine), or keeps it (the node is down or wiped: `kubectl uncordon` once it is fine).

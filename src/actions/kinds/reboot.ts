@@ -7,7 +7,7 @@ export const reboot: ActionKind = {
   managed: { by: 'talos', steps: rebootSteps },
   noDrain: () => undefined,
   etcdGuard: () => true,
-  leavesEtcd: false,
+  etcdMember: () => 'down',
   cordonAtEnd: 'lift',
   completion: () => 'reboot',
   words: { perform: 'perform the Reboot of', managed: THROUGH_TALOS, done: 'reboot done' },

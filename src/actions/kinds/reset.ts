@@ -7,8 +7,9 @@ export const reset: ActionKind = {
   managed: { by: 'talos', steps: resetSteps },
   noDrain: () => undefined,
   etcdGuard: () => true,
-  // A graceful reset leaves etcd; one that is not leaves a dead member: for good either way.
-  leavesEtcd: true,
+  // For good either way: a graceful reset leaves etcd (Talos's LeaveEtcd: N → N−1
+  // members), one that is not leaves a dead member listed.
+  etcdMember: (spec) => ((spec.reset?.graceful ?? true) ? 'leaves' : 'dead'),
   cordonAtEnd: 'keep',
   // A Talos reset never deletes the Node object: it is done once the node goes down
   // (gatehouse resets without Talos's `reboot`), or comes back with a new boot ID when

@@ -7,7 +7,7 @@ export const shutdown: ActionKind = {
   managed: { by: 'talos', steps: shutdownSteps },
   noDrain: () => undefined,
   etcdGuard: () => true,
-  leavesEtcd: false,
+  etcdMember: () => 'down',
   // Like kubectl drain: a node that was taken down needs a look before workloads come back.
   cordonAtEnd: 'keep',
   completion: () => 'down',

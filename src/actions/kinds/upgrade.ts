@@ -13,7 +13,7 @@ export const upgrade: ActionKind = {
   managed: { by: 'talos', steps: upgradeSteps },
   noDrain: () => undefined,
   etcdGuard: () => true,
-  leavesEtcd: false,
+  etcdMember: () => 'down',
   cordonAtEnd: 'lift',
   // Talos upgrades always reboot into the new image, staged ones included.
   completion: () => 'reboot',

@@ -17,6 +17,7 @@
 import type { ExecutionRecord } from '../../api/node-action.ts';
 import { callSequence, talosPlan, type TalosPlan } from '../../talos/plan.ts';
 import type { ExecutionStepFacts } from '../../talos/facts.ts';
+import { installerExit } from '../../talos/installer-exit.ts';
 import { errorMessage, formatDuration } from '../../wait.ts';
 import { COMPLETIONS, waitingMessage } from '../completions.ts';
 import { blockedSince, drainHoldWords, drainRecord } from '../drain-hold.ts';
@@ -156,10 +157,58 @@ function repeatableStep(
     return false;
   }
   if (op.state === 'failed') {
+    if (step === 'install' && op.exitCode !== undefined && retryInstall(b, op)) return false;
     condition('Executed', 'False', 'TalosError', op.message);
     b.end('Failed', `could not ${what}: ${op.message}`);
     return false;
   }
+  return true;
+}
+
+/** The pause before the pull and install are made again: 10 s, doubling, at most 2 minutes. */
+export function installRetryDelayMs(count: number): number {
+  return Math.min(120_000, 10_000 * 2 ** Math.max(0, count - 1));
+}
+
+/**
+ * An install whose installer failed on a dependency (exit code 5, e.g. an image pull) is
+ * pulled and installed again, with a growing pause, until the executing deadline ends
+ * the action (phases/deadlines.ts). Any other exit code fails the action with what it
+ * means (2 and 3 are permanent: never made again). True: this pass is decided here.
+ */
+function retryInstall(b: DecisionBuilder, op: ExecutionStepFacts): boolean {
+  const image = b.spec.upgrade?.image ?? '';
+  const exit = installerExit(op.exitCode ?? 1, image);
+  if (exit.then !== 'pull') return false;
+  const { condition, event } = b;
+  const recorded = b.status.execution ?? {};
+  const previous = recorded.installRetries;
+  // A failure not yet recorded (the first, or one after the steps were made again).
+  if (!previous || previous.madeAgain) {
+    const count = (previous?.count ?? 0) + 1;
+    b.status.execution = {
+      ...recorded,
+      installRetries: { count, lastTime: b.now.toISOString(), message: op.message.slice(0, 4096) },
+    };
+    const wait = installRetryDelayMs(count);
+    const message = `the installer failed on a dependency (exit code 5): pulling and installing ${image} again in ${formatDuration(wait)} (attempt ${String(count + 1)}), until the executing deadline: ${op.message}`;
+    condition('Executed', 'Unknown', 'InstallerDependencyFailed', message);
+    event('Warning', 'InstallRetried', message);
+    b.say(message);
+    b.wake(wait);
+    return true;
+  }
+  const due = Date.parse(previous.lastTime) + installRetryDelayMs(previous.count);
+  if (b.now.getTime() < due) {
+    b.say(
+      `the installer failed on a dependency (exit code 5): pulling and installing ${image} again at ${new Date(due).toISOString()}`,
+    );
+    b.wake(due - b.now.getTime());
+    return true;
+  }
+  b.status.execution = { ...recorded, installRetries: { ...previous, madeAgain: true } };
+  b.effect({ type: 'talosAgain', steps: ['prepare', 'install'] });
+  b.say(`pulling and installing ${image} again (attempt ${String(previous.count + 1)})`);
   return true;
 }
 
@@ -171,6 +220,8 @@ function afterCall(b: DecisionBuilder, recorded: ExecutionRecord, op: ExecutionS
     b.say(`calling Talos ${call} on node ${nodeName}: ${op.message}`);
     return;
   }
+  // The etcd leadership hand-off before the call (who gave it up, who took it), on the record.
+  if (op?.handOff) event('Normal', 'EtcdLeadershipHandOff', op.handOff);
   if (op?.state === 'succeeded') {
     status.execution = { ...recorded, callResult: 'Acknowledged', reboots: op.disrupts ?? true };
     condition('Executed', 'True', 'Acknowledged', `Talos acknowledged ${call}: ${op.message}`);
@@ -218,7 +269,7 @@ function afterCall(b: DecisionBuilder, recorded: ExecutionRecord, op: ExecutionS
 function verifyCall(b: DecisionBuilder, recorded: ExecutionRecord): boolean {
   const { node, nodeName, now, status, condition, event } = b;
   const call = recorded.call ?? '';
-  const sequence = callSequence(call);
+  const sequence = callSequence(call, b.spec);
   // A node in another boot already shows the call (or something that did as much).
   if (!sequence || !node || node.bootID === undefined || node.bootID !== status.bootIDBefore) return true;
   const settled = Date.parse(recorded.callTime ?? '') + CALL_SETTLE_MS;

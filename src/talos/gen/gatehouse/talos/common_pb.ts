@@ -16,7 +16,7 @@ import type { Message, UnknownEnum } from "@bufbuild/protobuf";
  * Describes the file gatehouse/talos/common.proto.
  */
 export const file_gatehouse_talos_common: GenFile = /*@__PURE__*/
-  fileDesc("ChxnYXRlaG91c2UvdGFsb3MvY29tbW9uLnByb3RvEgZjb21tb24iTwoITWV0YWRhdGESEAoIaG9zdG5hbWUYASABKAkSDQoFZXJyb3IYAiABKAkSIgoGc3RhdHVzGAMgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXMibQoSQ29udGFpbmVyZEluc3RhbmNlEicKBmRyaXZlchgBIAEoDjIXLmNvbW1vbi5Db250YWluZXJEcml2ZXISLgoJbmFtZXNwYWNlGAIgASgOMhsuY29tbW9uLkNvbnRhaW5lcmROYW1lc3BhY2UqKgoPQ29udGFpbmVyRHJpdmVyEg4KCkNPTlRBSU5FUkQQABIHCgNDUkkQASpAChNDb250YWluZXJkTmFtZXNwYWNlEg4KCk5TX1VOS05PV04QABINCglOU19TWVNURU0QARIKCgZOU19DUkkQAmIGcHJvdG8z", [file_gatehouse_talos_rpc_status]);
+  fileDesc("ChxnYXRlaG91c2UvdGFsb3MvY29tbW9uLnByb3RvEgZjb21tb24iTwoITWV0YWRhdGESEAoIaG9zdG5hbWUYASABKAkSDQoFZXJyb3IYAiABKAkSIgoGc3RhdHVzGAMgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXMiNAoFRXJyb3ISGgoEY29kZRgBIAEoDjIMLmNvbW1vbi5Db2RlEg8KB21lc3NhZ2UYAiABKAkiOQoERGF0YRIiCghtZXRhZGF0YRgBIAEoCzIQLmNvbW1vbi5NZXRhZGF0YRINCgVieXRlcxgCIAEoDCJtChJDb250YWluZXJkSW5zdGFuY2USJwoGZHJpdmVyGAEgASgOMhcuY29tbW9uLkNvbnRhaW5lckRyaXZlchIuCgluYW1lc3BhY2UYAiABKA4yGy5jb21tb24uQ29udGFpbmVyZE5hbWVzcGFjZSoqCg9Db250YWluZXJEcml2ZXISDgoKQ09OVEFJTkVSRBAAEgcKA0NSSRABKkAKE0NvbnRhaW5lcmROYW1lc3BhY2USDgoKTlNfVU5LTk9XThAAEg0KCU5TX1NZU1RFTRABEgoKBk5TX0NSSRACKisKBENvZGUSCQoFRkFUQUwQABIKCgZMT0NLRUQQARIMCghDQU5DRUxFRBACYgZwcm90bzM", [file_gatehouse_talos_rpc_status]);
 
 /**
  * Nested in every reply. apid fills it only when it fans a call out to several nodes
@@ -49,6 +49,52 @@ export const MetadataSchema: GenMessage<Metadata> = /*@__PURE__*/
   messageDesc(file_gatehouse_talos_common, 0);
 
 /**
+ * @generated from message common.Error
+ */
+export type Error = Message<"common.Error"> & {
+  /**
+   * @generated from field: common.Code code = 1;
+   */
+  code: Code;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message common.Error.
+ * Use `create(ErrorSchema)` to create a new message.
+ */
+export const ErrorSchema: GenMessage<Error> = /*@__PURE__*/
+  messageDesc(file_gatehouse_talos_common, 1);
+
+/**
+ * A chunk of a byte stream (EtcdSnapshot sends a stream of them).
+ *
+ * @generated from message common.Data
+ */
+export type Data = Message<"common.Data"> & {
+  /**
+   * @generated from field: common.Metadata metadata = 1;
+   */
+  metadata?: Metadata | undefined;
+
+  /**
+   * @generated from field: bytes bytes = 2;
+   */
+  bytes: Uint8Array;
+};
+
+/**
+ * Describes the message common.Data.
+ * Use `create(DataSchema)` to create a new message.
+ */
+export const DataSchema: GenMessage<Data> = /*@__PURE__*/
+  messageDesc(file_gatehouse_talos_common, 2);
+
+/**
  * @generated from message common.ContainerdInstance
  */
 export type ContainerdInstance = Message<"common.ContainerdInstance"> & {
@@ -68,7 +114,7 @@ export type ContainerdInstance = Message<"common.ContainerdInstance"> & {
  * Use `create(ContainerdInstanceSchema)` to create a new message.
  */
 export const ContainerdInstanceSchema: GenMessage<ContainerdInstance> = /*@__PURE__*/
-  messageDesc(file_gatehouse_talos_common, 1);
+  messageDesc(file_gatehouse_talos_common, 3);
 
 /**
  * @generated from enum common.ContainerDriver
@@ -126,4 +172,39 @@ export type ContainerdNamespace = (typeof ContainerdNamespace)[keyof typeof Cont
  */
 export const ContainerdNamespaceSchema: GenEnum<ContainerdNamespace> = /*@__PURE__*/
   enumDesc(file_gatehouse_talos_common, 1);
+
+/**
+ * How a sequence that failed or never started ended (SequenceEvent.error).
+ *
+ * @generated from enum common.Code
+ */
+export const Code = {
+  /**
+   * @generated from enum value: FATAL = 0;
+   */
+  FATAL: 0,
+
+  /**
+   * @generated from enum value: LOCKED = 1;
+   */
+  LOCKED: 1,
+
+  /**
+   * @generated from enum value: CANCELED = 2;
+   */
+  CANCELED: 2,
+} as const;
+
+/**
+ * How a sequence that failed or never started ended (SequenceEvent.error).
+ *
+ * @generated from enum common.Code
+ */
+export type Code = (typeof Code)[keyof typeof Code] | UnknownEnum;
+
+/**
+ * Describes the enum common.Code.
+ */
+export const CodeSchema: GenEnum<Code> = /*@__PURE__*/
+  enumDesc(file_gatehouse_talos_common, 2);
 
