@@ -180,7 +180,11 @@ export class TalosGate {
     return caller;
   }
 
+  /** When each call arrived (its headers object is the key: one per stream). */
+  private readonly arrivals = new WeakMap<IncomingHttpHeaders, number>();
+
   private async handle(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): Promise<void> {
+    this.arrivals.set(headers, Date.now());
     const path = headers[':path'] ?? '';
     if (headers[':method'] !== 'POST' || !(headers['content-type'] ?? '').startsWith('application/grpc')) {
       answerStatus(
@@ -384,8 +388,10 @@ export class TalosGate {
 
   /** When a held call is answered: after holdMs, and before the caller's own deadline. */
   private holdUntil(headers: IncomingHttpHeaders): number {
-    const now = Date.now();
-    return Math.min(now + this.options.holdMs, (callDeadline(headers, now) ?? Infinity) - 200);
+    // Counted from the call's arrival (reading it, finding the node, creating its action
+    // all count), so the answer comes within holdMs and one last look.
+    const arrived = this.arrivals.get(headers) ?? Date.now();
+    return Math.min(arrived + this.options.holdMs, (callDeadline(headers, arrived) ?? Infinity) - 200);
   }
 
   /** Waits (up to holdMs, within the caller's deadline) for the call's action to be Approved, then forwards it once. */

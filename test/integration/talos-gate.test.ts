@@ -243,7 +243,8 @@ describe('the Talos API gate holds disruptive calls until their NodeAction is Ap
     const admin = talosClient(stack.contextFor('ops-admin', ['os:admin']));
     t.after(() => admin.close());
     const secret = `token-${uniqueName('secret')}`;
-    const data = `version: v1alpha1\nmachine:\n  token: ${secret}\n  install: {disk: /dev/sda}\n`;
+    // A change Talos 1.13 applies live (a node label; the worker's type and cluster as they are).
+    const data = `version: v1alpha1\nmachine:\n  type: worker\n  nodeLabels:\n    gate-test: ${secret}\ncluster:\n  clusterName: sandbox\n`;
     const live = await admin.applyConfiguration({ node: old.ip, data, mode: 'no-reboot' });
     assert.equal(live.mode, 'no-reboot');
     assert.deepEqual(await actionsOn(old.name), [], 'no NodeAction for a live apply on 1.13');
