@@ -12,6 +12,7 @@
 //
 // Messages are encoded by hand from Talos's field numbers (facts of its wire protocol).
 import { createHash } from 'node:crypto';
+import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import {
   Metadata,
   status as GrpcStatus,
@@ -39,20 +40,9 @@ export type NodeRole = (node: string | undefined) => Promise<'control-plane' | '
 
 const identity = (b: Buffer) => b;
 
-function varint(n: number): Buffer {
-  const bytes: number[] = [];
-  let v = n;
-  while (v > 0x7f) {
-    bytes.push((v & 0x7f) | 0x80);
-    v = Math.floor(v / 128);
-  }
-  bytes.push(v);
-  return Buffer.from(bytes);
-}
-
 /** A length-delimited protobuf field. */
 function field(number: number, value: Buffer): Buffer {
-  return Buffer.concat([varint((number << 3) | 2), varint(value.length), value]);
+  return Buffer.from(new BinaryWriter().tag(number, WireType.LengthDelimited).bytes(value).finish());
 }
 
 /** Reads the varint and length-delimited fields of a message (enough for LogsRequest, common.Data). */

@@ -6,6 +6,7 @@
 // it. talosctl prints those per node; running the command again for them passes once
 // their actions are Approved. Nothing passes when no node is Approved yet.
 import { create, toBinary } from '@bufbuild/protobuf';
+import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import { gunzipSync } from 'node:zlib';
 import type { Logger } from '../log.ts';
@@ -34,19 +35,9 @@ export type FanOutPlan =
   | { kind: 'forward'; nodes: string[]; held: { node: string; message: string }[] }
   | { kind: 'gone' };
 
-function varint(n: number): Buffer {
-  const bytes: number[] = [];
-  let v = n;
-  while (v > 0x7f) {
-    bytes.push((v & 0x7f) | 0x80);
-    v = Math.floor(v / 128);
-  }
-  bytes.push(v);
-  return Buffer.from(bytes);
-}
-
 /** A length-delimited field 1 holding `value`. */
-const fieldOne = (value: Uint8Array) => Buffer.concat([Buffer.from([0x0a]), varint(value.length), value]);
+const fieldOne = (value: Uint8Array) =>
+  Buffer.from(new BinaryWriter().tag(1, WireType.LengthDelimited).bytes(value).finish());
 
 /**
  * The reply entries for held nodes: in every Talos reply to a gated unary call the
