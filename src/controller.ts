@@ -9,6 +9,7 @@ import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts'
 import { HOOK_JOB_SELECTOR, foreignInstanceSelector, instanceSelector } from './api/names.ts';
 import type { ActionObject } from './api/node-action.ts';
 import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH, CHECKS_PATH } from './api/paths.ts';
+import { AuditReconciler } from './boots/audit-reconciler.ts';
 import { BootReconciler } from './boots/reconciler.ts';
 import { MachineReconciler, type ClusterApiOptions } from './cluster-api/reconciler.ts';
 import type { ActionPolicy } from './api/action-policy.ts';
@@ -82,6 +83,12 @@ export interface ControllerOptions {
    * NodeReadyJobs of every boot of the nodes this instance handles (see `instance`).
    */
   boots?: boolean;
+  /**
+   * The unplanned-disruption audit of this instance's nodes (default: as `boots`): a
+   * boot, a version change or a long NotReady with no gatehouse action in flight is an
+   * UnplannedDisruption Event and counted. `notReadyAfterMs` defaults to 2 minutes.
+   */
+  audit?: boolean | { notReadyAfterMs: number };
   /**
    * Reconcile only NodeActions labelled talos.dev/controller-instance=<instance>; without
    * it, only NodeActions without that label. Lets several controllers share a cluster
@@ -160,6 +167,7 @@ export class Controller {
   readonly actions: ActionReconciler | undefined;
   /** Undefined when the controller was started with `boots: false` (or `actions: false`). */
   readonly boots: BootReconciler | undefined;
+  readonly audit: AuditReconciler | undefined;
   readonly rolloutInformer: Informer<RolloutObject>;
   /** Undefined when the controller was started with `actions: false`: a rollout is made of actions. */
   readonly rollouts: RolloutReconciler | undefined;
@@ -347,6 +355,19 @@ export class Controller {
             ...(options.instance ? { instance: options.instance } : {}),
           })
         : undefined;
+    const audit = options.audit ?? options.boots ?? options.actions !== false;
+    this.audit = audit
+      ? new AuditReconciler({
+          rest: this.rest,
+          log: options.log.child({ reconciler: 'audit' }),
+          events: this.events,
+          nodes: this.nodeInformer,
+          registry: this.metrics.registry,
+          isLeader: () => this.isLeader(),
+          ...(options.instance ? { instance: options.instance } : {}),
+          ...(typeof audit === 'object' ? { notReadyAfterMs: audit.notReadyAfterMs } : {}),
+        })
+      : undefined;
     this.rollouts =
       options.actions === false
         ? undefined
@@ -382,6 +403,7 @@ export class Controller {
       this.actions?.enqueueAll();
       this.rollouts?.enqueueAll();
       this.boots?.enqueueAll();
+      this.audit?.enqueueAll();
     });
     // A replica that stops leading stops its Talos steps: the new leader decides from the
     // status alone (a call recorded there is not made again).
@@ -433,6 +455,10 @@ export class Controller {
     void controller.boots?.start(stopping.signal).catch((error: unknown) => {
       if (!stopping.signal.aborted)
         options.log.error({ err: String(error) }, 'the boot reconciler could not start');
+    });
+    void controller.audit?.start(stopping.signal).catch((error: unknown) => {
+      if (!stopping.signal.aborted)
+        options.log.error({ err: String(error) }, 'the unplanned-disruption audit could not start');
     });
     void controller.actions?.start(stopping.signal).catch((error: unknown) => {
       if (!stopping.signal.aborted)
@@ -527,6 +553,7 @@ export class Controller {
     this.stopping?.abort(new Error('controller stopping'));
     this.actions?.stop();
     this.boots?.stop();
+    this.audit?.stop();
     this.rollouts?.stop();
     this.machines?.stop();
     this.talosConfig?.stop();
