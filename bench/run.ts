@@ -16,6 +16,7 @@ import { gateBench } from './gate.ts';
 import { nodeChecksBench } from './node-checks.ts';
 import { restBench } from './rest.ts';
 import { growthBench, scaleBench } from './scale.ts';
+import { talosGateBench } from './talos-gate.ts';
 import { printSummary } from './summary.ts';
 import { measureWatchRoundTrip } from './watch-round-trip.ts';
 
@@ -28,6 +29,8 @@ const SCALE_CHECKS = Number(process.env.BENCH_SCALE_CHECKS ?? 1000);
 /** Controller starts against the same 5,000 nodes: the noisy machine's spread shows. */
 const SCALE_RUNS = Number(process.env.BENCH_SCALE_RUNS ?? 3);
 const CHECKS_WINDOW_MS = Number(process.env.BENCH_CHECKS_WINDOW_MS ?? 60_000);
+/** Idle held calls whose memory the Talos API gate benchmark measures. */
+const TALOS_GATE_HELD = Number(process.env.BENCH_TALOS_GATE_HELD ?? 200);
 const NODE_CHECK_NODES = Number(process.env.BENCH_NODE_CHECK_NODES ?? 1000);
 /** One round of every node is measured: a shorter nodeInterval than the default 5m keeps the run short (and is harder). */
 const NODE_INTERVAL = process.env.BENCH_NODE_INTERVAL ?? '1m';
@@ -137,6 +140,8 @@ const benches: Record<string, () => Promise<void>> = {
   'gate-node': () => withSandbox(4, (s) => gateBench(s, GATE_SAMPLES, { nodeScoped: true })),
   scale: () => withSandbox(1, (s) => scaleBench(s, SCALE_NODES, SCALE_CHECKS, SCALE_RUNS)),
   growth: () => withSandbox(1, growthBench),
+  'talos-gate': () =>
+    withSandbox(1, (s) => talosGateBench(s, { samples: RTT_SAMPLES, heldCalls: TALOS_GATE_HELD })),
   'node-checks': () =>
     withSandbox(1, async (s) => {
       await installGatehouseAPI(s.kubeConfig());

@@ -150,6 +150,8 @@ import {
 import { planReset, WIPED_ANNOTATION, type ResetMode } from './talos-reset.ts';
 import { upgradePathProblem } from './talos-installer.ts';
 import { talosPkiPaths } from './talos-pki.ts';
+import { mergeFanOut } from './talos-fan-out.ts';
+import { WIRE_METHODS, wireService, type WireRecorder } from './talos-wire.ts';
 
 export { EVENTS_ANNOTATION, nodeEvents } from './talos-events.ts';
 
@@ -213,6 +215,8 @@ export interface TalosSimulatorOptions {
   /** How long after acknowledging a reboot, shutdown or reset the node goes down; default 200ms. */
   shutdownDelayMs?: number;
   log?: (line: string) => void;
+  /** Told the bytes of every call to the raw methods (talos-wire.ts), when it ends. */
+  onWire?: WireRecorder;
 }
 
 interface NodeObject {
@@ -354,6 +358,10 @@ export class TalosSimulator {
     simulator.server.addService(serviceDefinition(ImageService), simulator.imageService());
     simulator.server.addService(serviceDefinition(LifecycleService), simulator.lifecycleService());
     simulator.server.addService(serviceDefinition(CosiState), simulator.cosiState());
+    simulator.server.addService(
+      WIRE_METHODS,
+      wireService((node) => simulator.roleOf(node), options.onWire),
+    );
     // Clients must present a certificate signed by the Talos CA, as apid demands.
     const credentials = ServerCredentials.createSsl(ca, [{ cert_chain: cert, private_key: key }], true);
     simulator.boundPort = await new Promise<number>((resolve, reject) =>
@@ -903,6 +911,16 @@ export class TalosSimulator {
 
   // --- call plumbing ----------------------------------------------------------------
 
+  /** The role of the node a raw call (talos-wire.ts) names; undefined when no simulated node has that address. */
+  private async roleOf(node: string | undefined): Promise<'control-plane' | 'worker' | undefined> {
+    if (node === undefined) return undefined;
+    const metadata = new Metadata();
+    metadata.set('node', node);
+    const machine = await this.target(metadata, 'Version').catch(() => undefined);
+    if (!machine) return undefined;
+    return isControlPlane(this.etcdNode(machine.node)) ? 'control-plane' : 'worker';
+  }
+
   /** The machine a call is for (from its `node` metadata), or undefined when it names none. */
   private async target(metadata: Metadata, method: MethodName): Promise<Machine | undefined> {
     const node = metadata.get('node')[0];
@@ -1014,6 +1032,13 @@ export class TalosSimulator {
       call: ServerUnaryCall<MessageShape<Req>, MessageInitShape<Res>>,
       callback: sendUnaryData<MessageInitShape<Res>>,
     ) => {
+      if (call.metadata.get('node').length === 0 && call.metadata.get('nodes').length > 0) {
+        this.fanOut(method, call.metadata, (machine) => handler(machine, call.request)).then(
+          (reply) => callback(null, reply as unknown as MessageInitShape<Res>),
+          (error: unknown) => callback(this.toStatus(method, error)),
+        );
+        return;
+      }
       this.play(method, call.metadata, (machine) => handler(machine, call.request)).then(
         (reply) => {
           if (reply !== HANG) callback(null, reply);
@@ -1021,6 +1046,33 @@ export class TalosSimulator {
         (error: unknown) => callback(this.toStatus(method, error)),
       );
     };
+  }
+
+  /** A unary call to each of the `nodes`, merged as apid merges them (talos-fan-out.ts). */
+  private async fanOut(
+    method: MethodName,
+    metadata: Metadata,
+    work: (machine: Machine) => unknown,
+  ): Promise<{ messages: Record<string, unknown>[] }> {
+    const nodes = metadata
+      .get('nodes')
+      .flatMap((v) => String(v).split(','))
+      .map((n) => n.trim())
+      .filter((n) => n !== '');
+    const outcomes = await Promise.all(
+      nodes.map(async (node) => {
+        const one = new Metadata();
+        one.set('node', node);
+        try {
+          const reply = (await this.play(method, one, work)) as
+            { messages?: Record<string, unknown>[] } | typeof HANG;
+          return { node, outcome: { messages: reply === HANG ? [] : (reply.messages ?? []) } };
+        } catch (error) {
+          return { node, outcome: { error: this.toStatus(method, error) } };
+        }
+      }),
+    );
+    return mergeFanOut(outcomes);
   }
 
   private serverStream<Req extends DescMessage, Res extends DescMessage>(

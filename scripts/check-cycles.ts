@@ -27,7 +27,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['kube/'],
   ['checks/', 'hooks/', 'talos/', 'policies/', 'silences/', 'manifests/'],
   ['actions/', 'boots/', 'rollouts/', 'cluster-api/'],
-  ['http/'],
+  ['http/', 'talos-gate/'],
   ['controller.ts'],
   ['demo/'],
   ['cli/'],

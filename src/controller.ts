@@ -9,6 +9,7 @@ import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts'
 import { HOOK_JOB_SELECTOR, foreignInstanceSelector, instanceSelector } from './api/names.ts';
 import type { ActionObject } from './api/node-action.ts';
 import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH, CHECKS_PATH } from './api/paths.ts';
+import { AuditReconciler } from './boots/audit-reconciler.ts';
 import { BootReconciler } from './boots/reconciler.ts';
 import { MachineReconciler, type ClusterApiOptions } from './cluster-api/reconciler.ts';
 import type { ActionPolicy } from './api/action-policy.ts';
@@ -22,6 +23,8 @@ import { apiRoutes, serverUrl, startServer, type ApiOptions } from './http/serve
 import { EventRecorder } from './kube/events.ts';
 import { Informer, type KubeObject } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader.ts';
+import { TurnLease } from './kube/turn-lease.ts';
+import { turnIdentity, type TurnTiming } from './kube/turn.ts';
 import { slimNode } from './kube/nodes.ts';
 import { RestClient } from './kube/rest.ts';
 import { RolloutReconciler, type RolloutObject } from './rollouts/reconciler.ts';
@@ -56,6 +59,18 @@ export interface ControllerOptions {
         renewDeadlineMs?: number;
         retryPeriodMs?: number;
       };
+  /**
+   * The turn every controller instance of the cluster takes to admit actions and to
+   * approve control-plane ones (src/kube/turn.ts): a Lease, by default `gatehouse-turn`
+   * in the controller's namespace. Every instance must name the same one.
+   */
+  turn?: { namespace?: string; name?: string } & Partial<TurnTiming>;
+  /**
+   * The other instances whose control-plane actions keep this instance's off every other
+   * control-plane node (default: all of them — a cluster has one etcd). For test beds
+   * only, whose test files share one API server and each simulate an etcd of their own.
+   */
+  controlPlaneAcrossInstances?: readonly string[];
   /** For tests of silent or dropped watches. */
   informerOptions?: { watchTimeoutSeconds?: number; idleTimeoutMs?: number };
   /**
@@ -68,6 +83,12 @@ export interface ControllerOptions {
    * NodeReadyJobs of every boot of the nodes this instance handles (see `instance`).
    */
   boots?: boolean;
+  /**
+   * The unplanned-disruption audit of this instance's nodes (default: as `boots`): a
+   * boot, a version change or a long NotReady with no gatehouse action in flight is an
+   * UnplannedDisruption Event and counted. `notReadyAfterMs` defaults to 2 minutes.
+   */
+  audit?: boolean | { notReadyAfterMs: number };
   /**
    * Reconcile only NodeActions labelled talos.dev/controller-instance=<instance>; without
    * it, only NodeActions without that label. Lets several controllers share a cluster
@@ -126,6 +147,8 @@ export class Controller {
   /** Every reconciler's Events, sent in the background; flushed on stop. */
   private readonly events: EventRecorder;
   readonly leader: LeaderElector | undefined;
+  /** The turn the instances take (undefined with `actions: false`). */
+  readonly turn: TurnLease | undefined;
   readonly actionInformer: Informer<ActionObject>;
   /** Other controller instances' actions, trimmed to what the admission pass reads of them. */
   private readonly foreignActionInformer: Informer<ActionObject>;
@@ -144,6 +167,7 @@ export class Controller {
   readonly actions: ActionReconciler | undefined;
   /** Undefined when the controller was started with `boots: false` (or `actions: false`). */
   readonly boots: BootReconciler | undefined;
+  readonly audit: AuditReconciler | undefined;
   readonly rolloutInformer: Informer<RolloutObject>;
   /** Undefined when the controller was started with `actions: false`: a rollout is made of actions. */
   readonly rollouts: RolloutReconciler | undefined;
@@ -165,17 +189,19 @@ export class Controller {
       options.serviceResolution ?? (process.env.KUBERNETES_SERVICE_HOST ? 'dns' : 'endpoints');
     this.metrics = options.metrics ?? new Metrics();
     const election = options.leaderElection ?? {};
+    const namespace = process.env.POD_NAMESPACE ?? 'gatehouse-system';
+    const replica =
+      (election !== false ? election.identity : undefined) ??
+      `${process.env.HOSTNAME ?? 'gatehouse'}-${process.pid.toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
     this.leader =
       election === false
         ? undefined
         : new LeaderElector({
             rest: this.rest,
             log: options.log,
-            namespace: election.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
+            namespace: election.namespace ?? namespace,
             name: election.name ?? 'gatehouse-controller',
-            identity:
-              election.identity ??
-              `${process.env.HOSTNAME ?? 'gatehouse'}-${process.pid.toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
+            identity: replica,
             ...(election.leaseDurationMs !== undefined ? { leaseDurationMs: election.leaseDurationMs } : {}),
             ...(election.renewDeadlineMs !== undefined ? { renewDeadlineMs: election.renewDeadlineMs } : {}),
             ...(election.retryPeriodMs !== undefined ? { retryPeriodMs: election.retryPeriodMs } : {}),
@@ -274,6 +300,20 @@ export class Controller {
       withClient: (fn) => (executor ? executor.withClient(fn) : Promise.resolve(undefined)),
       nodes: () => this.nodeInformer.list(),
     });
+    const { namespace: turnNamespace, name: turnName, ...timing } = options.turn ?? {};
+    this.turn =
+      options.actions === false
+        ? undefined
+        : new TurnLease({
+            rest: this.rest,
+            log: options.log.child({ component: 'turn' }),
+            namespace: turnNamespace ?? (election !== false ? election.namespace : undefined) ?? namespace,
+            ...(turnName ? { name: turnName } : {}),
+            identity: turnIdentity(options.instance, replica),
+            active: () => this.isLeader(),
+            timing,
+            ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),
+          });
     this.actions =
       options.actions === false
         ? undefined
@@ -293,6 +333,10 @@ export class Controller {
             runner: this.hooks,
             ...(this.executor ? { executor: this.executor } : {}),
             etcd: this.etcd,
+            ...(this.turn ? { turn: this.turn } : {}),
+            ...(options.controlPlaneAcrossInstances
+              ? { controlPlaneAcrossInstances: options.controlPlaneAcrossInstances }
+              : {}),
             isLeader: () => this.isLeader(),
             ...(options.instance ? { instance: options.instance } : {}),
             retention: { ...DEFAULT_RETENTION, ...options.retention },
@@ -312,6 +356,19 @@ export class Controller {
             ...(options.instance ? { instance: options.instance } : {}),
           })
         : undefined;
+    const audit = options.audit ?? options.boots ?? options.actions !== false;
+    this.audit = audit
+      ? new AuditReconciler({
+          rest: this.rest,
+          log: options.log.child({ reconciler: 'audit' }),
+          events: this.events,
+          nodes: this.nodeInformer,
+          registry: this.metrics.registry,
+          isLeader: () => this.isLeader(),
+          ...(options.instance ? { instance: options.instance } : {}),
+          ...(typeof audit === 'object' ? { notReadyAfterMs: audit.notReadyAfterMs } : {}),
+        })
+      : undefined;
     this.rollouts =
       options.actions === false
         ? undefined
@@ -342,14 +399,19 @@ export class Controller {
             ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),
           });
     this.leader?.on('started', () => {
+      this.turn?.kick();
       this.machines?.enqueueAll();
       this.actions?.enqueueAll();
       this.rollouts?.enqueueAll();
       this.boots?.enqueueAll();
+      this.audit?.enqueueAll();
     });
     // A replica that stops leading stops its Talos steps: the new leader decides from the
     // status alone (a call recorded there is not made again).
-    this.leader?.on('stopped', () => this.executor?.stopAll('this replica stopped leading'));
+    this.leader?.on('stopped', () => {
+      this.executor?.stopAll('this replica stopped leading');
+      this.turn?.kick();
+    });
   }
 
   /**
@@ -387,12 +449,17 @@ export class Controller {
         registry: controller.metrics.registry,
       });
     for (const informer of controller.informers()) informer.start();
+    controller.turn?.start();
     controller.leader?.start();
     const stopping = new AbortController();
     controller.stopping = stopping;
     void controller.boots?.start(stopping.signal).catch((error: unknown) => {
       if (!stopping.signal.aborted)
         options.log.error({ err: String(error) }, 'the boot reconciler could not start');
+    });
+    void controller.audit?.start(stopping.signal).catch((error: unknown) => {
+      if (!stopping.signal.aborted)
+        options.log.error({ err: String(error) }, 'the unplanned-disruption audit could not start');
     });
     void controller.actions?.start(stopping.signal).catch((error: unknown) => {
       if (!stopping.signal.aborted)
@@ -487,10 +554,13 @@ export class Controller {
     this.stopping?.abort(new Error('controller stopping'));
     this.actions?.stop();
     this.boots?.stop();
+    this.audit?.stop();
     this.rollouts?.stop();
     this.machines?.stop();
     this.talosConfig?.stop();
     this.executor?.close();
+    // The turn goes on to whoever asked for it before the lease that makes us leader.
+    await this.turn?.stop();
     await this.leader?.stop();
     this.checks.stop();
     await this.events.flush(2000);

@@ -13,6 +13,7 @@ import { isConflict } from '../kube/reconciler.ts';
 import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { NO_TALOSCONFIG } from '../talos/etcd-check.ts';
+import type { TurnSection } from '../kube/turn-lease.ts';
 import type { EtcdCheckState } from '../talos/etcd-health.ts';
 import { ActionEffects } from './action-effects.ts';
 import { ADMISSION_KEY, policyFacts, type ActionContext } from './context.ts';
@@ -23,6 +24,7 @@ import {
   type CheckFacts,
   type FreshChecks,
 } from './decide.ts';
+import { TURN_RETRY_MS, enterTurn } from './instance-turn.ts';
 import { etcdAway, etcdDisruption } from './etcd-guard.ts';
 import { isNew } from './admission.ts';
 import { nodeFacts } from './observations.ts';
@@ -30,6 +32,15 @@ import { holdSilences } from './silences.ts';
 
 /** How long a gate waits inline for checker Jobs before saying, in the status, that it waits on them. */
 const CHECKER_JOB_SETTLE_MS = 1000;
+
+/** The etcd guard's lock and turn, held from its read to the write of the decision made on it. */
+export interface EtcdHold {
+  /** Whether the turn was another instance's: nothing was read. */
+  waiting: boolean;
+  release(): void;
+  /** Whether the turn the read was made under is still ours: false, and the decision is not written. */
+  valid(): boolean;
+}
 
 export class ActionPass {
   readonly effects: ActionEffects;
@@ -39,6 +50,8 @@ export class ActionPass {
    * control-plane actions judged at once would each see the other not yet approved.
    */
   private etcdTurn: Promise<void> = Promise.resolve();
+  /** Actions whose etcd guard waits for the turn: looked at again when it comes. */
+  private readonly turnWaiters = new Set<string>();
 
   constructor(context: ActionContext) {
     this.c = context;
@@ -52,10 +65,16 @@ export class ActionPass {
     // Our own newer write has not reached the cache yet; its event will bring us back.
     if (writes.stale(action)) return { requeueAfterMs: 1000 };
     const log = this.c.log.child({ action: name, node: action.spec.nodeName });
-    let release: (() => void) | undefined;
+    let hold: EtcdHold | undefined;
     try {
-      const decision = await this.decideFor(action, false, (r) => (release = r));
+      const decision = await this.decideFor(action, false, (h) => (hold = h));
       if (!o.isLeader()) return undefined;
+      // Decided on an etcd read made under a turn that is gone: another instance may have
+      // approved since. Decide again.
+      if (hold && !hold.valid()) return { requeueAfterMs: 0 };
+      // The etcd guard waits for the turn, asked for: nothing is decided (its arrival, or
+      // this, brings the action back).
+      if (hold?.waiting) return { requeueAfterMs: TURN_RETRY_MS };
       if (isNew(action) && decision.status.phase === 'Pending') {
         // Recorded as requested by the admission pass, in the same write as its admission
         // when its policies allow it at once: one write instead of two.
@@ -64,7 +83,7 @@ export class ActionPass {
       }
       return await this.commit(action, decision, log);
     } finally {
-      release?.();
+      hold?.release();
     }
   }
 
@@ -108,9 +127,37 @@ export class ActionPass {
   }
 
   /**
+   * The etcd guard's lock, and the turn (instance-turn.ts): held from its read to the
+   * write of the decision made on it, so that no approval of this instance or another is
+   * written between. Without the turn, `turn` is undefined and it has been asked for.
+   */
+  private async etcdHold(action: ActionObject): Promise<EtcdHold & { turn: TurnSection | undefined }> {
+    const unlock = await this.etcdLock();
+    const turn = enterTurn(this.c.o.turn);
+    if (!turn) this.turnWaiters.add(action.metadata.name);
+    return {
+      turn,
+      waiting: turn === undefined,
+      valid: () => turn?.valid() ?? true,
+      release: () => {
+        turn?.release();
+        unlock();
+      },
+    };
+  }
+
+  /** The actions whose etcd guard waited for the turn since last asked: to look at again now it came. */
+  takeTurnWaiters(): string[] {
+    const names = [...this.turnWaiters];
+    this.turnWaiters.clear();
+    return names;
+  }
+
+  /**
    * The etcd guard's read for the action (etcd-guard.ts), counting as down the members
    * of nodes whose disruptive action is approved — from a quorum read of every
-   * instance's actions, not the cache, which may not show an approval just written.
+   * instance's actions, made under the turn, not the cache, which may not show an
+   * approval just written.
    */
   private async readEtcd(action: ActionObject): Promise<EtcdCheckState> {
     const { o } = this.c;
@@ -178,8 +225,8 @@ export class ActionPass {
   async decideFor(
     action: ActionObject,
     begunOnly = false,
-    /** Takes the etcd guard's lock, when it was taken, to release it after the write (else released here). */
-    holdEtcd?: (release: () => void) => void,
+    /** Takes the etcd guard's hold, when it was taken, to release it after the write (else released here). */
+    holdEtcd?: (hold: EtcdHold) => void,
   ): Promise<ActionDecision> {
     const { o, fresh: evaluations } = this.c;
     const records = [...(action.status?.hooks ?? []), ...(action.status?.undo?.runs ?? [])];
@@ -207,7 +254,7 @@ export class ActionPass {
     // approval may ask for a read of its own after the health gate's, hence the rounds.
     let fresh: FreshChecks | undefined;
     let etcd: EtcdCheckState | undefined;
-    let release: (() => void) | undefined;
+    let hold: (EtcdHold & { turn: TurnSection | undefined }) | undefined;
     try {
       for (let round = 0; round < 3 && (decision.evaluateChecks || decision.readEtcd); round++) {
         const checks = decision.evaluateChecks;
@@ -218,7 +265,11 @@ export class ActionPass {
           decision = decide({ ...input, now, evaluating });
           break;
         }
-        if (decision.readEtcd && !release) release = await this.etcdLock();
+        if (decision.readEtcd) {
+          hold ??= await this.etcdHold(action);
+          // Another instance has the turn: no read, no decision on one (the caller waits).
+          if (hold.waiting) break;
+        }
         [fresh, etcd] = await Promise.all([
           checks
             ? (begun ?? this.evaluate(action.metadata.uid, checks, action.spec.nodeName))
@@ -231,8 +282,8 @@ export class ActionPass {
       }
     } finally {
       // Held on to the status write when the caller takes it; else released now.
-      if (release && holdEtcd) holdEtcd(release);
-      else release?.();
+      if (hold && holdEtcd) holdEtcd(hold);
+      else hold?.release();
     }
     const nodeObject = o.nodes.get(action.spec.nodeName);
     return holdSilences(decision, action, {

@@ -16,12 +16,15 @@ import type { ReconcileResult } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import { reportPolicy, type ActionRef, type NodeLabels } from '../policies/evaluate.ts';
 import { errorMessage } from '../wait.ts';
+import type { TurnSection } from '../kube/turn-lease.ts';
 import {
   cacheShowsEverySlot,
+  foreignUnfinished,
   parseResourceVersion,
   type AdmissionReadState,
   afterWrite,
 } from './admission-read.ts';
+import { enterTurn, waitingForTurn } from './instance-turn.ts';
 import { actionRef, isCandidate, isNew, planAdmissions } from './admission.ts';
 import type { ActionPass } from './action-pass.ts';
 import { policyFacts, type ActionContext } from './context.ts';
@@ -62,6 +65,8 @@ export class AdmissionPass {
   private read: AdmissionReadState = {};
   /** Bumped whenever leadership may have changed hands: a quorum read begun before does not count. */
   private leadership = 0;
+  /** Other instances' unfinished actions as the last quorum read showed them (admission-read.ts). */
+  private foreignAtQuorum: { items: ActionObject[]; resourceVersion?: string } = { items: [] };
 
   constructor(context: ActionContext, actions: ActionPass) {
     this.c = context;
@@ -98,7 +103,15 @@ export class AdmissionPass {
         .filter((a) => holdsSlot(a.status?.phase))
         .map(actionRef);
     } else {
-      const plan = await this.admit(now, nodes);
+      // Admissions of every instance take turns (instance-turn.ts): without the turn, the
+      // pass only tells its actions what they wait for, from the caches.
+      const turn = enterTurn(o.turn);
+      let plan: Awaited<ReturnType<AdmissionPass['admit']>>;
+      try {
+        plan = await this.admit(now, nodes, turn);
+      } finally {
+        turn?.release();
+      }
       if (plan === 'not leading') return undefined;
       if (plan === 'conflict') return { requeueAfterMs: 0 };
       holders = plan.holders;
@@ -115,6 +128,7 @@ export class AdmissionPass {
   private async admit(
     now: Date,
     nodes: NodeLabels,
+    turn: TurnSection | undefined,
   ): Promise<{ holders: ActionRef[]; requeueAfterMs?: number } | 'conflict' | 'not leading'> {
     const { o } = this.c;
     // The cache foretells whom this pass will admit: their health gates' evaluations
@@ -132,7 +146,9 @@ export class AdmissionPass {
     // ours off it. From the caches when they show every slot taken (admission-read.ts),
     // else a quorum read: a cache that missed an admission written a moment ago could
     // give one slot out twice.
-    const list = this.unfinishedFromCaches() ?? (await this.listUnfinished());
+    const list = turn
+      ? (this.unfinishedFromCaches() ?? (await this.listUnfinished()))
+      : this.cachedUnfinished();
     const mine = (a: ActionObject) => a.metadata.labels?.[INSTANCE_LABEL] === o.instance;
     // New actions enter the pass as their own decision records them: requested, Pending.
     const requested = new Map<string, ActionDecision>();
@@ -146,19 +162,28 @@ export class AdmissionPass {
       requested.set(a.metadata.name, decision);
       listed.push({ ...a, status: decision.status });
     }
-    const plan = planAdmissions({
+    const planned = planAdmissions({
       now,
       actions: listed,
       others: list.items.filter((a) => !mine(a)),
+      ...(o.controlPlaneAcrossInstances ? { controlPlaneInstances: o.controlPlaneAcrossInstances } : {}),
       nodes,
       policies: policyFacts(o.policies),
     });
+    const plan = turn ? planned : waitingForTurn(planned, o.turn);
+    // Leading, and the turn still ours: lost since the read (renewals failing), another
+    // instance may be admitting, and this pass's read counts for nothing.
+    const lost = () => {
+      if (!o.isLeader()) return 'not leading' as const;
+      this.forgetQuorum();
+      return 'conflict' as const;
+    };
     for (const { action, status } of plan.admit) {
-      if (!o.isLeader()) return 'not leading';
+      if (!o.isLeader() || !turn?.valid()) return lost();
       const admitted = { ...(action as ActionObject), status };
       const log = this.c.log.child({ action: action.metadata.name, node: action.spec.nodeName });
       const onward = await this.decideOnward(admitted);
-      if (!o.isLeader()) return 'not leading';
+      if (!o.isLeader() || !turn.valid()) return lost();
       let written: ActionObject;
       try {
         // One write, conditional on the listed version: the slot, and (when it could be
@@ -224,23 +249,45 @@ export class AdmissionPass {
    * finished ones kept for history would make each admission slower as they pile up.
    */
   private async listUnfinished(): Promise<{ items: ActionObject[] }> {
+    const { o } = this.c;
     const leadership = this.leadership;
     const list = await this.readUnfinished();
-    if (this.c.o.isLeader() && leadership === this.leadership)
+    if (o.isLeader() && leadership === this.leadership) {
       this.read = { ...this.read, quorum: parseResourceVersion(list.metadata?.resourceVersion) };
-    this.c.o.metrics?.admissionReads.inc({ source: 'quorum' });
+      this.foreignAtQuorum = {
+        items: list.items.filter((a) => a.metadata.labels?.[INSTANCE_LABEL] !== o.instance),
+        ...(list.metadata?.resourceVersion !== undefined
+          ? { resourceVersion: list.metadata.resourceVersion }
+          : {}),
+      };
+    }
+    o.metrics?.admissionReads.inc({ source: 'quorum' });
     return list;
   }
 
-  /** Every instance's unfinished actions from the caches, when they show every slot taken; else undefined. */
+  /**
+   * Every instance's unfinished actions from the caches, when they show every slot taken
+   * (ours: admission-read.ts; other instances': the last quorum read, made under the turn
+   * we still hold, as their informer updates it); else undefined.
+   */
   private unfinishedFromCaches(): { items: ActionObject[] } | undefined {
     const { o } = this.c;
     const foreign = o.foreignActions;
     if (!foreign || !cacheShowsEverySlot(this.read, o.actions.watchedVersion)) return undefined;
     o.metrics?.admissionReads.inc({ source: 'cache' });
-    return {
-      items: [...o.actions.list(), ...foreign.list()].filter((a) => !isTerminal(a.status?.phase)),
-    };
+    const theirs = foreignUnfinished(
+      this.foreignAtQuorum,
+      { items: foreign.list(), ...(foreign.watchedVersion ? { watched: foreign.watchedVersion } : {}) },
+      (a) => isTerminal(a.status?.phase),
+    );
+    return { items: [...o.actions.list().filter((a) => !isTerminal(a.status?.phase)), ...theirs] };
+  }
+
+  /** Every instance's unfinished actions as the caches show them: for messages only, never to admit. */
+  private cachedUnfinished(): { items: ActionObject[] } {
+    const { o } = this.c;
+    const all = [...o.actions.list(), ...(o.foreignActions?.list() ?? [])];
+    return { items: all.filter((a) => !isTerminal(a.status?.phase)) };
   }
 
   /**

@@ -41,3 +41,41 @@ export function cacheShowsEverySlot(state: AdmissionReadState, watched: string |
   if (state.quorum === undefined || w === undefined) return false;
   return w >= state.quorum && (state.written === undefined || w >= state.written);
 }
+
+/** What the pass reads of an action here: its name and version. */
+interface Versioned {
+  metadata: { name: string; resourceVersion?: string };
+}
+
+/**
+ * Other instances' unfinished actions, for a pass counting from its caches: those of the
+ * last quorum read, unless the other instances' informer shows a newer version of one
+ * that is finished (or, having watched past that read, no longer shows it), and those the
+ * informer shows unfinished. Sound only while this instance has held the turn
+ * (src/kube/turn.ts) since that read — no other instance admits meanwhile, so no slot of
+ * theirs is missing from it — and the informer, which may lag, only frees slots early
+ * never: a slot it has not seen freed stays counted.
+ */
+export function foreignUnfinished<T extends Versioned>(
+  atQuorum: { items: readonly T[]; resourceVersion?: string },
+  cache: { items: readonly T[]; watched?: string },
+  finished: (action: T) => boolean,
+): T[] {
+  const cached = new Map(cache.items.map((a) => [a.metadata.name, a]));
+  const watched = parseResourceVersion(cache.watched);
+  const read = parseResourceVersion(atQuorum.resourceVersion);
+  const out = new Map<string, T>();
+  for (const a of atQuorum.items) {
+    const seen = cached.get(a.metadata.name);
+    const v = parseResourceVersion(a.metadata.resourceVersion);
+    const w = parseResourceVersion(seen?.metadata.resourceVersion);
+    if (seen) {
+      const newer = v !== undefined && w !== undefined && w >= v;
+      out.set(a.metadata.name, newer ? seen : a);
+    } else if (watched === undefined || read === undefined || watched < read) {
+      out.set(a.metadata.name, a); // not seen gone: it still counts
+    }
+  }
+  for (const a of cache.items) if (!out.has(a.metadata.name)) out.set(a.metadata.name, a);
+  return [...out.values()].filter((a) => !finished(a));
+}

@@ -15,9 +15,12 @@ export interface AdmissionInput {
   actions: readonly ObservedNodeAction[];
   /**
    * The actions of other controller instances. Their budgets are theirs, but a node is
-   * one node: an action of any instance holding a slot on it keeps others off it.
+   * one node and etcd is one etcd: an action of any instance holding a slot keeps others
+   * off its node, and off every other control-plane node if it is on one.
    */
   others?: readonly ObservedNodeAction[];
+  /** Which instances' actions of `others` count for the control-plane rule (default: all; see PolicyInput). */
+  controlPlaneInstances?: readonly string[];
   nodes: NodeLabels;
   policies: readonly PolicyFacts[];
 }
@@ -43,6 +46,11 @@ export const ADMISSION_RESYNC_MS = 60_000;
 
 export function actionRef(action: ObservedNodeAction): ActionRef {
   return { name: action.metadata.name, node: action.spec.nodeName, action: action.spec.action };
+}
+
+/** Another controller instance's action, as the one-node and control-plane rules count it. */
+function foreignRef(action: ObservedNodeAction): ActionRef {
+  return { ...actionRef(action), instance: action.metadata.labels?.[INSTANCE_LABEL] ?? '(default)' };
 }
 
 /** A new action, set up by its reconciler (the finalizer) and with no status yet: its first status is the admission pass's. */
@@ -77,23 +85,26 @@ export function planAdmissions(input: AdmissionInput): AdmissionPlan {
   const wait: AdmissionUpdate[] = [];
   let requeueAfterMs: number | undefined;
 
-  const elsewhere = new Map(
-    (input.others ?? []).filter((a) => holdsSlot(a.status?.phase)).map((a) => [a.spec.nodeName, a] as const),
-  );
+  const elsewhere = (input.others ?? []).filter((a) => holdsSlot(a.status?.phase)).map(foreignRef);
   for (const action of candidates) {
     // A node that does not exist is the action reconciler's to deny.
     if (!nodes.has(action.spec.nodeName)) continue;
     const ref = actionRef(action);
-    const foreign = elsewhere.get(action.spec.nodeName);
-    const verdict = foreign
-      ? {
-          allowed: false,
-          governedBy: [],
-          reasons: [
-            `node ${action.spec.nodeName} is held by NodeAction ${foreign.metadata.name} (${foreign.status?.phase ?? 'Pending'}) of controller instance ${foreign.metadata.labels?.[INSTANCE_LABEL] ?? '(default)'}`,
-          ],
-        }
-      : evaluatePolicies({ candidate: ref, holders, policies, nodes, now });
+    const verdict = evaluatePolicies({
+      candidate: ref,
+      holders,
+      elsewhere,
+      ...(input.controlPlaneInstances
+        ? {
+            controlPlaneElsewhere: elsewhere.filter((r) =>
+              input.controlPlaneInstances?.includes(r.instance ?? ''),
+            ),
+          }
+        : {}),
+      policies,
+      nodes,
+      now,
+    });
     const status = structuredClone(action.status ?? {});
     const governed = verdict.governedBy.length
       ? `ActionPolicy ${verdict.governedBy.join(', ')}`

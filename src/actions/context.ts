@@ -9,6 +9,7 @@ import type { HookRunner } from '../hooks/runner.ts';
 import type { EventRecorder } from '../kube/events.ts';
 import type { Informer, KubeObject } from '../kube/informer.ts';
 import type { RestClient } from '../kube/rest.ts';
+import type { TurnLease } from '../kube/turn-lease.ts';
 import type { WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
@@ -52,6 +53,14 @@ export interface ActionReconcilerOptions {
   silences?: SilenceLeases;
   /** Reads etcd for the etcd guard (src/talos/etcd-check.ts); without it, etcd is never checked. */
   etcd?: EtcdCheck;
+  /**
+   * The turn every controller instance takes to admit and to approve control-plane
+   * actions (src/kube/turn-lease.ts, instance-turn.ts). Without it the reconciler acts as
+   * if alone.
+   */
+  turn?: TurnLease;
+  /** Whose control-plane actions count for the control-plane rule, of the other instances (default: all; ControllerOptions). */
+  controlPlaneAcrossInstances?: readonly string[];
 }
 
 export interface ActionContext {

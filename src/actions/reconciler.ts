@@ -128,6 +128,14 @@ export class ActionReconciler {
       if (isTerminal(after) && !isTerminal(before)) queue.add(RETENTION_KEY);
     });
     actions.on('delete', (a) => this.forget(a));
+    // The turn (src/kube/turn.ts, instance-turn.ts): another instance may have admitted or
+    // approved while it was not ours, so what was read before it came counts for nothing.
+    o.turn?.on('acquired', () => {
+      this.admission.forgetQuorum();
+      queue.add(ADMISSION_KEY);
+      for (const name of this.one.takeTurnWaiters()) queue.add(name);
+    });
+    o.turn?.on('lost', () => this.admission.forgetQuorum());
     // Another instance's action that takes or frees a node: ours waiting for it look again.
     const foreign = o.foreignActions;
     foreign?.on('update', (old, a) => {

@@ -50,24 +50,42 @@ export const FINGERPRINT_ANNOTATION = 'talos.dev/request-fingerprint';
 export const REQUESTED_VIA_ANNOTATION = 'talos.dev/requested-via';
 
 /**
+ * On every NodeAction a NodeRollout created: the rollout's name (src/rollouts/naming.ts),
+ * for selectors and humans. Only the controller may set it (the admission policy), and
+ * the rollout counts an action as its own only when it is what the rollout would have
+ * made (src/rollouts/membership.ts): this label, its ownerReference, its derived name,
+ * its action and target, its requester.
+ */
+export const ROLLOUT_LABEL = 'talos.dev/rollout';
+
+/**
+ * On a NodeAction a bypassing NodeRollout created: who granted the bypass (the rollout's
+ * spec.bypass.grantedBy, else its requestedBy), for the action's Bypassed record. Only
+ * the controller may set it.
+ */
+export const BYPASS_GRANTED_BY_ANNOTATION = 'talos.dev/bypass-granted-by';
+
+/**
  * The metadata gatehouse reads from a NodeAction besides the executed mark: fixed at
  * creation by the admission policy, since a requester may edit its own action's
- * metadata and must not move it to another controller (out of the budget) or take over
- * another request's idempotency key.
+ * metadata and must not move it to another controller (out of the budget), take over
+ * another request's idempotency key, or make its action pass for a rollout's.
  */
-export const IMMUTABLE_ACTION_LABELS = [INSTANCE_LABEL, IDEMPOTENCY_LABEL] as const;
+export const IMMUTABLE_ACTION_LABELS = [INSTANCE_LABEL, IDEMPOTENCY_LABEL, ROLLOUT_LABEL] as const;
 export const IMMUTABLE_ACTION_ANNOTATIONS = [
   IDEMPOTENCY_KEY_ANNOTATION,
   FINGERPRINT_ANNOTATION,
   REQUESTED_VIA_ANNOTATION,
+  BYPASS_GRANTED_BY_ANNOTATION,
 ] as const;
 
 /**
- * On every NodeAction a NodeRollout created: the rollout's name (src/rollouts/naming.ts),
- * for selectors and humans. The rollout itself recognises its actions by their
- * ownerReference (its UID), which nobody can forge for another rollout's UID by accident.
+ * The metadata of a NodeAction that only the controller may set when it is created: a
+ * rollout's mark, which makes the action count for the rollout (with a NodeRollout
+ * ownerReference, which the policy keeps to the controller too).
  */
-export const ROLLOUT_LABEL = 'talos.dev/rollout';
+export const CONTROLLER_ONLY_ACTION_LABELS = [ROLLOUT_LABEL] as const;
+export const CONTROLLER_ONLY_ACTION_ANNOTATIONS = [BYPASS_GRANTED_BY_ANNOTATION] as const;
 
 /** The condition types of a NodeRollout's status. */
 export const ROLLOUT_CONDITIONS = ['Progressing', 'Halted', 'Complete'] as const;

@@ -189,38 +189,64 @@ export const DrainOptions = Type.Object(
   },
 );
 
-export const Bypass = Type.Object(
+const bypassFields = {
+  healthChecks: Type.Optional(
+    Type.Boolean({
+      description: 'Approve without waiting for the health checks. Defaults to false.',
+      default: false,
+    }),
+  ),
+  hooks: Type.Optional(
+    Type.Boolean({
+      description: 'Approve without running the pre-action hooks. Defaults to false.',
+      default: false,
+    }),
+  ),
+  reason: Type.Optional(
+    Type.String({
+      description: 'Why, in words: required with any bypass, and recorded in the status and an Event.',
+      maxLength: 1024,
+    }),
+  ),
+};
+
+/** The CRD's own rule on a bypass reason (the admission policy asks for one at all). */
+export const BYPASS_REASON_RULES = rules({
+  // trim() leaves zero-width and other invisible characters: letters are asked for.
+  rule: `!((has(self.healthChecks) && self.healthChecks) || (has(self.hooks) && self.hooks)) || !has(self.reason) || self.reason.trim().size() == 0 || self.reason.matches(${VISIBLE_REASON})`,
+  message:
+    'spec.bypass.reason must say why in words (at least three letters): it is recorded in the status and an Event',
+  fieldPath: '.reason',
+  reason: 'FieldValueInvalid',
+});
+
+export const Bypass = Type.Object(bypassFields, {
+  description:
+    'Skip the health checks and/or the pre-action hooks. Needs the verb bypass on nodeactions.talos.dev (ClusterRole gatehouse:bypass) and a reason; the shipped ValidatingAdmissionPolicy refuses it otherwise.',
+  ...BYPASS_REASON_RULES,
+});
+
+/**
+ * A rollout's bypass: an action's, and who granted it for what the rollout's spec says
+ * now. A rollout's spec may change after its bypass was granted (its selector, its
+ * parallelism, its pause), and every change widens or speeds up what the bypass covers.
+ */
+export const RolloutBypass = Type.Object(
   {
-    healthChecks: Type.Optional(
-      Type.Boolean({
-        description: 'Approve without waiting for the health checks. Defaults to false.',
-        default: false,
-      }),
-    ),
-    hooks: Type.Optional(
-      Type.Boolean({
-        description: 'Approve without running the pre-action hooks. Defaults to false.',
-        default: false,
-      }),
-    ),
-    reason: Type.Optional(
+    ...bypassFields,
+    grantedBy: Type.Optional(
       Type.String({
-        description: 'Why, in words: required with any bypass, and recorded in the status and an Event.',
-        maxLength: 1024,
+        description:
+          "Who granted the bypass for the rollout's spec as it is: the user who last changed the spec of a rollout that bypasses (the admission policy refuses any other name, and any change without the verb bypass but pausing it). Absent: spec.requestedBy. Recorded in the Bypassed condition and Event of each NodeAction the rollout creates.",
+        minLength: 1,
+        maxLength: 512,
       }),
     ),
   },
   {
     description:
-      'Skip the health checks and/or the pre-action hooks. Needs the verb bypass on nodeactions.talos.dev (ClusterRole gatehouse:bypass) and a reason; the shipped ValidatingAdmissionPolicy refuses it otherwise.',
-    ...rules({
-      // trim() leaves zero-width and other invisible characters: letters are asked for.
-      rule: `!((has(self.healthChecks) && self.healthChecks) || (has(self.hooks) && self.hooks)) || !has(self.reason) || self.reason.trim().size() == 0 || self.reason.matches(${VISIBLE_REASON})`,
-      message:
-        'spec.bypass.reason must say why in words (at least three letters): it is recorded in the status and an Event',
-      fieldPath: '.reason',
-      reason: 'FieldValueInvalid',
-    }),
+      'Skip the health checks and/or the pre-action hooks of every NodeAction of the rollout. Needs the verb bypass on nodeactions.talos.dev (ClusterRole gatehouse:bypass) and a reason, when it is set and whenever the spec of a rollout that bypasses changes (other than to pause it); the shipped ValidatingAdmissionPolicy refuses it otherwise.',
+    ...BYPASS_REASON_RULES,
   },
 );
 

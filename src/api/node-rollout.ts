@@ -20,7 +20,13 @@ import {
   type KindDefinition,
   type ValidationRule,
 } from './common.ts';
-import { Bypass, Deadlines, DrainOptions, RebootParameters, UpgradeParameters } from './node-action.ts';
+import {
+  Deadlines,
+  DrainOptions,
+  RebootParameters,
+  RolloutBypass,
+  UpgradeParameters,
+} from './node-action.ts';
 
 /** The actions a rollout may take; the others make no sense in bulk. */
 export const ROLLOUT_ACTIONS = ['Upgrade', 'Reboot'] as const;
@@ -134,7 +140,7 @@ export const NodeRolloutSpec = Type.Object(
       }),
     ),
     drain: Type.Optional(DrainOptions),
-    bypass: Type.Optional(Bypass),
+    bypass: Type.Optional(RolloutBypass),
     deadlines: Type.Optional(Deadlines),
     requestedBy: Type.String({
       description:

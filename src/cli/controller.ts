@@ -89,6 +89,15 @@ export function controllerCommand(): Command {
       namespacedName,
     )
     .option('--no-leader-elect', 'act without taking the Lease (only when no other replica runs)')
+    .option(
+      '--leader-elect-lease <name>',
+      "the leader election Lease in the controller's namespace: another --instance in the same namespace needs its own (and RBAC for it)",
+      'gatehouse-controller',
+    )
+    .option(
+      '--turn-namespace <namespace>',
+      "where the Lease gatehouse-turn is that every controller instance of the cluster takes turns on to admit and approve (default: the controller's namespace; every instance must name the same, with RBAC there)",
+    )
     .option('--no-dashboard', 'do not serve the read-only dashboard at / and /v1/dashboard')
     .option(
       '--dashboard-anonymous-actions',
@@ -105,6 +114,8 @@ export function controllerCommand(): Command {
         instance?: string;
         checkSelector?: string;
         leaderElect: boolean;
+        leaderElectLease: string;
+        turnNamespace?: string;
         dashboard: boolean;
         dashboardAnonymousActions?: boolean;
         talosconfig?: string;
@@ -127,7 +138,8 @@ export function controllerCommand(): Command {
           ...(opts.serviceResolution ? { serviceResolution: opts.serviceResolution } : {}),
           ...(opts.instance ? { instance: opts.instance } : {}),
           ...(opts.checkSelector ? { checkSelector: opts.checkSelector } : {}),
-          ...(opts.leaderElect ? {} : { leaderElection: false as const }),
+          leaderElection: opts.leaderElect ? { name: opts.leaderElectLease } : false,
+          ...(opts.turnNamespace ? { turn: { namespace: opts.turnNamespace } } : {}),
           dashboard: opts.dashboard,
           ...(opts.dashboardAnonymousActions ? { dashboardAnonymousActions: true } : {}),
           talos: { config: talos },

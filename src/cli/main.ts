@@ -15,6 +15,8 @@ import { rolloutCommand } from './node-rollouts.ts';
 import { sandboxCommand } from './sandbox.ts';
 import { statusCommand } from './status.ts';
 import { talosctlCommand } from './talosctl.ts';
+import { talosGateCommand } from './talos-gate.ts';
+import { talosconfigCommand } from './talosconfig.ts';
 
 /** Commander's own refusals (unknown option, missing argument) exit 2 like every usage error; help exits 0. */
 function usageExits(command: Command): void {
@@ -38,6 +40,8 @@ export function program(): Command {
     .addCommand(rolloutCommand())
     .addCommand(gateCommand())
     .addCommand(talosctlCommand())
+    .addCommand(talosconfigCommand())
+    .addCommand(talosGateCommand())
     .addCommand(sandboxCommand())
     .addCommand(manifestsCommand())
     .addCommand(controllerCommand())

@@ -1,10 +1,11 @@
 // What a person following an action wants to know about its node: is it there, is it
 // Ready, which boot is it in, is it cordoned or still held from workloads.
 import { PREREADY_TAINT } from '../api/names.ts';
+import { readAuditRecord } from '../boots/audit.ts';
 import type { NodeView } from './schemas.ts';
 
 export interface NodeObject {
-  metadata: { name: string };
+  metadata: { name: string; annotations?: Record<string, string> };
   spec?: { unschedulable?: boolean; taints?: { key: string; effect?: string }[] };
   status?: {
     conditions?: { type: string; status: string; message?: string }[];
@@ -17,6 +18,7 @@ export function nodeView(name: string, node: NodeObject | undefined): NodeView {
   const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
   const status = ready?.status === 'True' || ready?.status === 'False' ? ready.status : 'Unknown';
   const info = node.status?.nodeInfo;
+  const unplanned = readAuditRecord(node.metadata.annotations)?.last;
   return {
     name,
     exists: true,
@@ -26,5 +28,6 @@ export function nodeView(name: string, node: NodeObject | undefined): NodeView {
     ...(info?.osImage ? { osImage: info.osImage } : {}),
     unschedulable: node.spec?.unschedulable === true,
     preready: (node.spec?.taints ?? []).some((t) => t.key === PREREADY_TAINT),
+    ...(unplanned ? { unplanned } : {}),
   };
 }

@@ -9,6 +9,7 @@ import type { ObservedNodeRollout, RolloutCounts, RolloutNode } from '../api/nod
 import { PHASES, isTerminal } from '../api/phases.ts';
 import type { ActionObject } from '../api/node-action.ts';
 import { blockedSince } from '../actions/drain-hold.ts';
+import { readAuditRecord } from '../boots/audit.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import { rfc3339 } from '../kube/time.ts';
 import { policyMatches } from '../policies/evaluate.ts';
@@ -63,7 +64,7 @@ export interface PhaseSegment {
 }
 
 export interface LaneMark {
-  kind: 'failed' | 'hold';
+  kind: 'failed' | 'hold' | 'unplanned';
   /** A failure's time, or the start of a hold; null: now (held back now, since unknown). */
   time: string | null;
   /** The end of a hold; null: it holds now, or it is a point (a failure). */
@@ -110,7 +111,9 @@ export interface RolloutViewInput {
   rollouts: readonly RolloutObject[];
   /** Every NodeAction of this controller instance, finished ones included. */
   actions: readonly ActionObject[];
-  nodes: readonly { metadata: { name: string; labels?: Record<string, string> } }[];
+  nodes: readonly {
+    metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  }[];
   policies: readonly { metadata: { name: string; deletionTimestamp?: string }; spec: ActionPolicySpec }[];
   /** How many finished rollouts are shown, newest first (default 5). */
   finishedLimit?: number;
@@ -189,7 +192,11 @@ function groups(rollout: RolloutObject, entries: readonly RolloutNode[]): Rollou
   return out;
 }
 
-function lane(entry: RolloutNode, action: ActionObject | undefined): RolloutLane {
+function lane(
+  entry: RolloutNode,
+  action: ActionObject | undefined,
+  node: { metadata: { annotations?: Record<string, string> } } | undefined,
+): RolloutLane {
   const status = action?.status ?? {};
   const entries = action ? phaseEntries(status) : [];
   const segments: PhaseSegment[] = [];
@@ -221,6 +228,16 @@ function lane(entry: RolloutNode, action: ActionObject | undefined): RolloutLane
   }
   if (entry.phase === 'Waiting')
     marks.push({ kind: 'hold', time: null, end: null, text: entry.message ?? 'held back' });
+  // What went around the gate on this node, while the rollout ran (the audit's last finding).
+  const unplanned = readAuditRecord(node?.metadata.annotations)?.last;
+  const started = entries[0]?.since;
+  if (unplanned && started !== undefined && unplanned.at >= started)
+    marks.push({
+      kind: 'unplanned',
+      time: unplanned.at,
+      end: null,
+      text: `unplanned ${unplanned.kind}: no gatehouse action explains it`,
+    });
   return { node: entry.node, action: entry.action ?? null, segments, marks };
 }
 
@@ -234,7 +251,8 @@ export function rolloutView(input: RolloutViewInput, rollout: RolloutObject): Ro
   const status = rollout.status ?? {};
   const entries = status.nodes ?? [];
   const actions = new Map(input.actions.map((a) => [a.metadata.name, a]));
-  const lanes = entries.map((e) => lane(e, e.action ? actions.get(e.action) : undefined));
+  const nodes = new Map(input.nodes.map((n) => [n.metadata.name, n]));
+  const lanes = entries.map((e) => lane(e, e.action ? actions.get(e.action) : undefined, nodes.get(e.node)));
   const startMs =
     earliest([
       status.startTime,

@@ -244,6 +244,18 @@ export const NodeView = Type.Object(
       description:
         'Whether the node carries the talos.dev/preready taint (its NodePrereadyJobs have not all succeeded).',
     }),
+    unplanned: Type.Optional(
+      Type.Object(
+        {
+          kind: Type.Enum(['boot', 'version-change', 'not-ready'], { type: 'string' }),
+          at: Type.String({ description: 'When the audit saw it (RFC 3339).' }),
+        },
+        {
+          description:
+            'The last disruption of the node that went around the gate (the unplanned-disruption audit): a boot, a Talos version or a long NotReady with no gatehouse action in flight.',
+        },
+      ),
+    ),
   },
   { description: 'What the controller sees of a node right now.' },
 );

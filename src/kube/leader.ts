@@ -7,6 +7,7 @@ import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../log.ts';
 import { errorMessage, sleep } from '../wait.ts';
+import { leasesPath, newLease } from './lease.ts';
 import { rfc3339Micro } from './time.ts';
 import { KubeApiError, type RestClient } from './rest.ts';
 
@@ -115,8 +116,7 @@ export class LeaderElector extends EventEmitter<LeaderEvents> {
   }
 
   private path(name?: string): string {
-    const base = `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`;
-    return name ? `${base}/${name}` : base;
+    return leasesPath(this.o.namespace, name);
   }
 
   private async tryAcquireOrRenew(): Promise<boolean> {
@@ -131,18 +131,7 @@ export class LeaderElector extends EventEmitter<LeaderEvents> {
     if (!lease) {
       await this.o.rest.request(this.path(), {
         method: 'POST',
-        body: {
-          apiVersion: 'coordination.k8s.io/v1',
-          kind: 'Lease',
-          metadata: { name: this.o.name, namespace: this.o.namespace },
-          spec: {
-            holderIdentity: this.o.identity,
-            leaseDurationSeconds: durationSeconds,
-            acquireTime: now,
-            renewTime: now,
-            leaseTransitions: 0,
-          },
-        },
+        body: newLease({ ...this.o, durationSeconds, now }),
       });
       return true;
     }

@@ -4,12 +4,15 @@
 // and the metadata that assigns it to a controller or an idempotency key never changes.
 import { GROUP, VERSION } from '../api/common.ts';
 import {
+  CONTROLLER_ONLY_ACTION_ANNOTATIONS,
+  CONTROLLER_ONLY_ACTION_LABELS,
   EXECUTED_ANNOTATION,
   IMMUTABLE_ACTION_ANNOTATIONS,
   IMMUTABLE_ACTION_LABELS,
   INSTANCE_LABEL as CONTROLLER_INSTANCE_LABEL,
 } from '../api/names.ts';
 import { VISIBLE_REASON } from '../api/node-action.ts';
+import { NodeRolloutSpec } from '../api/node-rollout.ts';
 import { SERVICE_ACCOUNT, labels } from './controller.ts';
 
 export const POLICY_NAME = 'gatehouse-nodeaction-requests';
@@ -57,6 +60,8 @@ function requestRules(o: {
   instanceNeedsNoVerb: string;
   /** What the label hands to another controller instance, for its message. */
   handed: string;
+  /** Added to the message refusing a bypass without the verb: when it is asked for. */
+  verbWhen?: string;
 }): { identity: Validation[]; instance: Validation } {
   return {
     identity: [
@@ -70,7 +75,7 @@ function requestRules(o: {
       },
       {
         expression: `${o.bypassNotJudged} || variables.viaController || variables.mayBypass`,
-        messageExpression: `'spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass), which ' + request.userInfo.username + ' does not hold; set healthChecks and hooks to false, or ask an administrator'`,
+        messageExpression: `'spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass)${o.verbWhen ?? ''}, which ' + request.userInfo.username + ' does not hold; set healthChecks and hooks to false, or ask an administrator'`,
         message: `spec.bypass needs the verb bypass on nodeactions.${GROUP} (ClusterRole gatehouse:bypass)`,
         reason: 'Forbidden',
       },
@@ -105,7 +110,7 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
       labels: labels(),
       annotations: {
         'talos.dev/description':
-          'Refuses a NodeAction whose spec.requestedBy is not the requesting user, any bypass without the verb bypass on nodeactions.talos.dev or without a reason, an executed mark from anyone but the requester or a bypass holder, or on an action that is not Approved or not External, and any change of the labels and annotations that assign an action to a controller instance or an idempotency key.',
+          'Refuses a NodeAction whose spec.requestedBy is not the requesting user, any bypass without the verb bypass on nodeactions.talos.dev or without a reason, an executed mark from anyone but the requester or a bypass holder, or on an action that is not Approved or not External, any change of the labels and annotations that assign an action to a controller instance, an idempotency key or a rollout, and a rollout mark (label, bypass grantor, NodeRollout ownerReference) set by anyone but the controller.',
         'talos.dev/controller-exemption': CONTROLLER_EXEMPTION,
       },
     },
@@ -139,6 +144,11 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
           name: 'bypassing',
           expression:
             'has(object.spec.bypass) && ((has(object.spec.bypass.healthChecks) && object.spec.bypass.healthChecks) || (has(object.spec.bypass.hooks) && object.spec.bypass.hooks))',
+        },
+        {
+          // Who may make an action count for a rollout: who may say what a rollout did.
+          name: 'mayMarkForRollouts',
+          expression: `variables.viaController || authorizer.group('${GROUP}').resource('noderollouts').subresource('status').check('update').allowed()`,
         },
       ],
       validations: [
@@ -176,13 +186,61 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
                 `${metadataValue('object', 'annotations', k)} == ${metadataValue('oldObject', 'annotations', k)}`,
             ),
           ].join(' && ')})`,
-          message: `the labels ${IMMUTABLE_ACTION_LABELS.join(', ')} and the annotations ${IMMUTABLE_ACTION_ANNOTATIONS.join(', ')} are fixed when a NodeAction is created: they assign it to a controller instance and to an idempotency key`,
+          message: `the labels ${IMMUTABLE_ACTION_LABELS.join(', ')} and the annotations ${IMMUTABLE_ACTION_ANNOTATIONS.join(', ')} are fixed when a NodeAction is created: they assign it to a controller instance, an idempotency key or a rollout`,
           reason: 'Forbidden',
         },
+        ...rolloutMarkRules(),
       ],
     },
   };
   return [policy, binding(POLICY_NAME), rolloutPolicy(namespace), binding(ROLLOUT_POLICY_NAME)];
+}
+
+/**
+ * What makes a NodeAction count for a NodeRollout is the controller's to write: the
+ * rollout label, the bypass grantor and an ownerReference to a NodeRollout. A requester
+ * who could set them would make a rollout report a node done that it never touched
+ * (the rollout checks name, action, target and requester too: src/rollouts/membership.ts).
+ * Besides the controller's ServiceAccount, whoever may write a rollout's status — which
+ * says what the rollout did — may set them (an admin running the controller as itself).
+ */
+function rolloutMarkRules(): Validation[] {
+  const marks = [
+    ...CONTROLLER_ONLY_ACTION_LABELS.map((k) => `${metadataValue('object', 'labels', k)} == ''`),
+    ...CONTROLLER_ONLY_ACTION_ANNOTATIONS.map((k) => `${metadataValue('object', 'annotations', k)} == ''`),
+  ];
+  const named = `the label ${CONTROLLER_ONLY_ACTION_LABELS.join(', ')}, the annotation ${CONTROLLER_ONLY_ACTION_ANNOTATIONS.join(', ')} and an ownerReference to a NodeRollout`;
+  return [
+    {
+      expression: `!variables.creating || variables.mayMarkForRollouts || (${marks.join(' && ')})`,
+      message: `${named} are set by the gatehouse controller alone (or whoever may update noderollouts/status), on the NodeActions a NodeRollout makes: request the action without them, or create a NodeRollout`,
+      reason: 'Forbidden',
+    },
+    {
+      // Only an ownerReference to a NodeRollout that was already there (the garbage
+      // collector removes them when a rollout is orphaned: removing stays allowed).
+      expression:
+        "variables.mayMarkForRollouts || !has(object.metadata.ownerReferences) || object.metadata.ownerReferences.all(r, r.kind != 'NodeRollout' || (oldObject != null && has(oldObject.metadata.ownerReferences) && oldObject.metadata.ownerReferences.exists(o, o.kind == 'NodeRollout' && o.uid == r.uid)))",
+      messageExpression:
+        "'an ownerReference to a NodeRollout is set by the gatehouse controller alone (or whoever may update noderollouts/status), on the NodeActions the rollout makes: ' + request.userInfo.username + ' may not put one on NodeAction ' + object.metadata.name",
+      message: `${named} are set by the gatehouse controller alone`,
+      reason: 'Forbidden',
+    },
+  ];
+}
+
+/**
+ * CEL: whether the two NodeRollout specs differ in anything but `paused`, field by field
+ * from the schema (a new field is compared without anyone remembering to).
+ */
+function rolloutSpecOtherwiseEqual(): string {
+  return Object.keys(NodeRolloutSpec.properties)
+    .filter((f) => f !== 'paused')
+    .map(
+      (f) =>
+        `has(object.spec.${f}) == has(oldObject.spec.${f}) && (!has(object.spec.${f}) || object.spec.${f} == oldObject.spec.${f})`,
+    )
+    .join(' && ');
 }
 
 function binding(policyName: string): Record<string, unknown> {
@@ -199,18 +257,22 @@ export const ROLLOUT_POLICY_NAME = 'gatehouse-noderollout-requests';
 /**
  * The same rules for a NodeRollout, whose NodeActions the controller creates with the
  * rollout's requestedBy and bypass (its own requests are exempt above): so the rollout
- * is where they are checked. A bypass is checked whenever it is set or changed, since a
- * rollout's spec (unlike an action's) may be edited; the verb is the same one, bypass on
- * nodeactions, so one ClusterRole (gatehouse:bypass) governs both.
+ * is where they are checked. A rollout's spec (unlike an action's) may be edited, and
+ * every edit of a rollout that bypasses widens, re-aims or speeds up the bypass (more
+ * nodes, more at once, unpaused): so a bypass is judged at creation and on any change of
+ * the spec while it bypasses, but pausing it — the verb is the same one, bypass on
+ * nodeactions, so one ClusterRole (gatehouse:bypass) governs both — and who changed it
+ * is recorded in spec.bypass.grantedBy, which must be the user making the change.
  */
 function rolloutPolicy(namespace: string): Record<string, unknown> {
   const bypassing = (o: 'object' | 'oldObject') =>
     `(${o} != null && has(${o}.spec.bypass) && ((has(${o}.spec.bypass.healthChecks) && ${o}.spec.bypass.healthChecks) || (has(${o}.spec.bypass.hooks) && ${o}.spec.bypass.hooks)))`;
   const rules = requestRules({
-    bypassNotJudged: '!variables.bypassing || !variables.bypassChanged',
+    bypassNotJudged: '!variables.bypassJudged',
     reasonRecordedIn: 'the status and an Event of every NodeAction of the rollout',
     instanceNeedsNoVerb: `variables.viaController || ${metadataValue('object', 'labels', CONTROLLER_INSTANCE_LABEL)} == ${metadataValue('oldObject', 'labels', CONTROLLER_INSTANCE_LABEL)}`,
     handed: 'a NodeRollout (and its NodeActions)',
+    verbWhen: ' to set it, and to change anything but spec.paused: true in a rollout that bypasses',
   });
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
@@ -220,7 +282,7 @@ function rolloutPolicy(namespace: string): Record<string, unknown> {
       labels: labels(),
       annotations: {
         'talos.dev/description':
-          "Refuses a NodeRollout whose spec.requestedBy is not the requesting user, a bypass set or changed without the verb bypass on nodeactions.talos.dev or without a reason, and a controller-instance label set without that verb: the rollout's NodeActions carry them, created by the controller on the requester's behalf.",
+          "Refuses a NodeRollout whose spec.requestedBy is not the requesting user; a bypass, and any change but a pause of the spec of a rollout that bypasses, without the verb bypass on nodeactions.talos.dev, without a reason, or with a spec.bypass.grantedBy that is not the user making it; and a controller-instance label set without that verb: the rollout's NodeActions carry them, created by the controller on the requester's behalf.",
       },
     },
     spec: {
@@ -247,12 +309,29 @@ function rolloutPolicy(namespace: string): Record<string, unknown> {
         },
         { name: 'bypassing', expression: bypassing('object') },
         {
-          name: 'bypassChanged',
+          // Pausing stops a rollout: anyone allowed to edit it may, as anyone may delete it.
+          name: 'onlyPausing',
+          expression: `!variables.creating && has(object.spec.paused) && object.spec.paused && !(has(oldObject.spec.paused) && oldObject.spec.paused) && ${rolloutSpecOtherwiseEqual()}`,
+        },
+        {
+          name: 'bypassJudged',
           expression:
-            'variables.creating || (has(object.spec.bypass) != has(oldObject.spec.bypass)) || (has(object.spec.bypass) && object.spec.bypass != oldObject.spec.bypass)',
+            'variables.bypassing && (variables.creating || object.spec != oldObject.spec) && !variables.onlyPausing',
         },
       ],
-      validations: [...rules.identity, rules.instance],
+      validations: [
+        ...rules.identity,
+        rules.instance,
+        {
+          expression:
+            '!variables.bypassJudged || variables.viaController || (has(object.spec.bypass.grantedBy) ? object.spec.bypass.grantedBy : object.spec.requestedBy) == request.userInfo.username',
+          messageExpression:
+            "'spec.bypass.grantedBy must name who changes a NodeRollout that bypasses, ' + request.userInfo.username + ', not ' + (has(object.spec.bypass.grantedBy) ? object.spec.bypass.grantedBy : object.spec.requestedBy + ' (spec.requestedBy, as grantedBy is absent)') + ': it is recorded as the grantor of the bypass on every NodeAction the rollout makes; set spec.bypass.grantedBy: ' + request.userInfo.username",
+          message:
+            'spec.bypass.grantedBy must name who changes a NodeRollout that bypasses (absent: spec.requestedBy); set it to your own user name',
+          reason: 'Forbidden',
+        },
+      ],
     },
   };
 }

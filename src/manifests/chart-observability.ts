@@ -23,6 +23,7 @@ export const observabilityValues = {
     actionStuckAfterSeconds: 3600,
     notReadyFor: '10m',
     leaderlessFor: '5m',
+    unplannedDisruptionWindow: '15m',
   },
   grafanaDashboard: { enabled: false, labels: { grafana_dashboard: '1' }, annotations: {} },
   podDisruptionBudget: { enabled: true, maxUnavailable: 1 },
@@ -79,6 +80,11 @@ export const observabilitySchema = {
         description: 'GatehouseNotReady: a replica not ready or not scraped this long.',
       },
       leaderlessFor: { ...duration, description: 'GatehouseLeaderless: no replica leads this long.' },
+      unplannedDisruptionWindow: {
+        ...duration,
+        description:
+          'GatehouseUnplannedDisruption: fires while a disruption that went around the gate is this recent.',
+      },
     },
   },
   grafanaDashboard: {
@@ -188,6 +194,18 @@ export function alertRules(): Record<string, unknown>[] {
       annotations: {
         summary: 'gatehouse replica {{`{{ $labels.instance }}`}} is not ready',
         description: 'Its caches are not synced, or it cannot be scraped at all.',
+      },
+    },
+    {
+      // A boot, a Talos version or a long NotReady with no gatehouse action in flight:
+      // what went around the gate (talosctl straight at apid, Talos's fallback, a crash).
+      alert: 'GatehouseUnplannedDisruption',
+      expr: `sum by (node, kind) (increase(gatehouse_unplanned_disruptions_total{${sel}}[{{ .Values.prometheusRule.unplannedDisruptionWindow }}])) > 0`,
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'Node {{`{{ $labels.node }}`}} was disrupted around the gate ({{`{{ $labels.kind }}`}})',
+        description:
+          'No gatehouse action explains it. See `kubectl get events --field-selector reason=UnplannedDisruption,involvedObject.name={{`{{ $labels.node }}`}}`; hand people gate certificates only (docs/talos-gate.md) to close the direct path.',
       },
     },
     {

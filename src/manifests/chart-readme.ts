@@ -46,7 +46,7 @@ leaves them, and every NodeAction and check, in place.
 
 - \`metrics.serviceMonitor.enabled\`: a ServiceMonitor (prometheus-operator) scraping
   \`/metrics\` on the \`http\` port of the \`gatehouse\` Service; its job label is \`gatehouse\`.
-- \`prometheusRule.enabled\`: a PrometheusRule with six alerts on what the controller exports:
+- \`prometheusRule.enabled\`: a PrometheusRule with seven alerts on what the controller exports:
   \`GatehouseCheckUnhealthy\` (\`gatehouse_check_healthy\` 0 for \`checkUnhealthyFor\`),
   \`GatehouseRebootHeld\` (at once, while a check gating Reboot — \`gatehouse_check_gates\` — is
   not healthy, or no replica is scraped: kured's alert gate, docs/integrations.md),
@@ -55,7 +55,9 @@ leaves them, and every NodeAction and check, in place.
   \`GatehouseHookFailed\` (\`gatehouse_action_hook_failures\` > 0: a failed hook attempt,
   while its NodeAction exists), \`GatehouseNotReady\` (\`gatehouse_ready\` 0 or the scrape
   failing for \`notReadyFor\`) and \`GatehouseLeaderless\` (no replica reports
-  \`gatehouse_leader\` 1 for \`leaderlessFor\`). \`prometheusRule.selector\` picks this
+  \`gatehouse_leader\` 1 for \`leaderlessFor\`), and \`GatehouseUnplannedDisruption\` (a node
+  disrupted around the gate, \`gatehouse_unplanned_disruptions_total\`, within
+  \`unplannedDisruptionWindow\`). \`prometheusRule.selector\` picks this
   release's series when the job is not called \`gatehouse\`.
 - \`grafanaDashboard.enabled\`: a ConfigMap labelled \`grafana_dashboard: "1"\` holding the
   dashboard (\`dashboards/gatehouse.json\`) for Grafana's dashboard sidecar.

@@ -11,6 +11,7 @@ import { chartReadme, commentedValues } from './chart-readme.ts';
 import { DEFAULT_IMAGE, selector } from './controller.ts';
 import { installSet, renderYaml, type ManifestObject } from './install-set.ts';
 import { MUTATING_ADMISSION_POLICY_API, finalizerPolicyObjects } from './finalizer-policy.ts';
+import { talosGateSchema, talosGateTemplate, talosGateValues } from './chart-talos-gate.ts';
 
 const NAMESPACE = 'gatehouse-helm-release-namespace';
 const IMAGE = 'gatehouse-helm-image:placeholder';
@@ -145,6 +146,7 @@ export const chartValues = {
   clusterAPI: { kubeconfigSecret: '', kubeconfigKey: 'value', cluster: '' },
   resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } },
   ...observabilityValues,
+  ...talosGateValues,
 };
 
 const valuesSchema = {
@@ -215,6 +217,7 @@ const valuesSchema = {
       description: 'Container resources (requests and limits), as in a Pod spec.',
     },
     ...observabilitySchema,
+    ...talosGateSchema,
   },
   required: ['image', 'replicaCount', 'resources'],
 };
@@ -273,6 +276,7 @@ export function chartFiles(): Map<string, string> {
     ),
   );
   for (const [path, text] of observabilityFiles()) files.set(path, text);
+  files.set('templates/talos-gate.yaml', talosGateTemplate(HEADER));
   files.set('README.md', chartReadme(chartValues, valuesSchema));
   return files;
 }

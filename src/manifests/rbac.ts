@@ -4,6 +4,8 @@
 import { GROUP } from '../api/common.ts';
 import { KINDS } from '../api/kinds.ts';
 import { hookKinds } from '../api/hooks.ts';
+import { TURN_LEASE_NAME } from '../kube/turn-lease.ts';
+import { TALOS_ROLES } from '../talos/roles.ts';
 import { LEASE_NAME, SERVICE_ACCOUNT, labels } from './controller.ts';
 
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] };
@@ -21,6 +23,18 @@ export const CLUSTER_ROLES = {
   edit: 'gatehouse:edit',
   requester: 'gatehouse:requester',
   bypass: 'gatehouse:bypass',
+} as const;
+
+/**
+ * The ClusterRoles that grant Talos roles through the Talos API gate (`gatehouse
+ * talosconfig`): the custom verbs os:<role> on talosapi.talos.dev (no such resource
+ * exists: RBAC answers the gate's SubjectAccessReview), and creating the
+ * CertificateSigningRequest the certificate comes from. Each grants the roles below it.
+ */
+export const TALOS_GATE_ROLES = {
+  'gatehouse:talos-reader': ['os:reader'],
+  'gatehouse:talos-operator': ['os:operator', 'os:reader'],
+  'gatehouse:talos-admin': TALOS_ROLES,
 } as const;
 
 const plurals = KINDS.map((k) => k.plural);
@@ -76,23 +90,48 @@ export function controllerRules(): Rule[] {
     // The HTTP API authenticates bearer tokens and authorises callers (create, bypass).
     { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
     { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
+    // The Talos API gate signs its client certificates from CertificateSigningRequests
+    // with its own signerName, after a SubjectAccessReview of the requester.
+    { apiGroups: ['certificates.k8s.io'], resources: ['certificatesigningrequests'], verbs: READ },
+    {
+      apiGroups: ['certificates.k8s.io'],
+      resources: ['certificatesigningrequests/approval', 'certificatesigningrequests/status'],
+      verbs: ['update'],
+    },
+    {
+      apiGroups: ['certificates.k8s.io'],
+      resources: ['signers'],
+      verbs: ['approve', 'sign'],
+      resourceNames: ['talos.dev/gate'],
+    },
   ];
 }
 
 /** What the controller needs in its own namespace only. */
 export function controllerNamespaceRules(): Rule[] {
   return [
-    // Leader election on one Lease; create cannot be limited by name.
+    // Leader election on one Lease, and the turn the controller instances take (watched:
+    // a list or watch names it with a metadata.name field selector); create cannot be
+    // limited by name.
     { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
     {
       apiGroups: ['coordination.k8s.io'],
       resources: ['leases'],
       verbs: ['get', 'update', 'patch'],
-      resourceNames: [LEASE_NAME],
+      resourceNames: [LEASE_NAME, TURN_LEASE_NAME],
+    },
+    {
+      apiGroups: ['coordination.k8s.io'],
+      resources: ['leases'],
+      verbs: ['list', 'watch'],
+      resourceNames: [TURN_LEASE_NAME],
     },
     // Managed ConfigChange reads the machine configuration from a Secret here, and a
     // talosconfig may be provided as a Secret here: no cluster-wide Secret access.
     { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
+    // The Talos API gate keeps its CA in a Secret here, made by the first replica
+    // (create cannot be limited by name).
+    { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
   ];
 }
 
@@ -163,6 +202,21 @@ export function rbacObjects(namespace: string): Record<string, unknown>[] {
       ],
       {},
       'Request node actions and rollouts, mark External actions executed, pause, resume and cancel them; read Nodes, which the CLI follows while it waits. Bind it cluster-wide to the people and automation that reboot and upgrade nodes.',
+    ),
+    ...Object.entries(TALOS_GATE_ROLES).map(([name, roles]) =>
+      clusterRole(
+        name,
+        [
+          { apiGroups: [GROUP], resources: ['talosapi'], verbs: [...roles] },
+          {
+            apiGroups: ['certificates.k8s.io'],
+            resources: ['certificatesigningrequests'],
+            verbs: ['create', 'get'],
+          },
+        ],
+        {},
+        `Get a Talos API gate certificate (gatehouse talosconfig) with the Talos role ${roles.join(' or ')}.`,
+      ),
     ),
     clusterRole(
       CLUSTER_ROLES.bypass,

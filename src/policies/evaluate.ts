@@ -8,6 +8,8 @@
 //     cluster-wide (what DESIGN.md prescribes for a cluster without policies);
 //   - never two control-plane nodes at once (two lost etcd members of three lose quorum);
 //   - never two actions on one node at once.
+// Budgets count the slot holders of the controller instance judging; the last two rules
+// count every instance's: a node, and etcd, are one whatever the labels say.
 import type { ActionPolicySpec } from '../api/action-policy.ts';
 import type { Action } from '../api/common.ts';
 import { CONTROL_PLANE_LABEL } from '../api/names.ts';
@@ -24,6 +26,8 @@ export interface ActionRef {
   name: string;
   node: string;
   action: Action;
+  /** The controller instance it belongs to, when it is another's (for messages). */
+  instance?: string;
 }
 
 /** Labels of every node the controller knows; a node not in the map does not exist (any more). */
@@ -31,8 +35,19 @@ export type NodeLabels = ReadonlyMap<string, Record<string, string>>;
 
 export interface PolicyInput {
   candidate: ActionRef;
-  /** Actions holding a slot now (admitted and unfinished), not including the candidate. */
+  /** Actions of this instance holding a slot now (admitted and unfinished), not including the candidate. */
   holders: readonly ActionRef[];
+  /**
+   * Other controller instances' actions holding a slot: their budgets are theirs, but they
+   * count for the one-node and the control-plane rules.
+   */
+  elsewhere?: readonly ActionRef[];
+  /**
+   * The ones of `elsewhere` that count for the control-plane rule (default: all). Only
+   * test beds narrow it: test files that share one API server each simulate an etcd of
+   * their own.
+   */
+  controlPlaneElsewhere?: readonly ActionRef[];
   policies: readonly PolicyFacts[];
   nodes: NodeLabels;
   now: Date;
@@ -89,7 +104,12 @@ export function allowedConcurrent(maxConcurrent: number | string | undefined, go
 }
 
 function names(refs: readonly ActionRef[]): string {
-  const shown = refs.slice(0, 5).map((r) => `${r.name} on ${r.node}`);
+  const shown = refs
+    .slice(0, 5)
+    .map(
+      (r) =>
+        `${r.name} on ${r.node}${r.instance !== undefined ? ` (controller instance ${r.instance})` : ''}`,
+    );
   return refs.length > 5 ? `${shown.join(', ')} and ${refs.length - 5} more` : shown.join(', ');
 }
 
@@ -105,12 +125,14 @@ export function evaluatePolicies(input: PolicyInput): PolicyVerdict {
     return { allowed: false, reasons: [`node ${candidate.node} does not exist`], governedBy: [] };
   }
 
-  const sameNode = holders.filter((h) => h.node === candidate.node);
+  const everyHolder = [...holders, ...(input.elsewhere ?? [])];
+  const sameNode = everyHolder.filter((h) => h.node === candidate.node);
   if (sameNode.length > 0)
     reasons.push(`another action on ${candidate.node} is in progress: ${names(sameNode)}`);
 
   if (isControlPlane(labels)) {
-    const otherControlPlanes = holders.filter(
+    const counted = input.controlPlaneElsewhere ? [...holders, ...input.controlPlaneElsewhere] : everyHolder;
+    const otherControlPlanes = counted.filter(
       (h) =>
         h.node !== candidate.node && (nodes.get(h.node) === undefined || isControlPlane(nodes.get(h.node))),
     );
@@ -139,7 +161,10 @@ export function evaluatePolicies(input: PolicyInput): PolicyVerdict {
     }
     const window: WindowState = windowState(policy.spec.windows, now);
     if (!window.open) {
-      const problems = window.problems.length ? `; ${window.problems.join('; ')}` : '';
+      // Windows that never open are named, so that the action says why it may wait forever.
+      const problems = window.problems.length
+        ? `${window.nextStart ? '; and' : ', and none ever will:'} ${window.problems.join('; ')} (InvalidWindow)`
+        : '';
       reasons.push(
         `ActionPolicy ${policy.name}: no maintenance window is open${window.nextStart ? ` (the next opens at ${window.nextStart.toISOString()})` : ''}${problems}`,
       );

@@ -18,7 +18,10 @@ export interface WindowState {
   closesAt?: Date;
   /** When the next window opens, if none is open now (or the next after the open one). */
   nextStart?: Date;
-  /** Windows that cannot be understood, each with what is wrong. They never open. */
+  /**
+   * Windows that cannot be understood or never open (no date matches the schedule, or
+   * none within WINDOW_HORIZON_MS), each with what is wrong. They never open.
+   */
   problems: string[];
 }
 
@@ -50,6 +53,32 @@ export function compileWindow(window: MaintenanceWindowSpec): CompiledWindow | s
   }
 }
 
+/** How far ahead a window must open at least once: past that, it is reported as one that never opens. */
+export const WINDOW_HORIZON_MS = 366 * 24 * 3600_000;
+
+/**
+ * Schedules croner finds no time for at all (31 February), by schedule and time zone.
+ * Looking costs it tens of milliseconds, on the admission pass's path, and the answer
+ * never changes; a few are remembered.
+ */
+const matchesNever = new Map<string, true>();
+const MATCHES_NEVER_KEPT = 64;
+
+/**
+ * When the window opens next after `now`; null when it never does (croner finds no date
+ * matching its schedule).
+ */
+function nextOpening(window: MaintenanceWindowSpec, cron: Cron, now: Date): Date | null {
+  const key = `${window.timeZone ?? 'UTC'} ${window.schedule}`;
+  if (matchesNever.has(key)) return null;
+  const next = cron.nextRun(now);
+  if (next === null) {
+    if (matchesNever.size >= MATCHES_NEVER_KEPT) matchesNever.clear();
+    matchesNever.set(key, true);
+  }
+  return next;
+}
+
 /**
  * Whether any of the windows is open at `now`. A window is open from each time its
  * schedule matches until its duration has passed. No windows: always open. A window
@@ -66,14 +95,32 @@ export function windowState(windows: readonly MaintenanceWindowSpec[] | undefine
       problems.push(`windows[${i}]: ${compiled}`);
       return;
     }
+    const next = nextOpening(window, compiled.cron, now);
+    if (next === null) {
+      // No date matches the schedule: it never opened either (and asking croner for the
+      // last opening would search as long again).
+      problems.push(
+        `windows[${i}]: schedule ${JSON.stringify(window.schedule)} never opens: no date matches it (such as 31 February); fix spec.windows[${i}].schedule`,
+      );
+      return;
+    }
     // croner's previousRuns excludes its reference; a window opening at exactly `now` is open.
     const [lastStart] = compiled.cron.previousRuns(1, new Date(now.getTime() + 1000));
+    let open = false;
     if (lastStart && lastStart.getTime() <= now.getTime()) {
       const end = new Date(lastStart.getTime() + compiled.durationMs);
-      if (end.getTime() > now.getTime() && (!closesAt || end > closesAt)) closesAt = end;
+      open = end.getTime() > now.getTime();
+      if (open && (!closesAt || end > closesAt)) closesAt = end;
     }
-    const next = compiled.cron.nextRun(now);
-    if (next && (!nextStart || next < nextStart)) nextStart = next;
+    if (!open && next.getTime() - now.getTime() > WINDOW_HORIZON_MS) {
+      // 29 February, or a weekday that falls on a date only in some years: an action
+      // would wait years with nobody told. It never opens as far as anyone should wait.
+      problems.push(
+        `windows[${i}]: schedule ${JSON.stringify(window.schedule)} never opens within the next 366 days (next at ${next.toISOString()}); fix spec.windows[${i}].schedule`,
+      );
+      return;
+    }
+    if (!nextStart || next < nextStart) nextStart = next;
   });
   return {
     open: closesAt !== undefined,
@@ -112,7 +159,7 @@ export function windowIntervals(
   const raw: { start: number; end: number }[] = [];
   for (const window of windows) {
     const compiled = compileWindow(window);
-    if (typeof compiled === 'string') continue;
+    if (typeof compiled === 'string' || nextOpening(window, compiled.cron, from) === null) continue;
     const { cron, durationMs } = compiled;
     // The openings that reach into the range: those since `from - duration`, up to `to`.
     let cursor = new Date(from.getTime() - durationMs - 1000);

@@ -32,6 +32,7 @@ import {
   talosVersionFromOsImage,
 } from '../talos/version.ts';
 import { expectedDuration, roughDuration, type HistoryEntry } from './expected-duration.ts';
+import type { Impostor } from './membership.ts';
 import { rolloutActionName } from './naming.ts';
 
 export interface RolloutNodeFacts {
@@ -41,7 +42,7 @@ export interface RolloutNodeFacts {
   osImage?: string;
 }
 
-/** One of the rollout's own NodeActions (owned by its UID). */
+/** One of the rollout's own NodeActions (made by it: membership.ts). */
 export interface RolloutActionFacts {
   name: string;
   node: string;
@@ -64,8 +65,11 @@ export interface RolloutInput {
    * (not merely missing from a cache): only those may be reported as deleted.
    */
   deletedActions?: ReadonlySet<string>;
-  /** Action names taken by an object this rollout does not own (a 409 on create). */
-  foreignNames?: ReadonlySet<string>;
+  /**
+   * NodeActions that claim the rollout, or hold the name of one of its actions, without
+   * being one it made (membership.ts): never counted; their node waits while they exist.
+   */
+  impostors?: readonly Impostor[];
   policies: readonly RolloutPolicyFacts[];
   history: readonly HistoryEntry[];
   now: Date;
@@ -236,7 +240,7 @@ export function windowFit(
     if (!state.open || !state.closesAt) {
       return {
         fits: false,
-        message: `waiting for the next window of ActionPolicy ${policy.name}${state.nextStart ? ` (opens at ${state.nextStart.toISOString()})` : ''}: ${node.name} not started`,
+        message: `waiting for the next window of ActionPolicy ${policy.name}${state.nextStart ? ` (opens at ${state.nextStart.toISOString()})` : ''}: ${node.name} not started${state.problems.length ? `; ${state.problems.join('; ')} (InvalidWindow)` : ''}`,
         ...(state.nextStart ? { retryAt: state.nextStart } : {}),
       };
     }
@@ -338,6 +342,15 @@ export function decide(input: RolloutInput): RolloutPlan {
 
   const create: ActionToCreate[] = [];
   let requeueAt: Date | undefined;
+  // A node an impostor claims is held, whatever else: the rollout neither counts it nor
+  // starts an action of its own beside it (one action per node), until it is gone.
+  const impostorOn = new Map((input.impostors ?? []).map((i) => [i.node, i]));
+  for (const entry of entries) {
+    const impostor = impostorOn.get(entry.node);
+    if (!impostor || entry.phase !== 'Pending') continue;
+    entry.phase = 'Waiting';
+    entry.message = `NodeAction ${impostor.name} is not one this rollout made (${impostor.why}): not counted; ${entry.node} waits until it is gone`;
+  }
   const notes: string[] = [];
   const counts0 = countsOf(entries);
   const maxFailures = spec.maxFailures ?? 0;
@@ -362,11 +375,6 @@ export function decide(input: RolloutInput): RolloutPlan {
       const node = nodes.get(entry.node);
       if (!node) continue;
       const name = rolloutActionName(rollout.metadata.name, entry.node);
-      if (input.foreignNames?.has(name)) {
-        entry.phase = 'Waiting';
-        entry.message = `a NodeAction named ${name} exists that this rollout did not create: delete it, or roll out under another name`;
-        continue;
-      }
       const fit = windowFit(input, node, poolOf(entries, entry), spec.action);
       if (!fit.fits) {
         entry.phase = 'Waiting';

@@ -1,13 +1,13 @@
 // The rollout reconciler: the imperative shell around decide() (decide.ts). It observes
 // the rollouts, nodes, NodeActions and ActionPolicies caches, asks the core what to do
 // for a rollout, creates the NodeActions it names (under names derived from the rollout
-// and the node: a 409 is an action that exists, adopted only when this rollout owns it),
+// and the node: a 409 is an action that exists, adopted only when this rollout made it),
 // then writes the status conditionally on the resourceVersion it decided on, then Events.
 //
 // Work-queue keys are rollout names. Only the leader acts; it starts once every cache
 // has synced, so a restarted controller sees every action its predecessor created.
 import { API_VERSION } from '../api/common.ts';
-import { INSTANCE_LABEL, ROLLOUT_LABEL } from '../api/names.ts';
+import { BYPASS_GRANTED_BY_ANNOTATION, INSTANCE_LABEL, ROLLOUT_LABEL } from '../api/names.ts';
 import type { ActionObject, NodeActionSpec } from '../api/node-action.ts';
 import type { ObservedNodeRollout } from '../api/node-rollout.ts';
 import { NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH } from '../api/paths.ts';
@@ -23,10 +23,10 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { decide, type RolloutActionFacts, type RolloutNodeFacts } from './decide.ts';
 import type { HistoryEntry } from './expected-duration.ts';
+import { claimedRollout, notMadeBy, sortClaims, type Impostor } from './membership.ts';
 import { rolloutLabelValue } from './naming.ts';
 
 export type RolloutObject = ObservedNodeRollout & KubeObject;
-type OwnedMetadata = { ownerReferences?: { uid: string; kind?: string; name?: string }[] };
 type NodeObject = KubeObject & { status?: { nodeInfo?: { osImage?: string } } };
 
 export interface RolloutReconcilerOptions {
@@ -45,12 +45,6 @@ export interface RolloutReconcilerOptions {
   now?: () => Date;
 }
 
-/** The rollout an action belongs to, by its controller ownerReference. */
-function ownerOf(action: KubeObject): { uid: string; name: string } | undefined {
-  const ref = (action.metadata as OwnedMetadata).ownerReferences?.find((r) => r.kind === 'NodeRollout');
-  return ref?.name ? { uid: ref.uid, name: ref.name } : undefined;
-}
-
 function historyEntry(a: ActionObject): HistoryEntry {
   const admitted = a.status?.conditions?.find((c) => c.type === 'Admitted' && c.status === 'True');
   return {
@@ -61,6 +55,9 @@ function historyEntry(a: ActionObject): HistoryEntry {
     completionTime: a.status?.completionTime,
   };
 }
+
+/** How often a rollout looks again at the names it found taken, while one is. */
+const SQUATTER_RECHECK_MS = 30_000;
 
 export class RolloutReconciler {
   readonly queue: WorkQueue;
@@ -73,8 +70,13 @@ export class RolloutReconciler {
    * maxParallel nor asks for one twice.
    */
   private readonly created = new Map<string, ActionObject>();
-  /** Names taken by NodeActions no rollout of this UID owns (a 409 on create), by rollout UID. */
-  private readonly foreign = new Map<string, Set<string>>();
+  /**
+   * Names taken by NodeActions this rollout did not make (a 409 on create), by rollout
+   * UID, with why: the node waits while one is there.
+   */
+  private readonly foreign = new Map<string, Map<string, Impostor>>();
+  /** The impostors each rollout (by UID) has reported in a Warning: one Event each per process. */
+  private readonly reported = new Map<string, Set<string>>();
 
   constructor(options: RolloutReconcilerOptions) {
     this.o = options;
@@ -111,12 +113,19 @@ export class RolloutReconciler {
     rollouts.on('delete', (r) => {
       this.writes.forget(r.metadata.name);
       this.foreign.delete(r.metadata.uid);
+      this.reported.delete(r.metadata.uid);
       this.o.metrics.forgetRollout(r.metadata.name);
     });
     const onAction = (a: ActionObject) => {
       this.created.delete(a.metadata.name);
-      const owner = ownerOf(a);
+      const owner = claimedRollout(a);
       if (owner) this.queue.add(owner.name);
+      // An action squatting a rollout's action name claims nothing: found by its name.
+      for (const [uid, squatters] of this.foreign) {
+        if (!squatters.has(a.metadata.name)) continue;
+        const rollout = this.o.rollouts.list().find((r) => r.metadata.uid === uid);
+        if (rollout) this.queue.add(rollout.metadata.name);
+      }
     };
     actions.on('add', onAction);
     actions.on('update', (old, a) => {
@@ -139,23 +148,24 @@ export class RolloutReconciler {
     policies.on('delete', () => this.enqueueAll());
   }
 
-  private ownedActions(rollout: RolloutObject): ActionObject[] {
-    const owned = new Map<string, ActionObject>();
-    for (const a of this.created.values())
-      if (ownerOf(a)?.uid === rollout.metadata.uid) owned.set(a.metadata.name, a);
-    for (const a of this.o.actions.list())
-      if (ownerOf(a)?.uid === rollout.metadata.uid) owned.set(a.metadata.name, a);
-    return [...owned.values()];
+  /** The actions that claim the rollout, split into its own and impostors (membership.ts). */
+  private claims(rollout: RolloutObject): { own: ActionObject[]; impostors: Impostor[] } {
+    const claiming = new Map<string, ActionObject>();
+    for (const a of this.created.values()) claiming.set(a.metadata.name, a);
+    for (const a of this.o.actions.list()) claiming.set(a.metadata.name, a);
+    return sortClaims(rollout, claiming.values());
   }
 
   /**
    * The remembered actions the cache does not show, read from the API server: only an
    * action confirmed gone (404) is reported as deleted; one found is the rollout's if it
-   * owns it. A cache that lags never makes the rollout forget a node.
+   * made it, and otherwise an impostor under the name of one it made (which is gone: a
+   * failure, never a success). A cache that lags never makes the rollout forget a node.
    */
   private async confirmRemembered(
     rollout: RolloutObject,
     owned: ActionObject[],
+    impostors: Impostor[],
   ): Promise<{ found: ActionObject[]; deleted: Set<string> }> {
     const have = new Set(owned.map((a) => a.metadata.name));
     const found: ActionObject[] = [];
@@ -165,8 +175,18 @@ export class RolloutReconciler {
       if (entry.phase === 'Succeeded' || entry.phase === 'Failed') continue;
       try {
         const action = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${entry.action}`);
-        if (ownerOf(action)?.uid === rollout.metadata.uid) found.push(action);
-        else deleted.add(entry.action);
+        const why = notMadeBy(rollout, action);
+        if (why === undefined) found.push(action);
+        else {
+          deleted.add(entry.action);
+          if (!impostors.some((i) => i.uid === action.metadata.uid))
+            impostors.push({
+              name: action.metadata.name,
+              uid: action.metadata.uid,
+              node: action.spec.nodeName,
+              why,
+            });
+        }
       } catch (error) {
         if (isConflict(error, [404])) deleted.add(entry.action);
         else throw error;
@@ -177,6 +197,10 @@ export class RolloutReconciler {
 
   private actionBody(rollout: RolloutObject, name: string, node: string): Record<string, unknown> {
     const s = rollout.spec;
+    // The action's bypass is the rollout's; who granted it goes in an annotation the
+    // admission policy keeps to the controller (an action's spec has no such field).
+    const { grantedBy, ...bypass } = s.bypass ?? {};
+    const bypassing = bypass.healthChecks === true || bypass.hooks === true;
     const spec: NodeActionSpec = {
       nodeName: node,
       action: s.action,
@@ -184,7 +208,7 @@ export class RolloutReconciler {
       ...(s.reboot ? { reboot: s.reboot } : {}),
       ...(s.execution ? { execution: s.execution } : {}),
       ...(s.drain ? { drain: s.drain } : {}),
-      ...(s.bypass ? { bypass: s.bypass } : {}),
+      ...(s.bypass ? { bypass } : {}),
       ...(s.deadlines ? { deadlines: s.deadlines } : {}),
       requestedBy: s.requestedBy,
     };
@@ -197,6 +221,7 @@ export class RolloutReconciler {
           [ROLLOUT_LABEL]: rolloutLabelValue(rollout.metadata.name),
           ...(this.o.instance ? { [INSTANCE_LABEL]: this.o.instance } : {}),
         },
+        ...(bypassing ? { annotations: { [BYPASS_GRANTED_BY_ANNOTATION]: grantedBy ?? s.requestedBy } } : {}),
         ownerReferences: [
           {
             apiVersion: API_VERSION,
@@ -211,8 +236,11 @@ export class RolloutReconciler {
     };
   }
 
-  /** Creates one action; a 409 adopts it when this rollout owns it, and marks the name foreign otherwise. */
-  private async createAction(rollout: RolloutObject, name: string, node: string): Promise<void> {
+  /**
+   * Creates one action; a 409 adopts it when this rollout made it, and marks the name
+   * foreign otherwise (false: the plan that asked for it is wrong about that node).
+   */
+  private async createAction(rollout: RolloutObject, name: string, node: string): Promise<boolean> {
     try {
       const created = await this.o.rest.request<ActionObject>(NODE_ACTIONS_PATH, {
         method: 'POST',
@@ -220,25 +248,65 @@ export class RolloutReconciler {
       });
       if (!this.o.actions.get(name)) this.created.set(name, created);
       this.o.log.info({ rollout: rollout.metadata.name, node, action: name }, 'rollout created a NodeAction');
+      return true;
     } catch (error) {
       if (!isConflict(error, [409])) throw error;
       const existing = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
-      if (ownerOf(existing)?.uid === rollout.metadata.uid) {
+      const why = notMadeBy(rollout, existing);
+      if (why === undefined) {
         if (!this.o.actions.get(name)) this.created.set(name, existing);
-        return;
+        return true;
       }
-      const set = this.foreign.get(rollout.metadata.uid) ?? new Set<string>();
-      set.add(name);
-      this.foreign.set(rollout.metadata.uid, set);
-      this.queue.add(rollout.metadata.name);
+      const squatters = this.foreign.get(rollout.metadata.uid) ?? new Map<string, Impostor>();
+      squatters.set(name, { name, uid: existing.metadata.uid, node, why });
+      this.foreign.set(rollout.metadata.uid, squatters);
+      return false;
+    }
+  }
+
+  /**
+   * The names this rollout found taken by actions it did not make, still taken: one that
+   * is gone (404) or replaced by one this rollout made frees its node.
+   */
+  private async squatters(rollout: RolloutObject): Promise<Impostor[]> {
+    const squatters = this.foreign.get(rollout.metadata.uid);
+    if (!squatters) return [];
+    for (const [name, squatter] of squatters) {
+      try {
+        const now = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
+        if (notMadeBy(rollout, now) === undefined) squatters.delete(name);
+        else squatter.uid = now.metadata.uid;
+      } catch (error) {
+        if (!isConflict(error, [404])) throw error;
+        squatters.delete(name);
+      }
+    }
+    return [...squatters.values()];
+  }
+
+  /** A Warning for each impostor the rollout has not reported yet (in this process). */
+  private reportImpostors(rollout: RolloutObject, impostors: readonly Impostor[]): void {
+    const reported = this.reported.get(rollout.metadata.uid) ?? new Set<string>();
+    this.reported.set(rollout.metadata.uid, reported);
+    for (const i of impostors) {
+      if (reported.has(i.uid)) continue;
+      reported.add(i.uid);
+      const message = `NodeAction ${i.name} (node ${i.node}) is not one this rollout made: ${i.why}. It is not counted for the node, which waits until it is gone; delete it if nobody should act on ${i.node}`;
+      void this.o.events.record(rollout, { type: 'Warning', reason: 'ImpostorAction', message });
+      this.o.log.warn(
+        { rollout: rollout.metadata.name, action: i.name, node: i.node, why: i.why },
+        'a NodeAction claims this rollout',
+      );
     }
   }
 
   private async reconcile(name: string): Promise<ReconcileResult | undefined> {
     const rollout = this.o.rollouts.get(name);
     if (!rollout || rollout.metadata.deletionTimestamp) return undefined;
-    const owned = this.ownedActions(rollout);
-    const { found, deleted } = await this.confirmRemembered(rollout, owned);
+    const { own: owned, impostors } = this.claims(rollout);
+    const { found, deleted } = await this.confirmRemembered(rollout, owned, impostors);
+    const squatters = await this.squatters(rollout);
+    this.reportImpostors(rollout, [...impostors, ...squatters]);
     const actions: RolloutActionFacts[] = [...owned, ...found].map((a) => ({
       name: a.metadata.name,
       node: a.spec.nodeName,
@@ -255,7 +323,7 @@ export class RolloutReconciler {
       nodes,
       actions,
       deletedActions: deleted,
-      foreignNames: this.foreign.get(rollout.metadata.uid) ?? new Set(),
+      impostors: [...impostors, ...squatters],
       policies: this.o.policies.list().map((p) => ({ name: p.metadata.name, spec: p.spec })),
       history: this.o.actions
         .list()
@@ -264,11 +332,16 @@ export class RolloutReconciler {
       now,
     });
     // Actions first, then the status that names them: a crash in between leaves actions
-    // the next pass finds by owner; never a status naming an action that does not exist.
+    // the next pass finds by what they are (membership.ts); never a status naming an
+    // action that does not exist.
+    let squatted = false;
     for (const c of plan.create) {
       if (!this.o.isLeader()) return undefined;
-      await this.createAction(rollout, c.name, c.node);
+      if (!(await this.createAction(rollout, c.name, c.node))) squatted = true;
     }
+    // The plan counted on an action a squatter holds the name of: its status would
+    // remember the squatter as the node's action. Decide again, knowing of it.
+    if (squatted) return { requeueAfterMs: 0 };
     this.o.metrics.observeRollout(rollout.metadata.name, plan.status.counts);
     // The clock aside, an unchanged status is not written again.
     if (!sameJSON(rollout.status ?? {}, plan.status)) {
@@ -283,6 +356,10 @@ export class RolloutReconciler {
     }
     for (const event of plan.events) void this.o.events.record(rollout, event);
     for (const event of plan.events) this.o.log.info({ rollout: name, reason: event.reason }, event.message);
-    return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
+    // A squatter of another controller instance sends this one no event when it goes.
+    const requeueAfterMs = squatters.length
+      ? Math.min(plan.requeueAfterMs ?? SQUATTER_RECHECK_MS, SQUATTER_RECHECK_MS)
+      : plan.requeueAfterMs;
+    return requeueAfterMs !== undefined ? { requeueAfterMs } : undefined;
   }
 }

@@ -15,6 +15,7 @@ import {
   refusalOf,
   rest,
   serverSideApply,
+  userBinding,
   testKubeConfig,
   uniqueName,
   waitFor,
@@ -67,16 +68,9 @@ const bindingNames = [`${RUN}-requesters`, `${RUN}-bypass`];
 
 before(async () => {
   await installGatehouseAPI(kc);
-  const binding = (name: string, role: string, users: string[]) => ({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRoleBinding',
-    metadata: { name },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-    subjects: users.map((u) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: u })),
-  });
   await serverSideApply(kc, [
-    binding(`${RUN}-requesters`, 'gatehouse:requester', [requester, bypasser, impostor, neighbour]),
-    binding(`${RUN}-bypass`, 'gatehouse:bypass', [bypasser]),
+    userBinding(`${RUN}-requesters`, 'gatehouse:requester', [requester, bypasser, impostor, neighbour]),
+    userBinding(`${RUN}-bypass`, 'gatehouse:bypass', [bypasser]),
   ]);
   // RBAC and the policy reach the API server's authorizer and admission asynchronously:
   // wait until the bypasser is admitted and the requester's bypass refused.
@@ -379,7 +373,7 @@ describe('NodeRollout admission', () => {
   }
   const noVerb = (user: string) =>
     new RegExp(
-      `spec\\.bypass needs the verb bypass on nodeactions\\.talos\\.dev \\(ClusterRole gatehouse:bypass\\), which ${user.replace(/[.]/g, '\\.')} does not hold`,
+      `spec\\.bypass needs the verb bypass on nodeactions\\.talos\\.dev \\(ClusterRole gatehouse:bypass\\) to set it, and to change anything but spec\\.paused: true in a rollout that bypasses, which ${user.replace(/[.]/g, '\\.')} does not hold`,
     );
   const noReason =
     /spec\.bypass\.reason is required when bypassing health checks or hooks: say why, it is recorded in the status and an Event of every NodeAction of the rollout/;

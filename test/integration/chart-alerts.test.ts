@@ -54,7 +54,7 @@ describe("the chart's alert rules", () => {
     const file = join(monitoring?.dir ?? '', 'chart-rules.yml');
     await writeFile(file, stringify({ groups: await chartRules() }));
     const { stdout } = await promisify(execFile)(await ensureTool('promtool'), ['check', 'rules', file]);
-    assert.match(stdout, /SUCCESS: 6 rules found/);
+    assert.match(stdout, /SUCCESS: 7 rules found/);
   });
 
   it('load healthy into Prometheus, and an unhealthy check fires an alert Alertmanager receives', async () => {
@@ -71,6 +71,7 @@ describe("the chart's alert rules", () => {
         ['GatehouseActionStuck', 'ok'],
         ['GatehouseHookFailed', 'ok'],
         ['GatehouseNotReady', 'ok'],
+        ['GatehouseUnplannedDisruption', 'ok'],
         ['GatehouseLeaderless', 'ok'],
       ],
     );

@@ -207,6 +207,45 @@ describe('ActionPolicy', () => {
     assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
   });
 
+  it('reports a window that never opens as InvalidWindow, naming its schedule, and the action under it says so', async (t) => {
+    const group = uniqueName('never');
+    const labels = { 'gatehouse.test/group': group };
+    const [node] = await createTestNodes(t, client, group, 1, labels);
+    // 31 February: croner finds no date; the policy must not look like one that merely waits.
+    const schedule = '0 3 31 2 *';
+    const policy = await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: labels },
+      maxConcurrent: 5,
+      windows: [{ schedule, duration: '1h', timeZone: 'Europe/Berlin' }],
+    });
+    const invalid = await waitFor('the policy to be Valid False', async () => {
+      const p = await client.request<{
+        status?: { conditions?: { type: string; status: string; reason: string; message: string }[] };
+      }>(`${API}/actionpolicies/${policy}`);
+      const valid = p.status?.conditions?.find((c) => c.type === 'Valid');
+      return valid?.status === 'False' ? valid : undefined;
+    });
+    assert.equal(invalid.reason, 'InvalidWindow');
+    assert.match(
+      invalid.message,
+      /^windows that never open: windows\[0\]: schedule "0 3 31 2 \*" never opens: no date matches it/,
+    );
+    const action = await createAction(client, instance, me, { nodeName: node as string });
+    deleteActionsAfter(t, client, action.metadata.name);
+    const held = await waitFor('the action to say its window never opens', async (observe) => {
+      const a = await getAction(client, action.metadata.name);
+      observe(a.status?.message ?? '');
+      return /never opens/.test(a.status?.message ?? '') ? a : undefined;
+    });
+    assert.equal(held.status?.phase, 'Pending');
+    assert.match(
+      held.status.message ?? '',
+      new RegExp(
+        `ActionPolicy ${policy}: no maintenance window is open, and none ever will: windows\\[0\\]: schedule "0 3 31 2 \\*" never opens`,
+      ),
+    );
+  });
+
   it('never has two control-plane nodes in progress at once, whatever a policy allows', async (t) => {
     const group = uniqueName('cp');
     const labels = { 'gatehouse.test/group': group, 'node-role.kubernetes.io/control-plane': '' };
@@ -253,12 +292,12 @@ describe('ActionPolicy', () => {
     const waiting = await waitFor('our action to be told why it waits', async () => {
       const a = await getAction(client, ours.metadata.name);
       assert.equal(a.status?.phase ?? 'Pending', 'Pending', `admitted beside ${foreign.metadata.name}`);
-      return /held by/.test(a.status?.message ?? '') ? a : undefined;
+      return /controller instance/.test(a.status?.message ?? '') ? a : undefined;
     });
     assert.match(
       waiting.status?.message ?? '',
       new RegExp(
-        `node ${node} is held by NodeAction ${foreign.metadata.name} \\(Approved\\) of controller instance ${instance}-elsewhere`,
+        `another action on ${node} is in progress: ${foreign.metadata.name} on ${node} \\(controller instance ${instance}-elsewhere\\)`,
       ),
     );
     // Once that one ends, ours goes.

@@ -155,6 +155,7 @@ describe('Helm chart', () => {
         'GatehouseActionStuck',
         'GatehouseHookFailed',
         'GatehouseNotReady',
+        'GatehouseUnplannedDisruption',
         'GatehouseLeaderless',
       ],
     );
@@ -222,5 +223,29 @@ describe('Helm chart', () => {
     assert.deepEqual(set.containers[0]?.args, ['controller', '--log-level=info', '--talos-timeout=30s']);
     assert.deepEqual(set.containers[0].env.at(-1), { name: 'HTTPS_PROXY', value: 'http://proxy:3128' });
     await assert.rejects(renderChart('prometheusRule.checkUnhealthyFor=soon'), /checkUnhealthyFor/);
+  });
+  it('renders the Talos API gate (Deployment and Service) only when talosGate.enabled', async () => {
+    const named = (objects: Manifest[]) => objects.filter((o) => o.metadata?.name === 'gatehouse-talos-gate');
+    assert.deepEqual(named(await renderChart()), []);
+    const gate = named(
+      await renderChart(
+        'talosGate.enabled=true',
+        'talosGate.replicaCount=3',
+        'talosGate.extraNames={gate.example.com}',
+      ),
+    );
+    assert.deepEqual(gate.map((o) => o.kind).sort(), ['Deployment', 'Service']);
+    const deployment = gate.find((o) => o.kind === 'Deployment') as unknown as {
+      spec: { replicas: number; template: { spec: { containers: { args: string[] }[] } } };
+    };
+    assert.equal(deployment.spec.replicas, 3);
+    const args = deployment.spec.template.spec.containers[0]?.args ?? [];
+    assert.ok(
+      args.includes('talos-gate') &&
+        args.includes('--name=gate.example.com') &&
+        args.includes('--hold=1500ms'),
+      args.join(' '),
+    );
+    await assert.rejects(renderChart('talosGate.enabled=true', 'talosGate.hold=soon'), /hold/);
   });
 });

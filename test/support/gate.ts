@@ -136,6 +136,10 @@ export async function startGateController(
     instance,
     // Its own checks only (labelled with the instance): other files' checks are theirs.
     checkSelector: `${INSTANCE_LABEL}=${instance}`,
+    // Each file's control-plane nodes are an etcd cluster of its own: another file's
+    // control-plane action must not hold this one's (test/integration/gate-instances.test.ts
+    // names the instances whose actions share its etcd, as a real cluster has it for all).
+    controlPlaneAcrossInstances: [],
     ...extra,
   });
   await controller.waitForSync();

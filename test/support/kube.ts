@@ -159,15 +159,27 @@ export async function serviceAccountToken(
   return review.status.token;
 }
 
-/** Binds a ClusterRole cluster-wide to a ServiceAccount; the binding is removed when the test ends. */
+/** A ClusterRoleBinding of a ClusterRole to users (by name), for authorisation tests. */
+export function userBinding(name: string, role: string, users: readonly string[]): KubernetesObject {
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+    subjects: users.map((u) => ({ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: u })),
+  } as KubernetesObject;
+}
+
+/** Binds a ClusterRole cluster-wide to a ServiceAccount or a user; the binding is removed when the test ends. */
 export async function bindClusterRole(
   t: TestContext | undefined,
   kc: KubeConfig,
   role: string,
-  subject: { namespace: string; name: string },
+  subject: { namespace: string; name: string } | { user: string },
 ): Promise<string> {
   const client = rest(kc);
-  const name = uniqueName(`${role.replace(/[^a-z0-9]+/g, '-')}-${subject.name}`);
+  const who = 'user' in subject ? subject.user : subject.name;
+  const name = uniqueName(`${role.replace(/[^a-z0-9]+/g, '-')}-${who}`);
   await client.request('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
     method: 'POST',
     body: {
@@ -175,7 +187,11 @@ export async function bindClusterRole(
       kind: 'ClusterRoleBinding',
       metadata: { name, labels: { 'gatehouse.dev/test': 'true' } },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-      subjects: [{ kind: 'ServiceAccount', ...subject }],
+      subjects: [
+        'user' in subject
+          ? { apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: subject.user }
+          : { kind: 'ServiceAccount', ...subject },
+      ],
     },
   });
   t?.after(async () => {

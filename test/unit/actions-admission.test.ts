@@ -3,7 +3,11 @@ import { describe, it } from 'node:test';
 import { planAdmissions } from '../../src/actions/admission.ts';
 import { nodeFacts } from '../../src/actions/observations.ts';
 import { planRetention } from '../../src/actions/retention.ts';
-import { NODE_ACTION_FINALIZER as FINALIZER, instanceSelector } from '../../src/api/names.ts';
+import {
+  CONTROL_PLANE_LABEL as CP,
+  NODE_ACTION_FINALIZER as FINALIZER,
+  instanceSelector,
+} from '../../src/api/names.ts';
 import type { NodeActionPhase, ObservedNodeAction } from '../../src/api/node-action.ts';
 import { sameJSON } from '../../src/canonical-json.ts';
 import type { PolicyFacts } from '../../src/policies/evaluate.ts';
@@ -59,7 +63,43 @@ describe('planAdmissions', () => {
     );
     assert.match(
       plan.wait.find((u) => u.action.metadata.name === 'a')?.status.message ?? '',
-      /node w1 is held by NodeAction canary \(Approved\) of controller instance canary/,
+      /another action on w1 is in progress: canary on w1 \(controller instance canary\)/,
+    );
+  });
+
+  it("keeps a control-plane action out while another instance's holds another control-plane node", () => {
+    const cpNodes = new Map<string, Record<string, string>>([
+      ...nodes,
+      ['cp-1', { [CP]: '' }],
+      ['cp-2', { [CP]: '' }],
+    ]);
+    const foreign = inPhase('canary-cp', 'cp-2', 'WaitingForHealth', 0, {
+      labels: { 'talos.dev/controller-instance': 'canary' },
+    });
+    const plan = planAdmissions({
+      now: T0,
+      policies: [],
+      nodes: cpNodes,
+      actions: [inPhase('ours', 'cp-1', 'Pending', 1, { finalizers: [FINALIZER] })],
+      others: [foreign],
+    });
+    assert.deepEqual(plan.admit, []);
+    assert.match(
+      plan.wait[0]?.status.message ?? '',
+      /never two control-plane nodes at once: canary-cp on cp-2 \(controller instance canary\) in progress/,
+    );
+    // Not counted against our budget: without it, the default policy admits ours.
+    assert.equal(
+      planAdmissions({
+        now: T0,
+        policies: [],
+        nodes: cpNodes,
+        actions: [inPhase('ours', 'cp-1', 'Pending', 1, { finalizers: [FINALIZER] })],
+        others: [
+          inPhase('canary-w', 'w4', 'Approved', 0, { labels: { 'talos.dev/controller-instance': 'canary' } }),
+        ],
+      }).admit.length,
+      1,
     );
   });
 

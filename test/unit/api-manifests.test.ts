@@ -196,7 +196,8 @@ describe('RBAC', () => {
     const role = find('Role', 'gatehouse:controller');
     assert.deepEqual(
       (role.rules as Rule[]).filter((r) => r.resourceNames).map((r) => r.resourceNames),
-      [['gatehouse-controller']],
+      [['gatehouse-controller', 'gatehouse-turn'], ['gatehouse-turn']],
+      'its leader Lease, and the turn the controller instances take (watched by name)',
     );
   });
 

@@ -60,6 +60,10 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   'src/checks/state.ts: reason': [],
   // planSilences()'s event() helper, like decide()'s.
   'src/silences/plan.ts: reason': [],
+  // The audit's one Event reason, a constant (src/boots/audit.ts).
+  'src/boots/audit.ts: UNPLANNED_DISRUPTION_REASON': ['UnplannedDisruption'],
+  // The gate signer's condition() method: the CertificateSigningRequest's reasons.
+  'src/talos-gate/signer.ts: reason': ['GateRefused', 'RoleNotGranted', 'RoleGranted'],
   // Effects and EventSpecs passed on to the recorder.
   'src/actions/action-effects.ts: e.reason': [],
   'src/kube/events.ts: event.reason': [],

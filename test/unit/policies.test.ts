@@ -87,6 +87,48 @@ describe('maintenance windows', () => {
     assert.equal(typeof invalid, 'string');
     assert.match(invalid as string, /schedule "61 2 \* \* \*": .*minute/);
   });
+
+  it('reports a schedule no date matches (31 February) as a window that never opens, naming it', () => {
+    for (const schedule of ['0 0 31 2 *', '0 3 31 4,6,9,11 *']) {
+      const never = windowState([{ schedule, duration: '1h' }], now);
+      assert.equal(never.open, false);
+      assert.equal(never.nextStart, undefined);
+      assert.equal(never.problems.length, 1);
+      assert.ok(
+        never.problems[0]?.startsWith(`windows[0]: schedule ${JSON.stringify(schedule)} never opens`),
+      );
+      assert.match(never.problems[0] ?? '', /fix spec\.windows\[0\]\.schedule/);
+    }
+    // Beside a window that does open, only the one that never does is reported.
+    const mixed = windowState(
+      [
+        { schedule: '0 10 * * *', duration: '1h' },
+        { schedule: '0 0 30 2 *', duration: '1h' },
+      ],
+      now,
+    );
+    assert.equal(mixed.open, true);
+    assert.deepEqual(
+      mixed.problems.map((p) => p.slice(0, 12)),
+      ['windows[1]: '],
+    );
+  });
+
+  it('reports a window whose next opening is more than 366 days away (29 February), but not while it is open', () => {
+    const leap = { schedule: '0 0 29 2 *', duration: '6h' };
+    const far = windowState([leap], now); // 2026: the next 29 February is in 2028
+    assert.equal(far.open, false);
+    assert.match(
+      far.problems[0] ?? '',
+      /never opens within the next 366 days \(next at 2028-02-29T00:00:00.000Z\)/,
+    );
+    const soon = windowState([leap], new Date('2027-06-01T00:00:00Z'));
+    assert.deepEqual(soon.problems, [], 'within 366 days of its next opening it is a window like any');
+    assert.equal(soon.nextStart?.toISOString(), '2028-02-29T00:00:00.000Z');
+    const during = windowState([leap], new Date('2028-02-29T01:00:00Z'));
+    assert.equal(during.open, true);
+    assert.deepEqual(during.problems, []);
+  });
 });
 
 describe('maxConcurrent', () => {
@@ -171,6 +213,24 @@ describe('evaluatePolicies', () => {
       /ActionPolicy nightly: no maintenance window is open \(the next opens at 2026-03-05T02:00:00\.000Z\)/,
     );
     assert.equal(verdict.nextWindowStart?.toISOString(), '2026-03-05T02:00:00.000Z');
+  });
+
+  it('holds under a window that never opens, saying which schedule and that it never will', () => {
+    const february: PolicyFacts = {
+      name: 'february',
+      spec: { windows: [{ schedule: '0 0 31 2 *', duration: '2h' }], maxConcurrent: 3 },
+    };
+    const verdict = judge(ref('w1'), [], [february]);
+    assert.equal(verdict.allowed, false);
+    assert.equal(verdict.nextWindowStart, undefined);
+    assert.match(
+      verdict.reasons[0] ?? '',
+      /^ActionPolicy february: no maintenance window is open, and none ever will: windows\[0\]: schedule "0 0 31 2 \*" never opens: no date matches it .*\(InvalidWindow\)$/,
+    );
+    assert.match(
+      reportPolicy(february.spec, [], nodes, now).problems[0] ?? '',
+      /schedule "0 0 31 2 \*" never opens/,
+    );
   });
 
   it('refuses a node that does not exist', () => {

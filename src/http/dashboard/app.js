@@ -486,6 +486,21 @@ function nodeRow(node) {
       {},
       badge('node-ready', ready, ready === 'True' ? '✓' : ready === 'False' ? '✗' : '?', readyWord),
       node.unschedulable ? h('div', { class: 'muted', text: 'cordoned' }) : '',
+      node.unplanned
+        ? h(
+            'div',
+            {
+              title:
+                'the unplanned-disruption audit: no gatehouse action explains it (Event UnplannedDisruption on the Node)',
+            },
+            badge(
+              'unplanned',
+              node.unplanned.kind,
+              '⚠',
+              `unplanned ${node.unplanned.kind} at ${formatTime(node.unplanned.at)}`,
+            ),
+          )
+        : '',
     ),
     h('td', {}, node.preready ? badge('preready', 'Held', '⏸', 'yes: preready taint') : 'no'),
     h('td', { text: node.actions.length > 0 ? node.actions.join(', ') : '—' }),
@@ -734,22 +749,22 @@ function swimlanes(rollout, nowIso) {
     });
     const marks = lane.marks.map((mark) => {
       const x0 = x(mark.time ? Date.parse(mark.time) : now);
-      if (mark.kind === 'failed') {
+      if (mark.kind === 'failed' || mark.kind === 'unplanned') {
         return svg(
           'g',
           {
             class: 'mark',
-            'data-kind': 'failed',
+            'data-kind': mark.kind,
             role: 'listitem',
             'aria-label': `${lane.node}: ${mark.text}`,
           },
           title(mark.text),
           svg('line', { x1: x0, x2: x0, y1: top + 2, y2: top + laneHeight - 2, class: 'mark-line' }),
           svg('text', {
-            x: x0 + 70 < width ? x0 + 4 : x0 - 64,
+            x: x0 + 90 < width ? x0 + 4 : x0 - 84,
             y: top + 18,
             class: 'mark-text',
-            text: '✗ failed',
+            text: mark.kind === 'failed' ? '✗ failed' : '⚠ unplanned',
           }),
         );
       }

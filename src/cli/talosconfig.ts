@@ -1,0 +1,187 @@
+// `gatehouse talosconfig`: a talosconfig context for the Talos API gate. The person is
+// authenticated by Kubernetes (any kubeconfig: token, client certificate, exec plugin):
+// the command sends a CertificateSigningRequest for the gate's signer, which signs it if
+// RBAC grants the Talos role asked for (docs/talos-gate.md). The key never leaves this
+// machine; the certificate is short-lived.
+import { Command, InvalidArgumentError } from 'commander';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parse, stringify } from 'yaml';
+import { parseDuration } from '../duration.ts';
+import { loadCredentials } from '../kube/kubeconfig.ts';
+import { RestClient } from '../kube/rest.ts';
+import { endpointAddress } from '../talos/config.ts';
+import { TALOS_ROLES } from '../talos-gate/methods.ts';
+import { createCertificateRequest, newKey } from '../talos-gate/pki.ts';
+import { GATE_SIGNER, type CertificateSigningRequest } from '../talos-gate/signer.ts';
+import { sleep } from '../wait.ts';
+
+const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
+
+interface Options {
+  kubeconfig?: string;
+  context?: string;
+  endpoint: string[];
+  role: string;
+  duration: number;
+  talosconfig?: string;
+  name: string;
+  nodes: string[];
+  timeout: number;
+}
+
+const list = (value: string, previous: string[]) => [
+  ...previous,
+  ...value
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean),
+];
+
+function duration(value: string): number {
+  try {
+    return parseDuration(value);
+  } catch (error) {
+    throw new InvalidArgumentError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+/** The PEM blocks of a certificate chain, leaf first. */
+export function splitChain(pem: string): string[] {
+  return pem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----\n?/g) ?? [];
+}
+
+/** Asks the gate's signer for a certificate; resolves to the chain's PEM, or throws with the signer's reason. */
+export async function requestGateCertificate(
+  rest: RestClient,
+  request: {
+    user: string;
+    role: string;
+    keyPem: string;
+    key: Parameters<typeof createCertificateRequest>[1];
+    durationMs: number;
+    timeoutMs: number;
+  },
+): Promise<string> {
+  const name = `gatehouse-talos-${request.user
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .slice(0, 40)}-${randomBytes(3).toString('hex')}`;
+  const pem = createCertificateRequest(
+    { commonName: request.user, organizations: [request.role] },
+    request.key,
+  );
+  await rest.request(CSR_PATH, {
+    method: 'POST',
+    body: {
+      apiVersion: 'certificates.k8s.io/v1',
+      kind: 'CertificateSigningRequest',
+      metadata: { name },
+      spec: {
+        request: Buffer.from(pem).toString('base64'),
+        signerName: GATE_SIGNER,
+        usages: ['digital signature', 'client auth'],
+        // Kubernetes' minimum is 10 minutes.
+        expirationSeconds: Math.max(600, Math.round(request.durationMs / 1000)),
+      },
+    },
+  });
+  const until = Date.now() + request.timeoutMs;
+  for (;;) {
+    const csr = await rest.request<CertificateSigningRequest>(`${CSR_PATH}/${name}`);
+    const denied = csr.status?.conditions?.find((c) => c.type === 'Denied' || c.type === 'Failed');
+    if (denied)
+      throw new Error(
+        `the Talos API gate refused the certificate: ${denied.message ?? denied.reason ?? 'no reason given'}`,
+      );
+    if (csr.status?.certificate) return Buffer.from(csr.status.certificate, 'base64').toString('utf8');
+    if (Date.now() > until)
+      throw new Error(
+        `CertificateSigningRequest ${name} was not signed within ${String(request.timeoutMs / 1000)}s: is the Talos API gate running (it signs them)?`,
+      );
+    await sleep(500);
+  }
+}
+
+export function talosconfigCommand(): Command {
+  return new Command('talosconfig')
+    .description(
+      'write a talosconfig context that reaches the Talos nodes through the Talos API gate, with a short-lived certificate for you',
+    )
+    .requiredOption(
+      '--endpoint <address>',
+      "the Talos API gate's address (host or host:port; repeat or comma-separate)",
+      list,
+      [] as string[],
+    )
+    .option(
+      '--role <role>',
+      `the Talos role to ask for: ${TALOS_ROLES.join(', ')} (RBAC must grant it)`,
+      'os:reader',
+    )
+    .option(
+      '--duration <duration>',
+      'how long the certificate is valid (the gate may cut it shorter)',
+      duration,
+      8 * 3_600_000,
+    )
+    .option(
+      '--talosconfig <path>',
+      'the talosconfig to write the context into (default: $TALOSCONFIG, else ~/.talos/config)',
+    )
+    .option('--name <context>', 'the name of the context written (made current)', 'gatehouse')
+    .option('--nodes <nodes>', 'default nodes of the context (comma-separated)', list, [] as string[])
+    .option('--kubeconfig <path>', 'kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)')
+    .option('--context <name>', 'kubeconfig context to use')
+    .option('--timeout <duration>', 'how long to wait for the gate to sign', duration, 60_000)
+    .action(async (opts: Options) => {
+      if (!(TALOS_ROLES as readonly string[]).includes(opts.role))
+        throw new InvalidArgumentError(`--role must be one of ${TALOS_ROLES.join(', ')}`);
+      const rest = new RestClient(await loadCredentials(opts));
+      const review = await rest.request<{ status: { userInfo: { username: string } } }>(
+        '/apis/authentication.k8s.io/v1/selfsubjectreviews',
+        { method: 'POST', body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } },
+      );
+      const user = review.status.userInfo.username;
+      const key = newKey();
+      const chain = splitChain(
+        await requestGateCertificate(rest, {
+          user,
+          role: opts.role,
+          key: key.privateKey,
+          keyPem: key.keyPem,
+          durationMs: opts.duration,
+          timeoutMs: opts.timeout,
+        }),
+      );
+      const [crt, ...cas] = chain;
+      if (!crt || cas.length === 0) throw new Error('the signed certificate came without the gate CA');
+      const path = opts.talosconfig ?? process.env.TALOSCONFIG ?? join(homedir(), '.talos', 'config');
+      const existing: { contexts?: Record<string, unknown> } = await readFile(path, 'utf8').then(
+        (t) => (parse(t) ?? {}) as { contexts?: Record<string, unknown> },
+        () => ({}),
+      );
+      const b64 = (text: string) => Buffer.from(text).toString('base64');
+      const file = {
+        ...existing,
+        context: opts.name,
+        contexts: {
+          ...(existing.contexts ?? {}),
+          [opts.name]: {
+            endpoints: opts.endpoint.map(endpointAddress),
+            nodes: opts.nodes,
+            ca: b64(cas.join('')),
+            crt: b64(crt),
+            key: b64(key.keyPem),
+          },
+        },
+      };
+      await mkdir(dirname(path), { recursive: true });
+      await writeFile(path, stringify(file), { mode: 0o600 });
+      process.stdout.write(
+        `wrote context "${opts.name}" to ${path}: ${user} with the Talos role ${opts.role}, through the gate at ${opts.endpoint.join(', ')}, valid ${String(Math.round(opts.duration / 60_000))} minutes at most\n  try: talosctl --talosconfig ${path} -n <node> version\n`,
+      );
+    });
+}

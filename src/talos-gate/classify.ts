@@ -1,0 +1,227 @@
+// What a gated Talos API call asks for, read from its request: the NodeAction it needs
+// (action and parameters), or that it passes (a dry run, a STAGED apply), or why the gate
+// refuses it. Pure: the server (server.ts) decodes the request and finds the node's Talos
+// version, this decides.
+import { fromBinary } from '@bufbuild/protobuf';
+import type { NodeActionSpec } from '../api/node-action.ts';
+import {
+  ApplyConfigurationRequest_Mode as ApplyMode,
+  ApplyConfigurationRequestSchema,
+  LifecycleServiceUpgradeRequestSchema,
+  RebootRequest_Mode as RebootMode,
+  RebootRequestSchema,
+  ResetRequest_WipeMode as WipeMode,
+  ResetRequestSchema,
+  ShutdownRequestSchema,
+  UpgradeRequestSchema,
+  UpgradeRequest_RebootMode as UpgradeRebootMode,
+} from '../talos/gen/gatehouse/talos/machine_pb.ts';
+import { appliesWithoutReboot, type TalosVersionNumber } from '../talos/version.ts';
+import { methodFacts } from './methods.ts';
+
+/** gRPC status codes the gate answers with. */
+export const Code = {
+  CANCELLED: 1,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  PERMISSION_DENIED: 7,
+  FAILED_PRECONDITION: 9,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+
+/** The parameters of the NodeAction a call needs (spec fields beside nodeName, execution, requestedBy). */
+export type ActionAsk = Pick<NodeActionSpec, 'action' | 'upgrade' | 'reboot' | 'reset' | 'configChange'>;
+
+/**
+ * What the gate does with one call:
+ * - `forward`: as it is, now (not gated, or gated but harmless in this form);
+ * - `gate`: only once a NodeAction `ask` of the caller is Approved; `step` says whether
+ *   the call disrupts (the executed mark) or only installs (an Upgrade's first half);
+ * - `etcd`: an etcd membership change (see server.ts);
+ * - `refuse`: never, with a status the caller can act on.
+ */
+export type Classification =
+  | { kind: 'forward'; why: string }
+  | { kind: 'gate'; ask: ActionAsk; step: 'disrupt' | 'install'; call: string }
+  | { kind: 'etcd'; call: string }
+  | { kind: 'refuse'; code: number; message: string };
+
+export class RequestDecodeError extends Error {
+  override readonly name = 'RequestDecodeError';
+}
+
+function decode<T>(what: string, run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    throw new RequestDecodeError(
+      `the ${what} request does not decode as Talos's message: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+}
+
+const methodName = (path: string) => path.replace(/^\/machine\./, '').replace(/^\//, '');
+
+/** The Talos version needed to judge the call; undefined when the node's is unknown. */
+export function classifyCall(
+  path: string,
+  request: Uint8Array,
+  version: TalosVersionNumber | undefined,
+): Classification {
+  const gating = methodFacts(path).gating;
+  const call = methodName(path);
+  switch (gating.gated) {
+    case false:
+      return { kind: 'forward', why: gating.why };
+    case 'etcd-membership':
+      return { kind: 'etcd', call };
+    case 'Shutdown': {
+      const r = decode(call, () => fromBinary(ShutdownRequestSchema, request));
+      return {
+        kind: 'gate',
+        ask: { action: 'Shutdown' },
+        step: 'disrupt',
+        call: r.force ? `${call} (force)` : call,
+      };
+    }
+    case 'Reset': {
+      const r = decode(call, () => fromBinary(ResetRequestSchema, request));
+      const wipeMode =
+        r.mode === WipeMode.SYSTEM_DISK ? 'SystemDisk' : r.mode === WipeMode.USER_DISKS ? 'UserDisks' : 'All';
+      const labels = r.systemPartitionsToWipe.map((p) => p.label);
+      return {
+        kind: 'gate',
+        ask: { action: 'Reset', reset: { graceful: r.graceful, wipeMode } },
+        step: 'disrupt',
+        call: `${call}${labels.length > 0 ? ` (partitions ${labels.join(', ')})` : ''}${r.reboot ? ' (then reboot)' : ''}`,
+      };
+    }
+    case 'Reboot':
+      return classifyReboot(path, call, request);
+    case 'Upgrade':
+      return classifyUpgrade(path, call, request);
+    case 'ConfigChange':
+      return classifyApply(call, request, version);
+  }
+}
+
+function classifyReboot(path: string, call: string, request: Uint8Array): Classification {
+  if (path.endsWith('/Rollback')) return { kind: 'gate', ask: { action: 'Reboot' }, step: 'disrupt', call };
+  const r = decode(call, () => fromBinary(RebootRequestSchema, request));
+  const mode =
+    r.mode === RebootMode.POWERCYCLE ? 'PowerCycle' : r.mode === RebootMode.FORCE ? 'Force' : 'Default';
+  return {
+    kind: 'gate',
+    ask: { action: 'Reboot', reboot: { mode } },
+    step: 'disrupt',
+    call: r.mode === RebootMode.FORCE ? `${call} (mode FORCE)` : call,
+  };
+}
+
+function classifyUpgrade(path: string, call: string, request: Uint8Array): Classification {
+  if (path === '/machine.LifecycleService/Upgrade') {
+    const r = decode(call, () => fromBinary(LifecycleServiceUpgradeRequestSchema, request));
+    const image = r.source?.imageName.trim() ?? '';
+    if (image === '')
+      return {
+        kind: 'refuse',
+        code: Code.INVALID_ARGUMENT,
+        message: 'talos gate: LifecycleService.Upgrade names no image (source.image_name): nothing to gate',
+      };
+    return { kind: 'gate', ask: { action: 'Upgrade', upgrade: { image } }, step: 'install', call };
+  }
+  const r = decode(call, () => fromBinary(UpgradeRequestSchema, request));
+  if (r.image.trim() === '')
+    return {
+      kind: 'refuse',
+      code: Code.INVALID_ARGUMENT,
+      message: 'talos gate: MachineService.Upgrade names no image: nothing to gate',
+    };
+  return {
+    kind: 'gate',
+    ask: { action: 'Upgrade', upgrade: { image: r.image.trim(), stage: r.stage } },
+    step: 'disrupt',
+    call: `${call}${r.rebootMode === UpgradeRebootMode.POWERCYCLE ? ' (power cycle)' : ''}${r.force ? ' (force)' : ''}`,
+  };
+}
+
+const APPLY_NAMES: Record<number, string> = {
+  [ApplyMode.REBOOT]: 'REBOOT',
+  [ApplyMode.AUTO]: 'AUTO',
+  [ApplyMode.NO_REBOOT]: 'NO_REBOOT',
+  [ApplyMode.STAGED]: 'STAGED',
+  [ApplyMode.TRY]: 'TRY',
+};
+
+/**
+ * ApplyConfiguration by mode and the node's Talos version. The one call site to switch
+ * to the configuration classifier (issue 30) once it lands: it will tell, from the
+ * change itself, whether services restart.
+ */
+export function classifyApply(
+  call: string,
+  request: Uint8Array,
+  version: TalosVersionNumber | undefined,
+): Classification {
+  const r = decode(call, () => fromBinary(ApplyConfigurationRequestSchema, request));
+  const mode = APPLY_NAMES[r.mode] ?? String(r.mode);
+  if (r.dryRun) return { kind: 'forward', why: 'a dry run applies nothing' };
+  if (r.mode === ApplyMode.STAGED)
+    return { kind: 'forward', why: 'STAGED applies at the next boot, which is gated' };
+  if (version === undefined)
+    return {
+      kind: 'refuse',
+      code: Code.FAILED_PRECONDITION,
+      message: `talos gate: cannot tell the node's Talos version (its Node's osImage) to judge ApplyConfiguration mode ${mode}; apply with --mode=staged, or fix the Node's osImage`,
+    };
+  const live = appliesWithoutReboot(version);
+  const described = `${call} (mode ${mode})`;
+  switch (r.mode) {
+    case ApplyMode.REBOOT:
+      // From 1.14 Talos refuses REBOOT outside maintenance mode: nothing to hold.
+      if (live) return { kind: 'forward', why: 'Talos 1.14 refuses mode REBOOT outside maintenance mode' };
+      return {
+        kind: 'gate',
+        ask: { action: 'ConfigChange', configChange: { mode: 'Reboot' } },
+        step: 'disrupt',
+        call: described,
+      };
+    case ApplyMode.AUTO:
+      if (live)
+        // AUTO never reboots from 1.14, but may restart CRI.
+        return {
+          kind: 'gate',
+          ask: { action: 'ConfigChange', configChange: { mode: 'NoReboot' } },
+          step: 'disrupt',
+          call: described,
+        };
+      return {
+        kind: 'refuse',
+        code: Code.FAILED_PRECONDITION,
+        message:
+          'talos gate: mode AUTO lets the node decide whether it reboots, which cannot be known before it is approved; apply with --mode=reboot (gated as a reboot) or --mode=no-reboot',
+      };
+    case ApplyMode.NO_REBOOT:
+    case ApplyMode.TRY: {
+      // Before 1.14 a live apply restarts nothing that holds workloads (kubelet reloads);
+      // from 1.14 it may restart CRI and with it every pod (LANDSCAPE.md).
+      if (!live)
+        return {
+          kind: 'forward',
+          why: `mode ${mode} applies live and restarts no service before Talos 1.14`,
+        };
+      const configMode = r.mode === ApplyMode.TRY ? 'Try' : 'NoReboot';
+      return {
+        kind: 'gate',
+        ask: { action: 'ConfigChange', configChange: { mode: configMode } },
+        step: 'disrupt',
+        call: described,
+      };
+    }
+    default:
+      return { kind: 'forward', why: `unknown mode ${mode}: Talos refuses it` };
+  }
+}

@@ -1,0 +1,128 @@
+// The gate's side of the Talos API: HTTP/2 sessions over mutual TLS to apid, with
+// gatehouse's own Talos credentials (the talosconfig Managed execution uses). Calls go
+// to the talosconfig's endpoints, the caller's `node`/`nodes` metadata unchanged, and
+// apid proxies them to the node as it does for talosctl. One session per endpoint,
+// opened on first use and again after it closes; the endpoint that last connected is
+// tried first.
+import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
+import { isIP } from 'node:net';
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
+import type { TalosContext } from '../talos/config.ts';
+
+// apid does not choose its certificate by server name; TLS forbids an IP address as one
+// (RFC 6066), so an IP endpoint is checked against the IP with a placeholder name sent.
+const SERVER_NAME_FOR_IP = 'talos-api';
+
+/** HTTP/2 flow-control window the gate offers on each side: large enough for a bulk stream at full speed. */
+export const STREAM_WINDOW = 4 * 1024 * 1024;
+/**
+ * The largest HTTP/2 frame the gate accepts: peers that honour it (Node's HTTP/2, which
+ * grpc-js uses) then send a bulk stream in fewer, larger DATA frames, and the gate
+ * handles fewer chunks per megabyte. Go's gRPC (apid) keeps its own 16 KiB.
+ */
+export const MAX_FRAME = 1024 * 1024;
+
+export class UpstreamUnavailableError extends Error {
+  override readonly name = 'UpstreamUnavailableError';
+}
+
+function splitAddress(address: string): { host: string; port: number } {
+  const match = /^\[?([^\]]+?)\]?:(\d+)$/.exec(address);
+  if (!match?.[1] || !match[2]) throw new Error(`endpoint "${address}" is not host:port`);
+  return { host: match[1], port: Number(match[2]) };
+}
+
+export class Upstream {
+  private context: TalosContext;
+  private readonly sessions = new Map<string, ClientHttp2Session>();
+  private preferred = 0;
+  private readonly connectTimeoutMs: number;
+
+  constructor(context: TalosContext, options: { connectTimeoutMs?: number } = {}) {
+    this.context = context;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? 5000;
+  }
+
+  /** Uses new credentials (a reloaded talosconfig) for the sessions opened from now on. */
+  replaceContext(context: TalosContext): void {
+    this.context = context;
+    for (const session of this.sessions.values()) session.close();
+    this.sessions.clear();
+  }
+
+  get endpoints(): readonly string[] {
+    return this.context.endpoints;
+  }
+
+  private connect(address: string): Promise<ClientHttp2Session> {
+    const existing = this.sessions.get(address);
+    if (existing && !existing.closed && !existing.destroyed) return Promise.resolve(existing);
+    const { host, port } = splitAddress(address);
+    const ip = isIP(host) !== 0;
+    const session = http2.connect(
+      `https://${ip && host.includes(':') ? `[${host}]` : host}:${String(port)}`,
+      {
+        ca: this.context.ca,
+        cert: this.context.crt,
+        key: this.context.key,
+        servername: ip ? SERVER_NAME_FOR_IP : host,
+        checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert),
+        settings: { initialWindowSize: STREAM_WINDOW, maxFrameSize: MAX_FRAME },
+      },
+    );
+    this.sessions.set(address, session);
+    session.on('close', () => {
+      if (this.sessions.get(address) === session) this.sessions.delete(address);
+    });
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        session.destroy();
+        reject(
+          new UpstreamUnavailableError(
+            `no connection to ${address} within ${String(this.connectTimeoutMs)}ms`,
+          ),
+        );
+      }, this.connectTimeoutMs);
+      session.once('connect', () => {
+        clearTimeout(timer);
+        session.setLocalWindowSize(STREAM_WINDOW * 4);
+        resolve(session);
+      });
+      session.once('error', (error: Error) => {
+        clearTimeout(timer);
+        reject(
+          new UpstreamUnavailableError(`cannot connect to the Talos API at ${address}: ${error.message}`),
+        );
+      });
+    });
+  }
+
+  /**
+   * Opens a stream to apid for `path` with the caller's metadata, through the first
+   * endpoint that connects (only a connection that could not be made moves on, so
+   * nothing is ever sent twice).
+   */
+  async open(path: string, metadata: OutgoingHttpHeaders): Promise<ClientHttp2Stream> {
+    const order = this.context.endpoints.map((_, i) => (this.preferred + i) % this.context.endpoints.length);
+    let lastError: unknown;
+    for (const index of order) {
+      const address = this.context.endpoints[index] as string;
+      try {
+        const session = await this.connect(address);
+        this.preferred = index;
+        return session.request(
+          { ...metadata, ':method': 'POST', ':path': path, ':scheme': 'https', ':authority': address },
+          { endStream: false },
+        );
+      } catch (error) {
+        lastError = error;
+      }
+    }
+    throw lastError instanceof Error ? lastError : new UpstreamUnavailableError(String(lastError));
+  }
+
+  close(): void {
+    for (const session of this.sessions.values()) session.close();
+    this.sessions.clear();
+  }
+}
