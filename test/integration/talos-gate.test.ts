@@ -78,7 +78,7 @@ async function testNode(
     await waitFor(
       `the actions on ${name} to be gone`,
       async () => ((await actionsOn(name)).length === 0 ? true : undefined),
-      { timeoutMs: 30_000 },
+      { timeoutMs: 90_000 },
     ).catch(() => undefined);
   });
   const node = await api.request<NodeView>(`/api/v1/nodes/${name}`);
@@ -145,7 +145,7 @@ describe('the Talos API gate holds disruptive calls until their NodeAction is Ap
         const again = await refused(jane.reboot({ node: node.ip }));
         return again.talosMessage.includes(check.name) ? again : undefined;
       },
-      { timeoutMs: 30_000 },
+      { timeoutMs: 60_000 },
     );
     assert.equal((await calls(node.name)).Reboot ?? 0, 0, 'nothing reached the node while held');
 
@@ -184,7 +184,7 @@ describe('the Talos API gate holds disruptive calls until their NodeAction is Ap
         if (!e) throw new Error('the reboot passed before its PreRebootJob ran');
         return /PreRebootJob .*noout/.test(e.talosMessage) ? e : undefined;
       },
-      { timeoutMs: 30_000, intervalMs: 300 },
+      { timeoutMs: 60_000, intervalMs: 300 },
     );
     assert.match(seen.talosMessage, /must finish first/);
     const action = await approved(node.name);
@@ -223,7 +223,7 @@ describe('the Talos API gate holds disruptive calls until their NodeAction is Ap
         );
         return n.status.nodeInfo.osImage === 'Talos (v1.13.2)' ? true : undefined;
       },
-      { timeoutMs: 30_000 },
+      { timeoutMs: 60_000 },
     );
     const all = await actionsOn(node.name);
     assert.deepEqual(
@@ -419,19 +419,32 @@ describe('who may call through the Talos API gate', () => {
     const client = rawClient(stack.contextFor('jane', ['os:operator']));
     t.after(() => client.close());
     const request = Buffer.from(toBinary(RebootRequestSchema, create(RebootRequestSchema, {})));
+    // The approved node waits for the default budget (one action at a time) as long as an
+    // earlier test's reboot is still on its way back: slow under a loaded CI machine, so
+    // the wait is long and says what each node's action last said.
     const reply = await waitFor(
       'the approved node to pass',
-      async () => {
+      async (observe) => {
         try {
           return (
             await rawUnary(client, '/machine.MachineService/Reboot', request, { nodes: `${a.ip},${b.ip}` })
           ).reply;
         } catch (error) {
-          if ((error as { code?: number }).code === 9) return undefined; // both still held
-          throw error;
+          if ((error as { code?: number }).code !== 9) throw error;
+          const states = await Promise.all(
+            [a, b].map(async (n) =>
+              (await actionsOn(n.name))
+                .map(
+                  (x) => `${n.name} ${x.metadata.name}: ${x.status?.phase ?? ''} ${x.status?.message ?? ''}`,
+                )
+                .join(', '),
+            ),
+          );
+          observe(states.join(' | ')); // both still held
+          return undefined;
         }
       },
-      { timeoutMs: 30_000, intervalMs: 500 },
+      { timeoutMs: 90_000, intervalMs: 500 },
     );
     const messages = fromBinary(RebootResponseSchema, reply).messages;
     assert.deepEqual(
