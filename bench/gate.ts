@@ -89,7 +89,22 @@ class Observer {
   }
 
   async when(key: string, timeoutMs = 60_000): Promise<number> {
-    return waitFor(`the benchmark to see ${key}`, () => this.seen.get(key), { timeoutMs, intervalMs: 2 });
+    try {
+      return await waitFor(`the benchmark to see ${key}`, () => this.seen.get(key), {
+        timeoutMs,
+        intervalMs: 2,
+      });
+    } catch (error) {
+      // Say whether the controller or the benchmark's watch was late: the object as it is now.
+      const name = key.slice(0, key.lastIndexOf(':'));
+      const now = await this.api
+        .request<{ status?: { phase?: string; message?: string } }>(`${API}/nodeactions/${name}`)
+        .then(
+          (o) => `the NodeAction is ${o.status?.phase ?? '(no phase)'}: ${o.status?.message ?? ''}`,
+          (e: unknown) => `reading it failed: ${String(e)}`,
+        );
+      throw new Error(`${(error as Error).message}; ${now}`, { cause: error });
+    }
   }
 }
 
