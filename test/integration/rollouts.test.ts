@@ -423,12 +423,36 @@ describe('NodeRollout and maintenance windows', () => {
         body: { spec: { windows } },
       });
     await patchWindows(closedWindow());
-    const held = await waitForRollout(name, 'to wait for the next window', (r) =>
-      (r.status?.nodes ?? []).some((n) => n.phase === 'Waiting'),
+    // Two ways to be held, depending on whether the next node's NodeAction was created
+    // before the controller saw the window close: not started (the rollout waits), or
+    // started and held Pending by the policy (its action waits; the rollout starts no more).
+    const held = await waitFor(
+      `rollout ${name} to be held by the closed window`,
+      async (observe) => {
+        const r = await getRollout(name);
+        if ((r.status?.nodes ?? []).some((n) => n.phase === 'Waiting')) return { by: 'rollout', r } as const;
+        const unfinished = (await rolloutActions(name)).filter(
+          (a) => a.status?.phase !== 'Succeeded' && a.status?.phase !== 'Failed',
+        );
+        observe(
+          unfinished
+            .map((a) => `${a.metadata.name}: ${a.status?.phase ?? ''} ${a.status?.message ?? ''}`)
+            .join(' | '),
+        );
+        return unfinished.length > 0 &&
+          unfinished.every(
+            (a) =>
+              a.status?.phase === 'Pending' && /no maintenance window is open/.test(a.status.message ?? ''),
+          )
+          ? ({ by: 'action', r } as const)
+          : undefined;
+      },
+      { timeoutMs: 240_000, intervalMs: 500 },
     );
     const started = (await rolloutActions(name)).length;
     assert.ok(started < 3, 'not every node had started');
-    assert.match(held.status?.message ?? '', /waiting for the next window of ActionPolicy/);
+    if (held.by === 'rollout')
+      assert.match(held.r.status?.message ?? '', /waiting for the next window of ActionPolicy/);
     await new Promise((r) => setTimeout(r, 2000));
     assert.equal((await rolloutActions(name)).length, started, 'no node starts while the window is closed');
     // The next window opens.
