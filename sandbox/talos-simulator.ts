@@ -327,7 +327,12 @@ const sha256 = (data: Uint8Array) => `sha256:${createHash('sha256').update(data)
 
 export class TalosSimulator {
   readonly host: string;
-  private readonly server = new Server();
+  // apid is a grpc-go server: its flow-control window starts at 64 KiB and grows with the
+  // bandwidth-delay product it measures, up to 16 MiB, as long as a sender keeps it full
+  // (grpc-go's BDP estimator). grpc-js keeps 64 KiB for good unless told, which would make a
+  // long upload (EtcdRecover) a round trip per 64 KiB where apid lets it run: given the
+  // ceiling grpc-go reaches, as a node's apid ends up with under a stream that fills it.
+  private readonly server = new Server({ 'grpc-node.flow_control_window': 16 * 1024 * 1024 });
   private readonly rest: RestClient;
   private readonly bootDelayMs: number;
   private readonly shutdownDelayMs: number;

@@ -31,7 +31,7 @@ import { madeByGate, type GatedCall } from './decide.ts';
 import { heldMessage } from './held.ts';
 import { methodFacts, mayCall } from './methods.ts';
 import { subjectOf } from './pki.ts';
-import { MAX_FRAME, STREAM_WINDOW, type Upstream } from './upstream.ts';
+import { GATE_CIPHERS, MAX_FRAME, STREAM_WINDOW, type Upstream } from './upstream.ts';
 import {
   answerStatus,
   join,
@@ -122,6 +122,8 @@ export class TalosGate {
       // Only certificates the gate's CA signed, and still valid, get a session at all.
       requestCert: true,
       rejectUnauthorized: true,
+      ciphers: GATE_CIPHERS,
+      honorCipherOrder: true,
       settings: { initialWindowSize: STREAM_WINDOW, maxFrameSize: MAX_FRAME },
     });
     this.server.on('session', (session) => session.setLocalWindowSize(STREAM_WINDOW * 4));

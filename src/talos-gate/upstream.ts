@@ -6,7 +6,7 @@
 // tried first.
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
 import { isIP } from 'node:net';
-import { checkServerIdentity, type PeerCertificate } from 'node:tls';
+import tls, { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import type { TalosContext } from '../talos/config.ts';
 
 // apid does not choose its certificate by server name; TLS forbids an IP address as one
@@ -15,6 +15,18 @@ const SERVER_NAME_FOR_IP = 'talos-api';
 
 /** HTTP/2 flow-control window the gate offers on each side: large enough for a bulk stream at full speed. */
 export const STREAM_WINDOW = 4 * 1024 * 1024;
+
+/**
+ * The gate's TLS cipher suites: AES-128-GCM first. Every byte of a forwarded stream is
+ * decrypted and encrypted again in the gate's one thread, and AES-128-GCM costs about 0.75×
+ * of Node's default first choice, AES-256-GCM (1.1 GB/s against 0.86 GB/s on the bench
+ * machine). talosctl (Go) asks for it first anyway on hardware with AES, and apid (Go)
+ * picks it; both suites are TLS 1.3's, equally strong for this use.
+ */
+export const GATE_CIPHERS = [
+  'TLS_AES_128_GCM_SHA256',
+  ...tls.DEFAULT_CIPHERS.split(':').filter((c) => c !== 'TLS_AES_128_GCM_SHA256'),
+].join(':');
 /**
  * The largest HTTP/2 frame the gate accepts: peers that honour it (Node's HTTP/2, which
  * grpc-js uses) then send a bulk stream in fewer, larger DATA frames, and the gate
@@ -67,6 +79,7 @@ export class Upstream {
         key: this.context.key,
         servername: ip ? SERVER_NAME_FOR_IP : host,
         checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert),
+        ciphers: GATE_CIPHERS,
         settings: { initialWindowSize: STREAM_WINDOW, maxFrameSize: MAX_FRAME },
       },
     );
