@@ -108,6 +108,18 @@ function extension(id: string, value: unknown, critical = false): Extension {
   return new Extension({ extnID: id, critical, extnValue: new OctetString(AsnConvert.serialize(value)) });
 }
 
+/**
+ * A certificate serial: 16 random bytes whose first is 0x40–0x7f, so that the INTEGER is
+ * positive (top bit clear, as RFC 5280 asks) and its DER minimal. A first byte of zero
+ * followed by one below 0x80 is a padded INTEGER that OpenSSL refuses to load ("illegal
+ * padding"): one certificate in 256 was unusable when only the top bit was cleared.
+ */
+export function serialNumber(random: Uint8Array = randomBytes(16)): ArrayBuffer {
+  const serial = new Uint8Array(random);
+  serial[0] = ((serial[0] ?? 0) & 0x3f) | 0x40;
+  return serial.buffer;
+}
+
 export interface IssueRequest {
   subject: Subject;
   /** The public key to certify. */
@@ -155,12 +167,7 @@ export function issueCertificate(request: IssueRequest, issuer?: Authority, self
   const algorithm = new AlgorithmIdentifier({ algorithm: ED25519 });
   const tbs = new TBSCertificate({
     version: Version.v3,
-    // 16 random bytes, the top bit clear: a positive INTEGER, as RFC 5280 asks.
-    serialNumber: (() => {
-      const serial = randomBytes(16);
-      serial[0] = (serial[0] ?? 0) & 0x7f;
-      return new Uint8Array(serial).buffer;
-    })(),
+    serialNumber: serialNumber(),
     signature: algorithm,
     issuer: issuerCert?.tbsCertificate.subject ?? name(request.subject),
     // A minute back, for clocks a little behind the issuer's.

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { createPublicKey, X509Certificate } from 'node:crypto';
 import { describe, it } from 'node:test';
+import { createSecureContext } from 'node:tls';
 import { create, toBinary } from '@bufbuild/protobuf';
 import fc from 'fast-check';
 import type { ObservedNodeAction } from '../../src/api/node-action.ts';
@@ -23,6 +24,7 @@ import {
   issueCertificate,
   newKey,
   readCertificateRequest,
+  serialNumber,
 } from '../../src/talos-gate/pki.ts';
 import { callDeadline } from '../../src/talos-gate/server.ts';
 import { GATE_SIGNER, judgeRequest } from '../../src/talos-gate/signer.ts';
@@ -209,6 +211,29 @@ describe('gate certificates (pki.ts, signer.ts)', () => {
     assert.ok(cert.verify(new X509Certificate(ca.cert).publicKey));
     assert.equal(cert.subject, 'O=os:operator\nOU=ops\nCN=jane');
     assert.ok(cert.checkPrivateKey(key.privateKey));
+  });
+
+  it('gives every certificate a positive serial that OpenSSL loads, whatever the random bytes', () => {
+    // A first byte of zero and a second below 0x80 made a padded INTEGER (one in 256).
+    for (const first of [0x00, 0x01, 0x3f, 0x7f, 0x80, 0xff])
+      for (const second of [0x00, 0x7f, 0x80]) {
+        const bytes = new Uint8Array(serialNumber(Uint8Array.of(first, second, ...new Uint8Array(14))));
+        assert.equal(bytes.length, 16);
+        assert.ok((bytes[0] ?? 0) >= 0x40 && (bytes[0] ?? 0) < 0x80, `first byte ${String(bytes[0])}`);
+      }
+    const key = createPublicKey(newKey().privateKey);
+    for (let i = 0; i < 1000; i++) {
+      const pem = issueCertificate(
+        {
+          subject: { commonName: `n${String(i)}` },
+          publicKey: key,
+          notAfter: new Date(Date.now() + 60_000),
+          usage: 'client',
+        },
+        ca,
+      );
+      assert.doesNotThrow(() => createSecureContext({ cert: pem }), `certificate ${String(i)} loads`);
+    }
   });
 
   it('reads a certificate request only when its signature verifies', () => {
