@@ -20,6 +20,7 @@ import { loadClusterCA } from './hooks/webhook.ts';
 import type { Dashboard } from './http/dashboard.ts';
 import { Router } from './http/router.ts';
 import { apiRoutes, serverUrl, startServer, type ApiOptions } from './http/server.ts';
+import { talosCertificateRoutes } from './talos-gate/certificate-routes.ts';
 import { EventRecorder } from './kube/events.ts';
 import { Informer, type KubeObject } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader.ts';
@@ -526,6 +527,7 @@ export class Controller {
           }
         : {}),
       dashboardAnonymousActions: options.dashboardAnonymousActions === true,
+      routes: [(r, access) => talosCertificateRoutes(r, access, controller.rest)],
     }).dashboard;
     controller.server = await startServer(router, {
       host: options.host ?? '0.0.0.0',

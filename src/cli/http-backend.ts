@@ -153,8 +153,23 @@ export class HttpBackend implements Backend {
   }
 
   async whoami(): Promise<string> {
-    // The API has no "who am I"; the server sets requestedBy itself, which is what matters.
-    return Promise.resolve('(the owner of --token)');
+    const { body } = await this.request('GET', '/v1/whoami', 'learn who the token belongs to');
+    return (body as { username: string }).username;
+  }
+
+  /** A Talos API gate certificate for the owner of the token; the chain's PEM (certificate, then the gate CA). */
+  async talosCertificate(certificateRequest: string, durationSeconds: number): Promise<string> {
+    const { body } = await this.request(
+      'POST',
+      '/v1/talos/certificates',
+      'get a Talos API gate certificate',
+      {
+        body: { certificateRequest, durationSeconds },
+        ok: [201],
+        timeoutMs: 90_000,
+      },
+    );
+    return (body as { certificate: string }).certificate;
   }
 
   async checks(): Promise<CheckSummary[]> {

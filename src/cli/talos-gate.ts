@@ -55,6 +55,7 @@ interface Options {
   instance?: string;
   logLevel: string;
   sign: boolean;
+  delegate: string[];
 }
 
 export function talosGateCommand(): Command {
@@ -111,6 +112,12 @@ export function talosGateCommand(): Command {
       'label the actions the gate creates with talos.dev/controller-instance=<name>',
     )
     .option('--no-sign', 'do not sign gate certificates (another replica or process does)')
+    .option(
+      '--delegate <user>',
+      "a Kubernetes user whose certificate requests may name someone else (talos.dev/requested-for): the controller's ServiceAccount, for its HTTP API (repeat)",
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
     .option('--log-level <level>', 'debug, info, warn or error', 'info')
     .action(async (opts: Options) => {
       const log = createLogger({ level: opts.logLevel });
@@ -150,6 +157,7 @@ export function talosGateCommand(): Command {
             authority,
             log,
             maxLifetimeMs: opts.maxCertificateLifetime,
+            delegates: opts.delegate,
           })
         : undefined;
       signer?.start();

@@ -1,9 +1,11 @@
 // `gatehouse talosconfig`: a talosconfig context for the Talos API gate. The person is
-// authenticated by Kubernetes (any kubeconfig: token, client certificate, exec plugin):
-// the command sends a CertificateSigningRequest for the gate's signer, which signs it if
-// RBAC grants the Talos role asked for (docs/talos-gate.md). The key never leaves this
-// machine; the certificate is short-lived.
-import { Command, InvalidArgumentError } from 'commander';
+// authenticated by Kubernetes — with any kubeconfig (token, client certificate, exec
+// plugin) the command sends a CertificateSigningRequest for the gate's signer itself;
+// with only gatehouse's HTTP API and a bearer token (--server, --token) it sends the
+// request there (POST /v1/talos/certificates) — and the gate signs it if RBAC grants the
+// Talos role asked for (docs/talos-gate.md). The key never leaves this machine; the
+// certificate is short-lived.
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
@@ -17,12 +19,18 @@ import { TALOS_ROLES } from '../talos-gate/methods.ts';
 import { createCertificateRequest, newKey } from '../talos-gate/pki.ts';
 import { GATE_SIGNER, type CertificateSigningRequest } from '../talos-gate/signer.ts';
 import { sleep } from '../wait.ts';
+import { connect } from './connection.ts';
+import { CliError, EXIT } from './exit.ts';
+import { HttpBackend } from './http-backend.ts';
 
 const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 
 interface Options {
   kubeconfig?: string;
   context?: string;
+  server?: string;
+  token?: string;
+  tokenFile?: string;
   endpoint: string[];
   role: string;
   duration: number;
@@ -53,26 +61,52 @@ export function splitChain(pem: string): string[] {
   return pem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----\n?/g) ?? [];
 }
 
-/** Asks the gate's signer for a certificate; resolves to the chain's PEM, or throws with the signer's reason. */
-export async function requestGateCertificate(
+/** Who asks for the certificate, and how its request reaches the gate's signer. */
+interface Issuer {
+  user: string;
+  /** The chain's PEM for the request `pem` (CN the user, O the role), or throws with the signer's reason. */
+  sign(pem: string, durationMs: number, timeoutMs: number): Promise<string>;
+}
+
+/** Through the Kubernetes API: a CertificateSigningRequest of the person's own. */
+async function kubeIssuer(opts: Options): Promise<Issuer> {
+  const rest = new RestClient(await loadCredentials(opts));
+  const review = await rest.request<{ status: { userInfo: { username: string } } }>(
+    '/apis/authentication.k8s.io/v1/selfsubjectreviews',
+    { method: 'POST', body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } },
+  );
+  const user = review.status.userInfo.username;
+  return {
+    user,
+    sign: (pem, durationMs, timeoutMs) => requestGateCertificate(rest, user, pem, durationMs, timeoutMs),
+  };
+}
+
+/** Through gatehouse's HTTP API, with a bearer token: the controller asks on the person's behalf. */
+async function httpIssuer(opts: Options): Promise<Issuer> {
+  const backend = await connect(opts);
+  if (!(backend instanceof HttpBackend))
+    throw new CliError('--server is needed for the HTTP API', EXIT.usage);
+  const user = await backend.whoami();
+  return {
+    user,
+    // The API asks for 10 minutes to 7 days; the gate cuts it to its own longest anyway.
+    sign: (pem, durationMs) =>
+      backend.talosCertificate(pem, Math.min(7 * 86_400, Math.max(600, Math.round(durationMs / 1000)))),
+  };
+}
+
+async function requestGateCertificate(
   rest: RestClient,
-  request: {
-    user: string;
-    role: string;
-    keyPem: string;
-    key: Parameters<typeof createCertificateRequest>[1];
-    durationMs: number;
-    timeoutMs: number;
-  },
+  user: string,
+  pem: string,
+  durationMs: number,
+  timeoutMs: number,
 ): Promise<string> {
-  const name = `gatehouse-talos-${request.user
+  const name = `gatehouse-talos-${user
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, '-')
     .slice(0, 40)}-${randomBytes(3).toString('hex')}`;
-  const pem = createCertificateRequest(
-    { commonName: request.user, organizations: [request.role] },
-    request.key,
-  );
   await rest.request(CSR_PATH, {
     method: 'POST',
     body: {
@@ -84,11 +118,11 @@ export async function requestGateCertificate(
         signerName: GATE_SIGNER,
         usages: ['digital signature', 'client auth'],
         // Kubernetes' minimum is 10 minutes.
-        expirationSeconds: Math.max(600, Math.round(request.durationMs / 1000)),
+        expirationSeconds: Math.max(600, Math.round(durationMs / 1000)),
       },
     },
   });
-  const until = Date.now() + request.timeoutMs;
+  const until = Date.now() + timeoutMs;
   for (;;) {
     const csr = await rest.request<CertificateSigningRequest>(`${CSR_PATH}/${name}`);
     const denied = csr.status?.conditions?.find((c) => c.type === 'Denied' || c.type === 'Failed');
@@ -99,7 +133,7 @@ export async function requestGateCertificate(
     if (csr.status?.certificate) return Buffer.from(csr.status.certificate, 'base64').toString('utf8');
     if (Date.now() > until)
       throw new Error(
-        `CertificateSigningRequest ${name} was not signed within ${String(request.timeoutMs / 1000)}s: is the Talos API gate running (it signs them)?`,
+        `CertificateSigningRequest ${name} was not signed within ${String(timeoutMs / 1000)}s: is the Talos API gate running (it signs them)?`,
       );
     await sleep(500);
   }
@@ -135,27 +169,25 @@ export function talosconfigCommand(): Command {
     .option('--nodes <nodes>', 'default nodes of the context (comma-separated)', list, [] as string[])
     .option('--kubeconfig <path>', 'kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)')
     .option('--context <name>', 'kubeconfig context to use')
+    .addOption(
+      new Option(
+        '--server <url>',
+        "ask through gatehouse's HTTP API at this URL (with --token) instead of the Kubernetes API",
+      ).env('GATEHOUSE_SERVER'),
+    )
+    .addOption(
+      new Option('--token <token>', 'bearer token for --server (a Kubernetes token)').env('GATEHOUSE_TOKEN'),
+    )
+    .option('--token-file <path>', 'read the bearer token for --server from this file')
     .option('--timeout <duration>', 'how long to wait for the gate to sign', duration, 60_000)
     .action(async (opts: Options) => {
       if (!(TALOS_ROLES as readonly string[]).includes(opts.role))
         throw new InvalidArgumentError(`--role must be one of ${TALOS_ROLES.join(', ')}`);
-      const rest = new RestClient(await loadCredentials(opts));
-      const review = await rest.request<{ status: { userInfo: { username: string } } }>(
-        '/apis/authentication.k8s.io/v1/selfsubjectreviews',
-        { method: 'POST', body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } },
-      );
-      const user = review.status.userInfo.username;
+      const issuer = opts.server !== undefined ? await httpIssuer(opts) : await kubeIssuer(opts);
+      const user = issuer.user;
       const key = newKey();
-      const chain = splitChain(
-        await requestGateCertificate(rest, {
-          user,
-          role: opts.role,
-          key: key.privateKey,
-          keyPem: key.keyPem,
-          durationMs: opts.duration,
-          timeoutMs: opts.timeout,
-        }),
-      );
+      const pem = createCertificateRequest({ commonName: user, organizations: [opts.role] }, key.privateKey);
+      const chain = splitChain(await issuer.sign(pem, opts.duration, opts.timeout));
       const [crt, ...cas] = chain;
       if (!crt || cas.length === 0) throw new Error('the signed certificate came without the gate CA');
       const path = opts.talosconfig ?? process.env.TALOSCONFIG ?? join(homedir(), '.talos', 'config');

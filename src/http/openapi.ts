@@ -10,6 +10,7 @@ import { NODE_ACTION_PHASES } from '../api/node-action.ts';
 import { isRecord, toStructural, type OpenAPISchema } from '../manifests/openapi.ts';
 import { formatDuration } from '../wait.ts';
 import type { Router } from './router.ts';
+import { TALOS_ROLES } from '../talos/roles.ts';
 import {
   CancelResult,
   CheckSummary,
@@ -22,6 +23,7 @@ import {
   actionRequestSchema,
   nodeActionSchema,
   specRuleMessages,
+  talosCertificateRequestSchema,
 } from './schemas.ts';
 
 export interface OpenApiOptions {
@@ -393,6 +395,46 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
         },
       },
     },
+    '/v1/whoami': {
+      get: {
+        operationId: 'whoami',
+        tags: ['operations'],
+        summary: 'Who the bearer token belongs to',
+        description:
+          'The caller as the Kubernetes API server authenticated them: the name gatehouse records as requestedBy, and the CN a Talos gate certificate request must carry.',
+        security,
+        responses: {
+          '200': { description: 'The caller.', content: json(ref('Caller')) },
+          ...authenticatedRefusals(),
+        },
+      },
+    },
+    '/v1/talos/certificates': {
+      post: {
+        operationId: 'signTalosCertificate',
+        tags: ['talos'],
+        summary: 'A Talos API gate certificate for the caller',
+        description:
+          "Signs the caller's PKCS#10 request (Ed25519, CN the caller, O one Talos role) through the Talos API gate's signer, for those who have only a bearer token (gatehouse talosconfig --server). Needs the role's verb on talosapi.talos.dev (e.g. os:operator, ClusterRole gatehouse:talos-operator). Waits for the gate to sign.",
+        security,
+        requestBody: { required: true, content: json(ref('TalosCertificateRequest')) },
+        responses: {
+          '201': {
+            description: 'Signed: the certificate, then the gate CA that the talosconfig trusts.',
+            content: json(ref('TalosCertificate')),
+          },
+          '400': errorResponse('The body is not JSON.'),
+          '413': errorResponse('The body is too large.'),
+          '415': errorResponse('The body is not sent as application/json.'),
+          '422': errorResponse('Not a certificate request for the caller and one Talos role.'),
+          '500': errorResponse('gatehouse may not create CertificateSigningRequests (its RBAC).'),
+          '504': errorResponse(
+            'The gate did not sign in time: it is not running, or does not trust this controller.',
+          ),
+          ...authenticatedRefusals(),
+        },
+      },
+    },
     '/v1/policies': {
       get: {
         operationId: 'listPolicies',
@@ -460,6 +502,7 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
       { name: 'health', description: 'ClusterHealthChecks.' },
       { name: 'actions', description: 'NodeActions.' },
       { name: 'policies', description: 'ActionPolicies.' },
+      { name: 'talos', description: 'The Talos API gate.' },
       { name: 'operations', description: 'Running the controller.' },
     ],
     paths,
@@ -510,6 +553,29 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
           properties: { name: { type: 'string' }, message: { type: 'string' } },
         },
         CancelResult: forOpenApi(toStructural(CancelResult, 'CancelResult')),
+        Caller: {
+          description: 'An authenticated caller.',
+          type: 'object',
+          required: ['username', 'groups'],
+          properties: {
+            username: { type: 'string' },
+            groups: { type: 'array', items: { type: 'string' } },
+          },
+        },
+        TalosCertificateRequest: talosCertificateRequestSchema(),
+        TalosCertificate: {
+          description: 'A signed Talos API gate certificate.',
+          type: 'object',
+          required: ['certificate', 'role', 'certificateSigningRequest'],
+          properties: {
+            certificate: { type: 'string', description: 'PEM: the certificate, then the gate CA.' },
+            role: { type: 'string', enum: [...TALOS_ROLES] },
+            certificateSigningRequest: {
+              type: 'string',
+              description: 'The Kubernetes CertificateSigningRequest it was signed through.',
+            },
+          },
+        },
         Ready: forOpenApi(toStructural(ReadyBody, 'Ready')),
         Live: forOpenApi(toStructural(LiveBody, 'Live')),
       },

@@ -283,3 +283,34 @@ export const LiveBody = Type.Object(
 );
 
 export const ACTION_PHASES = NODE_ACTION_PHASES;
+
+/** The body of POST /v1/talos/certificates (src/talos-gate/certificate-routes.ts). */
+export function talosCertificateRequestSchema(): OpenAPISchema {
+  return {
+    description: 'A request for a Talos API gate certificate for the caller.',
+    type: 'object',
+    required: ['certificateRequest'],
+    properties: {
+      certificateRequest: {
+        type: 'string',
+        minLength: 1,
+        maxLength: 8192,
+        description:
+          'A PEM PKCS#10 certificate request (Ed25519) whose subject names the caller (CN, as GET /v1/whoami says) and one Talos role (O), signed with the key the certificate is for.',
+      },
+      durationSeconds: {
+        type: 'integer',
+        // Kubernetes' shortest certificate lifetime, and a week.
+        minimum: 600,
+        maximum: 7 * 86_400,
+        description: 'How long the certificate should be valid; the gate may cut it shorter.',
+      },
+    },
+    additionalProperties: false,
+  };
+}
+
+export interface TalosCertificateRequest {
+  certificateRequest: string;
+  durationSeconds?: number;
+}

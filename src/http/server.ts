@@ -6,6 +6,7 @@
 //   /v1/actions[/...]               actions/       authenticated (access.ts)
 //   /v1/policies                    policies.ts    authenticated
 //   /v1/checks/{name}/evaluate      checks.ts      authenticated
+//   /v1/whoami, /v1/talos/...       src/talos-gate/certificate-routes.ts (via `routes`)
 //   /openapi.json                   openapi.ts
 //   /, /dashboard, /v1/dashboard    dashboard.ts   unauthenticated, read-only
 import { createServer, type Server, type ServerResponse } from 'node:http';
@@ -34,6 +35,8 @@ export interface ApiOptions extends ActionsApiOptions {
   dashboard?: DashboardSources;
   /** Show the dashboard's actions to anonymous readers too (default false: readers allowed to list nodeactions). */
   dashboardAnonymousActions?: boolean;
+  /** Routes of other parts (the Talos API gate's), registered with the same access rules. */
+  routes?: ((router: Router, access: Access) => void)[];
 }
 
 /** Registers every route of the controller's API. */
@@ -53,6 +56,7 @@ export function apiRoutes(router: Router, options: ApiOptions): { dashboard: Das
   actionRoutes(router, access, options);
   policyRoutes(router, access, options.rest);
   checkRoutes(router, access, options.checks);
+  for (const routes of options.routes ?? []) routes(router, access);
   openApiRoutes(router, access.limits);
   if (!options.dashboard) return { dashboard: undefined };
   // The dashboard's actions (requesters, bypass reasons) need what GET /v1/actions needs.

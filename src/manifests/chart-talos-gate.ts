@@ -118,6 +118,8 @@ ${labelLines('        ')}
             - --approved-deadline={{ .Values.talosGate.approvedDeadline }}
             - --max-certificate-lifetime={{ .Values.talosGate.maxCertificateLifetime }}
             - --log-level={{ .Values.logLevel }}
+            # The controller asks on behalf of HTTP API callers (POST /v1/talos/certificates).
+            - --delegate=system:serviceaccount:{{ .Release.Namespace }}:${SERVICE_ACCOUNT}
             - --name=${TALOS_GATE_NAME}
             - --name=${svc}
             - --name=${svc}.svc

@@ -91,8 +91,13 @@ export function controllerRules(): Rule[] {
     { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
     { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
     // The Talos API gate signs its client certificates from CertificateSigningRequests
-    // with its own signerName, after a SubjectAccessReview of the requester.
-    { apiGroups: ['certificates.k8s.io'], resources: ['certificatesigningrequests'], verbs: READ },
+    // with its own signerName, after a SubjectAccessReview of the requester; the HTTP API
+    // creates them for callers who have only a bearer token (POST /v1/talos/certificates).
+    {
+      apiGroups: ['certificates.k8s.io'],
+      resources: ['certificatesigningrequests'],
+      verbs: [...READ, 'create'],
+    },
     {
       apiGroups: ['certificates.k8s.io'],
       resources: ['certificatesigningrequests/approval', 'certificatesigningrequests/status'],

@@ -5,6 +5,12 @@
 // (the verb `os:<role>` on talosapi.talos.dev, SubjectAccessReview as the requester), and
 // signs a certificate naming the user (CN), the role (O) and the user's groups (OU), valid
 // for at most `maxLifetimeMs`. Any replica may sign: the status write is conditional.
+//
+// A person who reaches only gatehouse's HTTP API (a bearer token, no kubeconfig) gets
+// theirs through it: the controller authenticates the token (TokenReview) and creates the
+// request itself, naming the person in the annotation talos.dev/requested-for. The signer
+// believes that annotation only on a request made by one of its `delegates` (the
+// controller's ServiceAccount), and judges the person named there exactly as above.
 import { createPublicKey } from 'node:crypto';
 import { GROUP } from '../api/common.ts';
 import type { Authorizer, Caller } from '../http/auth.ts';
@@ -15,12 +21,14 @@ import { TALOS_ROLES } from './methods.ts';
 import { issueCertificate, readCertificateRequest, type Authority } from './pki.ts';
 
 export const GATE_SIGNER = 'talos.dev/gate';
+/** On a request the HTTP API made for someone: who, as JSON `{username, uid?, groups, extra?}`. */
+export const REQUESTED_FOR_ANNOTATION = 'talos.dev/requested-for';
 /** The resource whose custom verbs (os:admin, os:operator, …) grant Talos roles through the gate. */
 export const TALOS_API_RESOURCE = 'talosapi';
 const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 
 export interface CertificateSigningRequest {
-  metadata: { name: string; resourceVersion?: string };
+  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
   spec: {
     request: string;
     signerName: string;
@@ -41,12 +49,69 @@ export type Judgement =
   | { kind: 'deny'; message: string }
   | { kind: 'check'; caller: Caller; role: string; publicKeyPem: string; lifetimeMs: number };
 
-/** What a request asks for and whether it is well-formed; the RBAC question comes after (pure). */
-export function judgeRequest(csr: CertificateSigningRequest, maxLifetimeMs: number): Judgement {
+const strings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
+
+/** The person an annotation names, or why it names no one. */
+export function readRequestedFor(text: string): Caller | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return `${REQUESTED_FOR_ANNOTATION} is not JSON`;
+  }
+  if (typeof value !== 'object' || value === null) return `${REQUESTED_FOR_ANNOTATION} is not an object`;
+  const v = value as Record<string, unknown>;
+  if (typeof v.username !== 'string' || v.username === '')
+    return `${REQUESTED_FOR_ANNOTATION} names no username`;
+  if (v.groups !== undefined && !strings(v.groups))
+    return `${REQUESTED_FOR_ANNOTATION}: groups must be strings`;
+  if (v.uid !== undefined && typeof v.uid !== 'string')
+    return `${REQUESTED_FOR_ANNOTATION}: uid must be a string`;
+  const extra = v.extra;
+  if (
+    extra !== undefined &&
+    (typeof extra !== 'object' || extra === null || !Object.values(extra).every(strings))
+  )
+    return `${REQUESTED_FOR_ANNOTATION}: extra must map names to lists of strings`;
+  return {
+    username: v.username,
+    groups: v.groups ?? [],
+    ...(typeof v.uid === 'string' ? { uid: v.uid } : {}),
+    ...(extra ? { extra: extra as Record<string, string[]> } : {}),
+  };
+}
+
+/** Who a request is for: its maker, or — on a request a delegate made — the person it names. */
+function requester(csr: CertificateSigningRequest, delegates: readonly string[]): Caller | string {
+  const maker = csr.spec.username ?? '';
+  const named = csr.metadata.annotations?.[REQUESTED_FOR_ANNOTATION];
+  if (named === undefined)
+    return {
+      username: maker,
+      groups: csr.spec.groups ?? [],
+      ...(csr.spec.uid ? { uid: csr.spec.uid } : {}),
+      ...(csr.spec.extra ? { extra: csr.spec.extra } : {}),
+    };
+  if (!delegates.includes(maker))
+    return `the request names someone to sign for (${REQUESTED_FOR_ANNOTATION}) but was made by ${maker || 'no one'}: only gatehouse's HTTP API may ask on another's behalf`;
+  return readRequestedFor(named);
+}
+
+/**
+ * What a request asks for and whether it is well-formed; the RBAC question comes after
+ * (pure). `delegates`: the users whose requests may name another (the HTTP API's).
+ */
+export function judgeRequest(
+  csr: CertificateSigningRequest,
+  maxLifetimeMs: number,
+  delegates: readonly string[] = [],
+): Judgement {
   if (csr.spec.signerName !== GATE_SIGNER) return { kind: 'skip' };
   const done = (csr.status?.conditions ?? []).some((c) => c.type === 'Denied' || c.type === 'Failed');
   if (done || csr.status?.certificate) return { kind: 'skip' };
-  const username = csr.spec.username ?? '';
+  const caller = requester(csr, delegates);
+  if (typeof caller === 'string') return { kind: 'deny', message: caller };
+  const username = caller.username;
   let request;
   try {
     request = readCertificateRequest(Buffer.from(csr.spec.request, 'base64').toString('utf8'));
@@ -67,12 +132,7 @@ export function judgeRequest(csr: CertificateSigningRequest, maxLifetimeMs: numb
   const lifetimeMs = Math.min(maxLifetimeMs, (csr.spec.expirationSeconds ?? 3600) * 1000);
   return {
     kind: 'check',
-    caller: {
-      username,
-      groups: csr.spec.groups ?? [],
-      ...(csr.spec.uid ? { uid: csr.spec.uid } : {}),
-      ...(csr.spec.extra ? { extra: csr.spec.extra } : {}),
-    },
+    caller,
     role: roles[0] as string,
     publicKeyPem: request.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
     lifetimeMs,
@@ -90,6 +150,8 @@ export interface SignerOptions {
   authority: Authority;
   log: Logger;
   maxLifetimeMs: number;
+  /** Users whose requests may name another person (REQUESTED_FOR_ANNOTATION): the controller's ServiceAccount. */
+  delegates?: readonly string[];
   intervalMs?: number;
 }
 
@@ -132,7 +194,7 @@ export class CertificateSigner {
   }
 
   private async handle(csr: CertificateSigningRequest): Promise<void> {
-    const judgement = judgeRequest(csr, this.options.maxLifetimeMs);
+    const judgement = judgeRequest(csr, this.options.maxLifetimeMs, this.options.delegates);
     if (judgement.kind === 'skip') return;
     if (judgement.kind === 'deny') {
       await this.condition(csr, 'Denied', 'GateRefused', judgement.message);

@@ -12,7 +12,15 @@ import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import type { ObservedNodeAction } from '../../src/api/node-action.ts';
 import { freePorts } from '../../sandbox/processes.ts';
 import { talosCallCounts } from '../../sandbox/talos-simulator.ts';
-import type { Controller } from '../../src/controller.ts';
+import { X509Certificate } from 'node:crypto';
+import { Controller } from '../../src/controller.ts';
+import { silentLogger } from '../../src/log.ts';
+import { createCertificateRequest, newKey } from '../../src/talos-gate/pki.ts';
+import {
+  GATE_SIGNER,
+  REQUESTED_FOR_ANNOTATION,
+  type CertificateSigningRequest,
+} from '../../src/talos-gate/signer.ts';
 import { loadTalosConfig } from '../../src/talos/config.ts';
 import { TalosApiError } from '../../src/talos/errors.ts';
 import { API, startGateController } from '../support/gate.ts';
@@ -56,7 +64,13 @@ interface GateProcess {
 }
 
 /** Starts `gatehouse talos-gate` as the controller's ServiceAccount, its CA in the Secret `caSecret` of gatehouse's namespace. */
-async function startGate(t: TestContext, caSecret: string, port: number, hold: string): Promise<GateProcess> {
+async function startGate(
+  t: TestContext,
+  caSecret: string,
+  port: number,
+  hold: string,
+  extraArgs: string[] = [],
+): Promise<GateProcess> {
   t.after(() =>
     api
       .request(`/api/v1/namespaces/gatehouse-system/secrets/${caSecret}`, { method: 'DELETE' })
@@ -88,6 +102,7 @@ async function startGate(t: TestContext, caSecret: string, port: number, hold: s
       instance,
       '--log-level',
       'warn',
+      ...extraArgs,
     ],
     { env: cliEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -189,6 +204,102 @@ describe('gatehouse talos-gate and gatehouse talosconfig', () => {
     const refused = await talosconfigFor(carol, gate, 'os:admin', 'no.talosconfig');
     assert.notEqual(refused.code, 0);
     assert.match(refused.stderr, /gatehouse:talos-admin/);
+  });
+
+  it('talosconfig through the HTTP API with a bearer token: the role RBAC grants, asked for by the controller on behalf of the caller; a forged delegation is refused', async (t) => {
+    const namespace = await freshNamespace(t);
+    const ports = await freePorts(['gate']);
+    const caSecret = uniqueName('gate-ca');
+    const delegate = 'system:serviceaccount:gatehouse-system:gatehouse';
+    const gate = await startGate(t, caSecret, ports.gate, '1500ms', ['--delegate', delegate]);
+    // The controller as shipped: its own ServiceAccount and ClusterRole, its HTTP API only.
+    const api2 = await Controller.start({
+      kubeConfig: await controllerKubeConfig(kc),
+      log: silentLogger(),
+      host: '127.0.0.1',
+      port: 0,
+      leaderElection: false,
+      instance: `${instance}-http`,
+      checkSelector: `${INSTANCE_LABEL}=${instance}-http`,
+    });
+    t.after(() => api2.stop());
+    await api2.waitForSync();
+    const erin = await person(t, namespace, 'erin', ['gatehouse:talos-operator']);
+    const token = await serviceAccountToken(kc, namespace, 'erin');
+    const viaHttp = async (role: string, file: string) => {
+      const talosconfig = join(dir, file);
+      const result = await runCli([
+        'talosconfig',
+        '--server',
+        api2.url,
+        '--token',
+        token,
+        '--endpoint',
+        gate.endpoint,
+        '--role',
+        role,
+        '--talosconfig',
+        talosconfig,
+      ]);
+      return { ...result, talosconfig };
+    };
+    const ok = await viaHttp('os:operator', 'erin.talosconfig');
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.match(ok.stdout, new RegExp(`${erin.user} with the Talos role os:operator`));
+    const context = await loadTalosConfig({ path: ok.talosconfig });
+    const cert = new X509Certificate(context.crt);
+    assert.match(
+      cert.subject,
+      new RegExp(`CN=${erin.user}`),
+      'the certificate names the caller, not the controller',
+    );
+    const client = talosClient(context);
+    t.after(() => client.close());
+    const node = await testNode(t, uniqueName('tgh'));
+    assert.equal((await client.version({ node: node.ip })).tag, 'v1.13.0');
+
+    const refused = await viaHttp('os:admin', 'erin-admin.talosconfig');
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /gatehouse:talos-admin/);
+
+    // Someone else cannot borrow the delegation: a request of their own naming erin is denied.
+    const mallory = await person(t, namespace, 'mallory', ['gatehouse:talos-operator']);
+    const malloryApi = rest(kubeConfigWithToken(kc, await serviceAccountToken(kc, namespace, 'mallory')));
+    const key = newKey();
+    const forged = uniqueName('forged-csr');
+    t.after(() =>
+      api
+        .request(`/apis/certificates.k8s.io/v1/certificatesigningrequests/${forged}`, { method: 'DELETE' })
+        .catch(() => undefined),
+    );
+    await malloryApi.request('/apis/certificates.k8s.io/v1/certificatesigningrequests', {
+      method: 'POST',
+      body: {
+        apiVersion: 'certificates.k8s.io/v1',
+        kind: 'CertificateSigningRequest',
+        metadata: {
+          name: forged,
+          annotations: {
+            [REQUESTED_FOR_ANNOTATION]: JSON.stringify({ username: erin.user, groups: ['system:masters'] }),
+          },
+        },
+        spec: {
+          request: Buffer.from(
+            createCertificateRequest({ commonName: erin.user, organizations: ['os:admin'] }, key.privateKey),
+          ).toString('base64'),
+          signerName: GATE_SIGNER,
+          usages: ['digital signature', 'client auth'],
+        },
+      },
+    });
+    const verdict = await waitFor('the signer to judge the forged request', async () => {
+      const csr = await api.request<CertificateSigningRequest>(
+        `/apis/certificates.k8s.io/v1/certificatesigningrequests/${forged}`,
+      );
+      return csr.status?.conditions?.[0];
+    });
+    assert.equal(verdict.type, 'Denied', `${mallory.user}'s request naming ${erin.user} was ${verdict.type}`);
+    assert.match(verdict.message ?? '', /only gatehouse's HTTP API/);
   });
 
   it('the gate SIGKILLed while it holds a reboot: after a restart the repeated call passes once, never twice', async (t) => {

@@ -27,7 +27,12 @@ import {
   serialNumber,
 } from '../../src/talos-gate/pki.ts';
 import { callDeadline } from '../../src/talos-gate/server.ts';
-import { GATE_SIGNER, judgeRequest } from '../../src/talos-gate/signer.ts';
+import {
+  GATE_SIGNER,
+  judgeRequest,
+  readRequestedFor,
+  REQUESTED_FOR_ANNOTATION,
+} from '../../src/talos-gate/signer.ts';
 import { metadataOf, NOT_FORWARDED } from '../../src/talos-gate/wire.ts';
 import { appendToReply, heldEntries, narrowed } from '../../src/talos-gate/fan-out.ts';
 import { RebootResponseSchema } from '../../src/talos/gen/gatehouse/talos/machine_pb.ts';
@@ -279,6 +284,42 @@ describe('gate certificates (pki.ts, signer.ts)', () => {
       ).kind,
       'skip',
     );
+  });
+  it('believes a request naming someone else only from a delegate, and judges the person named', () => {
+    const key = newKey();
+    const csr = (cn: string, maker: string, annotation: string | undefined) => ({
+      metadata: {
+        name: 'x',
+        ...(annotation === undefined ? {} : { annotations: { [REQUESTED_FOR_ANNOTATION]: annotation } }),
+      },
+      spec: {
+        signerName: GATE_SIGNER,
+        username: maker,
+        groups: ['system:serviceaccounts'],
+        expirationSeconds: 3600,
+        request: Buffer.from(
+          createCertificateRequest({ commonName: cn, organizations: ['os:operator'] }, key.privateKey),
+        ).toString('base64'),
+      },
+    });
+    const controller = 'system:serviceaccount:gatehouse-system:gatehouse';
+    const jane = JSON.stringify({ username: 'jane', groups: ['ops'], uid: 'u1' });
+    const ok = judgeRequest(csr('jane', controller, jane), 3_600_000, [controller]);
+    assert.ok(ok.kind === 'check', ok.kind);
+    assert.deepEqual(ok.caller, { username: 'jane', groups: ['ops'], uid: 'u1' });
+    // Anyone else naming jane is refused, whoever they say they ask for.
+    const forged = judgeRequest(csr('jane', 'mallory', jane), 3_600_000, [controller]);
+    assert.ok(
+      forged.kind === 'deny' && /only gatehouse's HTTP API/.test(forged.message),
+      JSON.stringify(forged),
+    );
+    // Without delegates configured, nobody may.
+    assert.equal(judgeRequest(csr('jane', controller, jane), 3_600_000).kind, 'deny');
+    // The person named must be the request's CN, and the annotation well-formed.
+    assert.equal(judgeRequest(csr('bob', controller, jane), 3_600_000, [controller]).kind, 'deny');
+    for (const bad of ['{', '[]', '{"groups":["x"]}', '{"username":"jane","groups":[1]}'])
+      assert.equal(judgeRequest(csr('jane', controller, bad), 3_600_000, [controller]).kind, 'deny', bad);
+    assert.equal(typeof readRequestedFor('{"username":"jane"}'), 'object');
   });
 });
 
