@@ -65,6 +65,8 @@ export const FAULT_METHODS = [
   'EtcdStatus',
   'EtcdAlarmList',
   'EtcdForfeitLeadership',
+  'EtcdLeaveCluster',
+  'EtcdRemoveMemberByID',
   'EtcdSnapshot',
   'Rollback',
   'MachineConfigGet',

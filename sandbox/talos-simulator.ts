@@ -304,6 +304,8 @@ type MethodName =
   | 'EtcdStatus'
   | 'EtcdAlarmList'
   | 'EtcdForfeitLeadership'
+  | 'EtcdLeaveCluster'
+  | 'EtcdRemoveMemberByID'
   | 'EtcdSnapshot'
   | 'Rollback'
   | 'MachineConfigGet'
@@ -669,8 +671,66 @@ export class TalosSimulator {
     return { member, members };
   }
 
+  /**
+   * Removes `leaving` from etcd as Talos's client does (internal/pkg/etcd): through the
+   * leader, refused while there is none; refused as etcd's strict reconfiguration check
+   * refuses a removal that leaves fewer healthy voting members than a quorum of those
+   * remaining (Talos's LeaveCluster retries that for five minutes, then fails with it).
+   */
+  private async removeMember(members: SimulatedMember[], leaving: SimulatedMember): Promise<void> {
+    if (!etcdLeader(members))
+      throw new CallError(GrpcStatus.UNAVAILABLE, 'etcdserver: no leader (the cluster has no quorum)');
+    const remaining = members.filter((m) => !m.learner && m.id !== leaving.id);
+    const healthy = remaining.filter((m) => !m.down && !m.unhealthy);
+    if (remaining.length === 0 || healthy.length < Math.floor(remaining.length / 2) + 1)
+      throw new CallError(
+        GrpcStatus.UNKNOWN,
+        `failed to remove member ${String(leaving.id)}: etcdserver: unhealthy cluster`,
+      );
+    await this.setAnnotations(leaving.hostname, {
+      [ETCD_LEFT_ANNOTATION]: 'true',
+      [ETCD_LEADER_ANNOTATION]: null,
+    });
+    this.log(`etcd: member ${leaving.hostname} removed`);
+  }
+
   private etcdService(): UntypedServiceImplementation {
     return {
+      // Talos's EtcdLeaveCluster: control plane only; the node's own member removed, then
+      // etcd stopped and its data emptied (here: the member marked as left, as a graceful
+      // reset leaves it; a boot joins it again).
+      EtcdLeaveCluster: this.unary('EtcdLeaveCluster', MachineService.EtcdLeaveCluster, async (machine) => {
+        const { member, members } = await this.memberOf(machine, 'etcd leave');
+        try {
+          await this.removeMember(members, member);
+        } catch (error) {
+          if (!(error instanceof CallError) || error.code !== GrpcStatus.UNKNOWN) throw error;
+          throw new CallError(GrpcStatus.UNKNOWN, `failed to leave cluster: ${error.message}`);
+        }
+        return { messages: [{}] };
+      }),
+      // Talos's EtcdRemoveMemberByID: control plane only (any member's node, through the
+      // control-plane IPs); NotFound for an ID no member has.
+      EtcdRemoveMemberByID: this.unary(
+        'EtcdRemoveMemberByID',
+        MachineService.EtcdRemoveMemberByID,
+        async (machine, request) => {
+          if (!isControlPlane(this.etcdNode(machine.node)))
+            throw new CallError(
+              GrpcStatus.UNIMPLEMENTED,
+              'etcd remove member is only available on control plane nodes',
+            );
+          const members = await this.members(machine);
+          const leaving = members.find((m) => m.id === request.memberId);
+          if (!leaving)
+            throw new CallError(
+              GrpcStatus.NOT_FOUND,
+              `failed to remove member ${String(request.memberId)}: etcdserver: member not found`,
+            );
+          await this.removeMember(members, leaving);
+          return { messages: [{}] };
+        },
+      ),
       EtcdMemberList: this.unary('EtcdMemberList', MachineService.EtcdMemberList, async (machine) => {
         const { members } = await this.memberOf(machine, 'member list');
         if (!etcdLeader(members))

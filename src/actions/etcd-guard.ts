@@ -145,7 +145,7 @@ export function guardEtcd(b: DecisionBuilder): EtcdGuardOutcome {
   if (etcdDisruption(spec) !== 'down' && !state.spareable) {
     b.end(
       'Denied',
-      `refused: a ${spec.action} of control-plane node ${nodeName} takes its etcd member out for good (${etcdDisruption(spec) === 'leaves' ? 'a graceful reset leaves etcd' : 'a reset that is not graceful leaves a dead member'}), and ${state.message}; add a control-plane node first`,
+      `refused: a ${spec.action} of control-plane node ${nodeName} takes its etcd member out for good (${kindOf(spec).words.goneForGood?.(spec) ?? 'it leaves etcd'}), and ${state.message}; add a control-plane node first`,
     );
     return { go: false, asked: false, result: r };
   }

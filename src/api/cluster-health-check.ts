@@ -596,8 +596,7 @@ export const ClusterHealthCheckSpec = Type.Object(
   {
     actions: Type.Optional(
       Type.Array(StringEnum(ACTIONS, { description: 'An action.' }), {
-        description:
-          'Actions this check gates: Upgrade, Reboot, Shutdown, Reset, ConfigChange. Absent or empty: every action, including kinds added later.',
+        description: `Actions this check gates: ${ACTIONS.join(', ')}. Absent or empty: every action, including kinds added later.`,
         maxItems: 5,
         'x-kubernetes-list-type': 'set',
       }),

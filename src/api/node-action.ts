@@ -303,6 +303,7 @@ export const ACTION_PARAMETERS: { readonly [A in Action]: ParameterField | undef
   Shutdown: undefined,
   Reset: 'reset',
   ConfigChange: 'configChange',
+  EtcdLeave: undefined,
 };
 
 /** The parameters an action cannot go without, and how the refusal says so. */
@@ -372,7 +373,7 @@ export const NodeActionSpec = Type.Object(
   {
     nodeName: DnsSubdomain('Name of the Node to act on.'),
     action: StringEnum(ACTIONS, {
-      description: 'What to do to the node: Upgrade, Reboot, Shutdown, Reset or ConfigChange.',
+      description: `What to do to the node: ${ACTIONS.slice(0, -1).join(', ')} or ${ACTIONS.at(-1) ?? ''}.`,
     }),
     upgrade: Type.Optional(UpgradeParameters),
     reboot: Type.Optional(RebootParameters),
@@ -711,7 +712,7 @@ export const NodeActionStatus = Type.Object(
 
 export const NodeAction = Resource(
   'NodeAction',
-  'NodeAction is a request to perform one action (Upgrade, Reboot, Shutdown, Reset or ConfigChange) on one node. gatehouse approves it once its policies allow it, every health check that gates it holds and every pre-action hook succeeded; then the controller (Managed) or the requester (External) performs it, and the controller follows the node back and runs its boot hooks. Its spec is immutable; deleting an unfinished action cancels it.',
+  `NodeAction is a request to perform one action (${ACTIONS.slice(0, -1).join(', ')} or ${ACTIONS.at(-1) ?? ''}) on one node. gatehouse approves it once its policies allow it, every health check that gates it holds and every pre-action hook succeeded; then the controller (Managed) or the requester (External) performs it, and the controller follows the node back and runs its boot hooks. Its spec is immutable; deleting an unfinished action cancels it.`,
   NodeActionSpec,
   NodeActionStatus,
 );

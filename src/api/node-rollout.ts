@@ -31,6 +31,11 @@ import {
 /** The actions a rollout may take; the others make no sense in bulk. */
 export const ROLLOUT_ACTIONS = ['Upgrade', 'Reboot'] as const;
 export type RolloutAction = (typeof ROLLOUT_ACTIONS)[number];
+/** The actions a rollout refuses, in words: "Shutdown, Reset, ConfigChange and EtcdLeave". */
+const REFUSED = ((refused: readonly string[]) =>
+  `${refused.slice(0, -1).join(', ')} and ${refused.at(-1) ?? ''}`)(
+  ACTIONS.filter((a) => !(ROLLOUT_ACTIONS as readonly string[]).includes(a)),
+);
 
 /** Most nodes one rollout tracks: its status lists each, and an object has a size limit. */
 export const MAX_ROLLOUT_NODES = 1000;
@@ -41,8 +46,7 @@ const LABEL_KEY =
 const specRules: ValidationRule[] = [
   {
     rule: `self.action in [${ROLLOUT_ACTIONS.map((a) => `'${a}'`).join(', ')}]`,
-    message:
-      'spec.action must be Upgrade or Reboot: Shutdown, Reset and ConfigChange make no sense for a whole pool; request them per node with a NodeAction',
+    message: `spec.action must be Upgrade or Reboot: ${REFUSED} make no sense for a whole pool; request them per node with a NodeAction`,
     fieldPath: '.action',
     reason: 'FieldValueForbidden',
   },
@@ -88,8 +92,7 @@ const specRules: ValidationRule[] = [
 export const NodeRolloutSpec = Type.Object(
   {
     action: StringEnum(ACTIONS, {
-      description:
-        'What to do to every selected node: Upgrade (to upgrade.image; nodes already at its version are skipped) or Reboot (each node once). Shutdown, Reset and ConfigChange are refused.',
+      description: `What to do to every selected node: Upgrade (to upgrade.image; nodes already at its version are skipped) or Reboot (each node once). ${REFUSED} are refused.`,
     }),
     upgrade: Type.Optional(UpgradeParameters),
     reboot: Type.Optional(RebootParameters),

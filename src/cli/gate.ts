@@ -95,6 +95,7 @@ export function gateSpec(node: string, flags: GateFlags): RequestSpec {
     }
     case 'Shutdown':
     case 'Reset':
+    case 'EtcdLeave':
       return base;
   }
 }

@@ -254,6 +254,17 @@ export function shutdownCommand(): Command {
   );
 }
 
+export function etcdLeaveCommand(): Command {
+  return actionCommand(
+    'etcd-leave',
+    "make control-plane nodes' etcd members leave etcd for good, one at a time, after the etcd guard and the pre-reset hooks",
+  ).action(
+    handled(async (nodes: string[], _: unknown, command: Command) => {
+      await run(command.optsWithGlobals<CommonFlags>(), nodes, 'EtcdLeave', () => ({}));
+    }),
+  );
+}
+
 export function resetCommand(): Command {
   return actionCommand(
     'reset',
@@ -364,5 +375,12 @@ export function applyConfigCommand(): Command {
 }
 
 export function nodeActionCommands(): Command[] {
-  return [rebootCommand(), upgradeCommand(), shutdownCommand(), resetCommand(), applyConfigCommand()];
+  return [
+    rebootCommand(),
+    upgradeCommand(),
+    shutdownCommand(),
+    resetCommand(),
+    applyConfigCommand(),
+    etcdLeaveCommand(),
+  ];
 }

@@ -7,6 +7,7 @@ import type { NodeActionSpec } from '../api/node-action.ts';
 import {
   ApplyConfigurationRequest_Mode as ApplyMode,
   ApplyConfigurationRequestSchema,
+  EtcdRemoveMemberByIDRequestSchema,
   LifecycleServiceUpgradeRequestSchema,
   RebootRequest_Mode as RebootMode,
   RebootRequestSchema,
@@ -40,13 +41,14 @@ export type ActionAsk = Pick<NodeActionSpec, 'action' | 'upgrade' | 'reboot' | '
  * - `forward`: as it is, now (not gated, or gated but harmless in this form);
  * - `gate`: only once a NodeAction `ask` of the caller is Approved; `step` says whether
  *   the call disrupts (the executed mark) or only installs (an Upgrade's first half);
- * - `etcd`: an etcd membership change (see server.ts);
+ * - `etcd-remove`: a member removed by ID, gated as an EtcdLeave of the member's node
+ *   once the gate knows which node that is (server.ts asks etcd);
  * - `refuse`: never, with a status the caller can act on.
  */
 export type Classification =
   | { kind: 'forward'; why: string }
   | { kind: 'gate'; ask: ActionAsk; step: 'disrupt' | 'install'; call: string }
-  | { kind: 'etcd'; call: string }
+  | { kind: 'etcd-remove'; memberId: bigint; call: string }
   | { kind: 'refuse'; code: number; message: string };
 
 export class RequestDecodeError extends Error {
@@ -63,6 +65,9 @@ function decode<T>(what: string, run: () => T): T {
   }
 }
 
+/** An etcd member ID as etcdctl and talosctl print it. */
+export const memberHex = (id: bigint) => id.toString(16).padStart(16, '0');
+
 const methodName = (path: string) => path.replace(/^\/machine\./, '').replace(/^\//, '');
 
 /** The Talos version needed to judge the call; undefined when the node's is unknown. */
@@ -76,8 +81,12 @@ export function classifyCall(
   switch (gating.gated) {
     case false:
       return { kind: 'forward', why: gating.why };
-    case 'etcd-membership':
-      return { kind: 'etcd', call };
+    case 'EtcdLeave':
+      return { kind: 'gate', ask: { action: 'EtcdLeave' }, step: 'disrupt', call };
+    case 'EtcdRemoveMember': {
+      const r = decode(call, () => fromBinary(EtcdRemoveMemberByIDRequestSchema, request));
+      return { kind: 'etcd-remove', memberId: r.memberId, call: `${call} (member ${memberHex(r.memberId)})` };
+    }
     case 'Shutdown': {
       const r = decode(call, () => fromBinary(ShutdownRequestSchema, request));
       return {

@@ -120,7 +120,7 @@ export async function planFanOut(
       throw error;
     }
     if (c.kind === 'refuse') return { kind: 'answer', code: c.code, message: c.message };
-    if (c.kind === 'etcd')
+    if (c.kind === 'etcd-remove')
       return {
         kind: 'answer',
         code: Code.FAILED_PRECONDITION,

@@ -15,7 +15,10 @@ const READER: TalosRole[] = ['os:admin', 'os:operator', 'os:reader'];
 /** How the gate treats a method: forwarded as it is, or held until a NodeAction allows it. */
 export type Gating =
   | { gated: false; why: string }
-  | { gated: 'Reboot' | 'Shutdown' | 'Reset' | 'Upgrade' | 'ConfigChange' | 'etcd-membership'; why: string };
+  | {
+      gated: 'Reboot' | 'Shutdown' | 'Reset' | 'Upgrade' | 'ConfigChange' | 'EtcdLeave' | 'EtcdRemoveMember';
+      why: string;
+    };
 
 export interface MethodFacts {
   /** Roles allowed to call it (Talos's rule; a method without one is admin-only). */
@@ -72,7 +75,7 @@ export const TALOS_METHODS: Readonly<Record<string, MethodFacts>> = {
   ),
   '/machine.MachineService/EtcdLeaveCluster': {
     roles: ADMIN,
-    gating: { gated: 'etcd-membership', why: 'shrinks the etcd membership for good (quorum)' },
+    gating: { gated: 'EtcdLeave', why: "the node's member leaves etcd for good (quorum)" },
   },
   '/machine.MachineService/EtcdMemberList': forward([...READER, 'os:etcd:backup'], 'reads only'),
   '/machine.MachineService/EtcdRecover': forward(
@@ -81,7 +84,10 @@ export const TALOS_METHODS: Readonly<Record<string, MethodFacts>> = {
   ),
   '/machine.MachineService/EtcdRemoveMemberByID': {
     roles: ADMIN,
-    gating: { gated: 'etcd-membership', why: 'shrinks the etcd membership for good (quorum)' },
+    gating: {
+      gated: 'EtcdRemoveMember',
+      why: "an EtcdLeave of the member's node; a member of no Node: bypass holders only",
+    },
   },
   '/machine.MachineService/EtcdSnapshot': forward(
     ['os:admin', 'os:operator', 'os:etcd:backup'],

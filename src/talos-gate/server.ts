@@ -26,7 +26,7 @@ import { errorMessage, sleep } from '../wait.ts';
 import { findNode } from './actions.ts';
 import { appendToReply, heldEntries, narrowed, planFanOut } from './fan-out.ts';
 import { Holder } from './hold.ts';
-import { classifyCall, Code, RequestDecodeError, type Classification } from './classify.ts';
+import { classifyCall, Code, memberHex, RequestDecodeError, type Classification } from './classify.ts';
 import { madeByGate, type GatedCall } from './decide.ts';
 import { heldMessage } from './held.ts';
 import { methodFacts, mayCall } from './methods.ts';
@@ -315,18 +315,49 @@ export class TalosGate {
       case 'refuse':
         answerStatus(stream, classification.code, classification.message);
         return;
-      case 'etcd': {
-        const allowed = await this.authorizer.decide(caller, { verb: 'bypass', resource: 'nodeactions' });
-        if (!allowed.allowed) {
-          answerStatus(
-            stream,
-            Code.PERMISSION_DENIED,
-            `talos gate: ${classification.call} shrinks etcd for good and no NodeAction describes it: only holders of the verb bypass on nodeactions.talos.dev (ClusterRole gatehouse:bypass) may make it through the gate; for a node leaving the cluster, reset it (gatehouse reset ${node.metadata.name})`,
-          );
+      case 'etcd-remove': {
+        const owner = await this.memberNode(stream, target, classification.memberId);
+        if (owner === 'answered') return;
+        if (owner === undefined) {
+          // No member by that ID: Talos answers NotFound, and nothing changes.
+          await this.forward(stream, headers, path, raw);
           return;
         }
-        log.warn('talos gate: etcd membership call forwarded for a bypass holder');
-        await this.forward(stream, headers, path, raw);
+        if (owner.node === undefined) {
+          // A member of no Node (its machine gone): removing it lets etcd count a healthy
+          // quorum again, a judgement the action kinds cannot make for a node that is not there.
+          const allowed = await this.authorizer.decide(caller, { verb: 'bypass', resource: 'nodeactions' });
+          if (!allowed.allowed) {
+            answerStatus(
+              stream,
+              Code.PERMISSION_DENIED,
+              `talos gate: ${classification.call} is ${owner.hostname}'s, which is no Node of this cluster: removing a member whose node is gone is for holders of the verb bypass on nodeactions.talos.dev (ClusterRole gatehouse:bypass); for a node still there, it is an EtcdLeave of that node`,
+            );
+            return;
+          }
+          log.warn(
+            { member: owner.hostname },
+            'talos gate: removal of a member of no Node forwarded for a bypass holder',
+          );
+          await this.forward(stream, headers, path, raw);
+          return;
+        }
+        const call: GatedCall = {
+          caller: caller.username,
+          node: owner.node,
+          ask: { action: 'EtcdLeave' },
+          step: 'disrupt',
+        };
+        await this.hold(
+          stream,
+          headers,
+          path,
+          raw,
+          caller,
+          call,
+          `${classification.call} of ${owner.node}`,
+          log,
+        );
         return;
       }
       case 'gate':
@@ -386,6 +417,33 @@ export class TalosGate {
     }
     const extra = heldEntries(plan.held);
     await join(stream, upstream, raw, (reply) => appendToReply(reply, extra));
+  }
+
+  /**
+   * Whose member `id` is, asked of etcd through `target` with gatehouse's credentials: its
+   * hostname and the Node of that name or address (undefined: no such Node), undefined when
+   * no member has the ID, or 'answered' when etcd could not be asked (the caller was told).
+   */
+  private async memberNode(
+    stream: ServerHttp2Stream,
+    target: string,
+    id: bigint,
+  ): Promise<{ hostname: string; node: string | undefined } | undefined | 'answered'> {
+    let members;
+    try {
+      members = await this.options.upstream.talosClient().etcdMemberList({ node: target });
+    } catch (error) {
+      answerStatus(
+        stream,
+        Code.UNAVAILABLE,
+        `talos gate: cannot list the etcd members through ${target} to tell whose member ${memberHex(id)} is: ${errorMessage(error)}`,
+      );
+      return 'answered';
+    }
+    const member = members.find((m) => m.id === id);
+    if (!member) return undefined;
+    const node = await findNode(this.options.rest, member.hostname);
+    return { hostname: member.hostname, node: node?.metadata.name };
   }
 
   /** When a held call is answered: after holdMs, and before the caller's own deadline. */

@@ -7,6 +7,7 @@
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
 import { isIP } from 'node:net';
 import tls, { checkServerIdentity, type PeerCertificate } from 'node:tls';
+import { TalosClient } from '../talos/client.ts';
 import type { TalosContext } from '../talos/config.ts';
 
 // apid does not choose its certificate by server name; TLS forbids an IP address as one
@@ -55,8 +56,18 @@ export class Upstream {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5000;
   }
 
+  private client: TalosClient | undefined;
+
+  /** A Talos API client with the same credentials, for the gate's own questions (whose etcd member is this?). */
+  talosClient(): TalosClient {
+    this.client ??= new TalosClient(this.context, { timeoutMs: 10_000 });
+    return this.client;
+  }
+
   /** Uses new credentials (a reloaded talosconfig) for the sessions opened from now on. */
   replaceContext(context: TalosContext): void {
+    this.client?.close();
+    this.client = undefined;
     this.context = context;
     for (const session of this.sessions.values()) session.close();
     this.sessions.clear();
@@ -137,5 +148,7 @@ export class Upstream {
   close(): void {
     for (const session of this.sessions.values()) session.close();
     this.sessions.clear();
+    this.client?.close();
+    this.client = undefined;
   }
 }

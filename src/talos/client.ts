@@ -222,6 +222,21 @@ export class TalosClient {
     return { actorId: this.only(MachineService.Reboot, reply.messages, options).actorId };
   }
 
+  /**
+   * MachineService.EtcdLeaveCluster: the node's member leaves etcd for good (Talos removes
+   * it, stops etcd and empties its data). Answers once it has.
+   */
+  async etcdLeaveCluster(options: CallOptions = {}): Promise<void> {
+    const reply = await this.unary(MachineService.EtcdLeaveCluster, {}, options);
+    this.only(MachineService.EtcdLeaveCluster, reply.messages, options);
+  }
+
+  /** MachineService.EtcdRemoveMemberByID: removes the member with this ID, whichever node it is. */
+  async etcdRemoveMemberById(memberId: bigint, options: CallOptions = {}): Promise<void> {
+    const reply = await this.unary(MachineService.EtcdRemoveMemberByID, { memberId }, options);
+    this.only(MachineService.EtcdRemoveMemberByID, reply.messages, options);
+  }
+
   /** MachineService.Shutdown; `force` skips Talos' own cordon and drain. */
   async shutdown(options: CallOptions & { force?: boolean } = {}): Promise<{ actorId: string }> {
     const reply = await this.unary(MachineService.Shutdown, { force: options.force ?? false }, options);

@@ -220,6 +220,9 @@ export async function callTalos(
         message: `upgrading to ${call.image} (legacy upgrade, Talos ${call.version})`,
       };
     }
+    case 'MachineService.EtcdLeaveCluster':
+      await client.etcdLeaveCluster(to);
+      return { disrupts: false, message: 'left etcd: the member removed, etcd stopped and its data emptied' };
     case 'MachineService.ApplyConfiguration': {
       if (options.machineConfig === undefined)
         throw new Error('the machine configuration to apply is missing');

@@ -47,7 +47,9 @@ export type TalosCall =
   | ({ method: 'MachineService.Reset'; graceful: boolean } & ResetRequestPlan)
   /** Talos before 1.13: the node pulls, installs and reboots by itself. */
   | { method: 'MachineService.Upgrade'; image: string; stage: boolean; version: string }
-  | { method: 'MachineService.ApplyConfiguration'; mode: ApplyMode; secret: ConfigSecret | undefined };
+  | { method: 'MachineService.ApplyConfiguration'; mode: ApplyMode; secret: ConfigSecret | undefined }
+  /** The node's etcd member leaves the cluster for good; the node keeps running. */
+  | { method: 'MachineService.EtcdLeaveCluster' };
 
 /** The steps of one action on one node (see the top of executor.ts). */
 export interface TalosSteps {
@@ -274,6 +276,10 @@ export const rebootSteps: TalosStepsPlanner = (spec, osImage) => ({
 
 export const shutdownSteps: TalosStepsPlanner = () => ({
   call: { method: 'MachineService.Shutdown', force: false },
+});
+
+export const etcdLeaveSteps: TalosStepsPlanner = () => ({
+  call: { method: 'MachineService.EtcdLeaveCluster' },
 });
 
 export const resetSteps: TalosStepsPlanner = (spec, osImage) => ({

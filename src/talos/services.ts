@@ -57,6 +57,8 @@ export const MachineService = {
   EtcdStatus: method(machine.etcdStatus),
   EtcdAlarmList: method(machine.etcdAlarmList),
   EtcdForfeitLeadership: method(machine.etcdForfeitLeadership),
+  EtcdLeaveCluster: method(machine.etcdLeaveCluster),
+  EtcdRemoveMemberByID: method(machine.etcdRemoveMemberByID),
   EtcdSnapshot: method(machine.etcdSnapshot),
   Rollback: method(machine.rollback),
   Events: method(machine.events),

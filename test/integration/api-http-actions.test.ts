@@ -468,7 +468,7 @@ describe('bad input', () => {
     );
     assert.match(
       details[0]?.message ?? '',
-      /must be one of Upgrade, Reboot, Shutdown, Reset, ConfigChange, not "Nuke"/,
+      /must be one of Upgrade, Reboot, Shutdown, Reset, ConfigChange, EtcdLeave, not "Nuke"/,
     );
     // A cross-field rule is the API server's; its words come through with the field.
     const rule = await call('POST', '/v1/actions', {

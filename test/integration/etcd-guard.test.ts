@@ -29,6 +29,9 @@ import { NODE, MAIN, cliEnv } from '../support/cli.ts';
 import { rest, testKubeConfig, testSandboxState, uniqueName, waitFor } from '../support/kube.ts';
 import { spawn } from 'node:child_process';
 import { stopAll } from '../support/teardown.ts';
+import { errorMessage } from '../../src/wait.ts';
+import { TalosApiError } from '../../src/talos/errors.ts';
+import { bindUser, startGateStack, talosClient as gateClient } from '../support/talos-gate.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -197,6 +200,125 @@ describe('etcd guard', () => {
     const denied = await waitForPhase(client, last, ['Denied', 'Succeeded', 'Failed'], 60_000);
     assert.equal(denied.status?.phase, 'Denied', denied.status?.message);
     assert.match(denied.status.message ?? '', /only voting member: it cannot leave etcd without ending it/);
+  });
+
+  it('an EtcdLeave (Managed): two members become one through the Talos API, the last one is refused', async (t) => {
+    const [first = '', second = ''] = await controlPlanes(t, 2);
+    const leaves = await action(t, { nodeName: first, action: 'EtcdLeave' });
+    const done = await waitForPhase(client, leaves, ['Denied', 'Succeeded', 'Failed'], 120_000);
+    assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
+    assert.match(
+      etcdCheck(done)?.message ?? '',
+      new RegExp(`can let ${first} leave for good: 2 → 1 voting members`),
+    );
+    assert.equal(talosCallCounts((await readNode(first)).metadata.annotations).EtcdLeaveCluster, 1);
+    assert.ok(isReady(await readNode(first)), 'the node keeps running: only its member left');
+    const after = await client.request<{ spec?: { unschedulable?: boolean } }>(`/api/v1/nodes/${first}`);
+    assert.equal(after.spec?.unschedulable ?? false, false, 'not cordoned: no workload stops');
+    const talosClient = new TalosClient(talos);
+    t.after(() => talosClient.close());
+    const members = await talosClient.etcdMemberList({ node: await addressOf(second) });
+    assert.deepEqual(
+      members.map((m) => m.hostname),
+      [second],
+    );
+
+    const last = await action(t, { nodeName: second, action: 'EtcdLeave' });
+    const denied = await waitForPhase(client, last, ['Denied', 'Succeeded', 'Failed'], 60_000);
+    assert.equal(denied.status?.phase, 'Denied', denied.status?.message);
+    assert.match(denied.status.message ?? '', /EtcdLeave of control-plane node .* \(it leaves etcd\)/);
+    assert.equal(talosCallCounts((await readNode(second)).metadata.annotations).EtcdLeaveCluster ?? 0, 0);
+  });
+
+  it('talosctl etcd leave and remove-member through the Talos API gate are EtcdLeave actions of the member’s node, held while etcd cannot spare it, forwarded once', async (t) => {
+    const stack = await startGateStack({ instance, holdMs: 1500 });
+    t.after(() => stack.stop());
+    const [a = '', b = '', c = ''] = await controlPlanes(t, 3);
+    await bindUser(t, 'gatehouse:requester', 'jane');
+    const jane = gateClient(stack.contextFor('jane', ['os:admin']));
+    t.after(() => jane.close());
+    const actionsOn = async (node: string) =>
+      (
+        await client.request<{ items: ActionObject[] }>(`${API}/nodeactions`, {
+          query: { fieldSelector: `spec.nodeName=${node}` },
+        })
+      ).items;
+    const held = async (call: () => Promise<unknown>) => {
+      const e = await call().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      assert.ok(e instanceof TalosApiError && e.codeName === 'FAILED_PRECONDITION', String(e));
+      return e;
+    };
+
+    // etcd leave on a, while c is unhealthy: b and c would be no healthy quorum.
+    const [ipA, ipC] = [await addressOf(a), await addressOf(c)];
+    await setFault(c, 'unhealthy');
+    const first = await held(() => jane.etcdLeaveCluster({ node: ipA }));
+    const [leave] = await actionsOn(a);
+    assert.ok(leave, 'the call made an action');
+    deleteActionsAfter(t, client, leave.metadata.name);
+    assert.equal(leave.spec.action, 'EtcdLeave');
+    assert.equal(leave.spec.execution, 'External');
+    assert.equal(leave.spec.requestedBy, 'jane');
+    assert.match(first.talosMessage, new RegExp(leave.metadata.name));
+    await heldByEtcd(leave.metadata.name, new RegExp(`etcd member ${c} is unhealthy`));
+    assert.equal(talosCallCounts((await readNode(a)).metadata.annotations).EtcdLeaveCluster ?? 0, 0);
+
+    await setFault(c, null);
+    await waitForPhase(client, leave.metadata.name, ['Approved'], 60_000);
+    await jane.etcdLeaveCluster({ node: ipA });
+    const left = await waitForPhase(client, leave.metadata.name, ['Succeeded', 'Failed'], 60_000);
+    assert.equal(left.status?.phase, 'Succeeded', left.status?.message);
+    assert.equal(left.metadata.annotations?.['talos.dev/executed'], 'true');
+    assert.equal(
+      talosCallCounts((await readNode(a)).metadata.annotations).EtcdLeaveCluster,
+      1,
+      'forwarded once',
+    );
+
+    // remove-member of b's member, sent to c: an EtcdLeave of b (two members become one).
+    const direct = new TalosClient(talos);
+    t.after(() => direct.close());
+    const members = await direct.etcdMemberList({ node: ipC });
+    assert.deepEqual(members.map((m) => m.hostname).sort(), [b, c].sort());
+    const id = members.find((m) => m.hostname === b)?.id ?? 0n;
+    // Nothing holds it (two members can spare one for good, no check selects b): it
+    // passes within the gate's hold, or once Approved when the machine is slow.
+    const first2 = await jane.etcdRemoveMemberById(id, { node: ipC }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const [remove] = await actionsOn(b);
+    assert.ok(remove, 'the removal made an action for the member’s node');
+    deleteActionsAfter(t, client, remove.metadata.name);
+    assert.equal(remove.spec.action, 'EtcdLeave');
+    assert.equal(remove.spec.requestedBy, 'jane');
+    assert.equal((await actionsOn(c)).length, 0, 'nothing asked of the node the call was sent to');
+    if (first2 !== undefined) {
+      assert.ok(
+        first2 instanceof TalosApiError && first2.codeName === 'FAILED_PRECONDITION',
+        errorMessage(first2),
+      );
+      await waitForPhase(client, remove.metadata.name, ['Approved'], 60_000);
+      await jane.etcdRemoveMemberById(id, { node: ipC });
+    }
+    const removed = await waitForPhase(client, remove.metadata.name, ['Succeeded', 'Failed'], 60_000);
+    assert.equal(removed.status?.phase, 'Succeeded', removed.status?.message);
+    assert.equal(removed.metadata.annotations?.['talos.dev/executed'], 'true');
+    assert.deepEqual(
+      (await direct.etcdMemberList({ node: ipC })).map((m) => m.hostname),
+      [c],
+    );
+    assert.equal(talosCallCounts((await readNode(c)).metadata.annotations).EtcdRemoveMemberByID, 1);
+
+    // An ID no member has passes: Talos answers NotFound and nothing changes.
+    const unknown = await jane.etcdRemoveMemberById(1234n, { node: ipC }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(unknown instanceof TalosApiError && unknown.codeName === 'NOT_FOUND', String(unknown));
   });
 
   it('reboots and upgrades a cluster of one control-plane node, on the record, handing leadership to nobody (issue 30)', async (t) => {

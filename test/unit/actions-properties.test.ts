@@ -45,7 +45,7 @@ import {
   policyMatches,
   type PolicyFacts,
 } from '../../src/policies/evaluate.ts';
-import { T0, action, hook, node, state } from './action-fixtures.ts';
+import { ACTIONS_FOR_TESTS, T0, action, hook, node, state } from './action-fixtures.ts';
 
 const RUNS = Number(process.env.GATEHOUSE_PROPERTY_RUNS ?? 300);
 
@@ -91,7 +91,7 @@ interface Scenario {
   ops: Op[];
 }
 
-const actionArb = fc.constantFrom<Action>('Reboot', 'Upgrade', 'Shutdown', 'Reset', 'ConfigChange');
+const actionArb = fc.constantFrom<Action>(...ACTIONS_FOR_TESTS);
 
 const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
   action: actionArb,
@@ -107,7 +107,7 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
     fc.record(
       {
         name: fc.constantFrom('ceph', 'etcd', 'pdbs', 'alerts'),
-        actions: fc.subarray<Action>(['Reboot', 'Upgrade', 'Shutdown', 'Reset', 'ConfigChange']),
+        actions: fc.subarray<Action>([...ACTIONS_FOR_TESTS]),
         pool: fc.constantFrom('storage', 'compute'),
       },
       { requiredKeys: ['name', 'actions'] },
@@ -596,8 +596,9 @@ describe('safety invariants (property-based)', () => {
         assert.deepEqual(simulate(s), []);
       }),
       // A fixed seed (override with FC_SEED) so the coverage floor below judges the same
-      // runs every time; the invariants themselves hold for any seed.
-      { numRuns: RUNS, seed: Number(process.env.FC_SEED ?? 20261130) },
+      // runs every time; the invariants themselves hold for any seed. (Chosen anew when
+      // EtcdLeave joined the kinds, which changed every run.)
+      { numRuns: RUNS, seed: Number(process.env.FC_SEED ?? 20261204) },
     );
     // The runs explore the state machine, not just its first steps.
     const share = (n: number) => n / coverage.runs;
@@ -654,7 +655,7 @@ const fleetArb: fc.Arbitrary<Fleet> = fc.record({
     fc.record(
       {
         pool: fc.constantFrom('a', 'b', 'c'),
-        actions: fc.subarray<Action>(['Reboot', 'Upgrade', 'Shutdown', 'Reset', 'ConfigChange']),
+        actions: fc.subarray<Action>([...ACTIONS_FOR_TESTS]),
         max: fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constantFrom('10%', '34%', '50%', '100%')),
         closed: fc.boolean(),
       },

@@ -289,7 +289,7 @@ describe('request validation', () => {
     ]);
     assert.match(
       result.message,
-      /^spec\.action must be one of Upgrade, Reboot, Shutdown, Reset, ConfigChange, not "Explode" \(and 4 more problems, see details\)$/,
+      /^spec\.action must be one of Upgrade, Reboot, Shutdown, Reset, ConfigChange, EtcdLeave, not "Explode" \(and 4 more problems, see details\)$/,
     );
     const details = (() => {
       try {

@@ -4,6 +4,7 @@ import type { Action } from '../../api/common.ts';
 import type { PreActionHookKind } from '../../api/hooks.ts';
 import type { ExecutionRecord, NodeActionSpec } from '../../api/node-action.ts';
 import { configChange } from './config-change.ts';
+import { etcdLeave } from './etcd-leave.ts';
 import type { ActionKind, ActionKinds, Completion } from './kind.ts';
 import { reboot } from './reboot.ts';
 import { reset } from './reset.ts';
@@ -18,6 +19,7 @@ export const ACTION_KINDS: ActionKinds = {
   Shutdown: shutdown,
   Reset: reset,
   ConfigChange: configChange,
+  EtcdLeave: etcdLeave,
 };
 
 /** The kinds in the order the API lists them. */

@@ -41,6 +41,8 @@ export interface ActionWords {
   managed: string;
   /** How an action whose completion is the mark says it is done: "configuration change done". */
   done: string;
+  /** Why its etcd member is gone for good, when etcdMember says so: "a graceful reset leaves etcd". */
+  goneForGood?: (spec: NodeActionSpec) => string;
 }
 
 export interface ActionKind {

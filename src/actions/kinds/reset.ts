@@ -15,5 +15,13 @@ export const reset: ActionKind = {
   // (gatehouse resets without Talos's `reboot`), or comes back with a new boot ID when
   // whoever performed it (External) asked for the reboot.
   completion: () => 'down',
-  words: { perform: 'perform the Reset of', managed: THROUGH_TALOS, done: 'reset done' },
+  words: {
+    perform: 'perform the Reset of',
+    managed: THROUGH_TALOS,
+    done: 'reset done',
+    goneForGood: (spec) =>
+      (spec.reset?.graceful ?? true)
+        ? 'a graceful reset leaves etcd'
+        : 'a reset that is not graceful leaves a dead member',
+  },
 };
