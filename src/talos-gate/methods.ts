@@ -4,6 +4,7 @@
 // holds it as a NodeAction, with why. docs/talos-gate.md shows this table;
 // test/unit/talos-gate-methods.test.ts checks that the two agree.
 
+import type { Action } from '../api/common.ts';
 import type { TalosRole } from '../talos/roles.ts';
 
 export { TALOS_ROLES, type TalosRole } from '../talos/roles.ts';
@@ -12,13 +13,13 @@ const ADMIN: TalosRole[] = ['os:admin'];
 const OPERATOR: TalosRole[] = ['os:admin', 'os:operator'];
 const READER: TalosRole[] = ['os:admin', 'os:operator', 'os:reader'];
 
-/** How the gate treats a method: forwarded as it is, or held until a NodeAction allows it. */
-export type Gating =
-  | { gated: false; why: string }
-  | {
-      gated: 'Reboot' | 'Shutdown' | 'Reset' | 'Upgrade' | 'ConfigChange' | 'EtcdLeave' | 'EtcdRemoveMember';
-      why: string;
-    };
+/**
+ * How the gate treats a method: forwarded as it is, or held until a NodeAction of that kind
+ * allows it (`EtcdRemoveMember`: an EtcdLeave of the member's node, once the gate knows
+ * which node that is). classify.ts decides per kind, so a kind added to the API does not
+ * compile there until the gate says which calls, if any, ask for it.
+ */
+export type Gating = { gated: false; why: string } | { gated: Action | 'EtcdRemoveMember'; why: string };
 
 export interface MethodFacts {
   /** Roles allowed to call it (Talos's rule; a method without one is admin-only). */
