@@ -117,9 +117,8 @@ function sseEvent(event: string, dataSchema: string) {
   };
 }
 
-export function openApiDocument(options: OpenApiOptions): Record<string, unknown> {
-  const maxWait = formatDuration(options.maxWaitMs);
-  const rules = specRuleMessages();
+/** /v1/health and /v1/health/{check}: anyone may read them. */
+function healthPaths() {
   const healthQuery = [
     {
       name: 'action',
@@ -161,8 +160,7 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
     '400': errorResponse('Only one of action and node, or an action that does not exist.'),
     '404': errorResponse('No such check.'),
   });
-
-  const paths = {
+  return {
     '/v1/health': {
       get: {
         operationId: 'getHealth',
@@ -185,6 +183,12 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
         responses: healthResponses('The check is'),
       },
     },
+  };
+}
+
+/** Running the controller: probes, metrics, this document. */
+function operationPaths() {
+  return {
     '/healthz': {
       get: {
         operationId: 'getLiveness',
@@ -229,6 +233,12 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
         responses: { '200': { description: 'The OpenAPI document.', content: json({ type: 'object' }) } },
       },
     },
+  };
+}
+
+/** /v1/actions: list and create. */
+function actionCollectionPaths(rules: string[], options: OpenApiOptions) {
+  return {
     '/v1/actions': {
       post: {
         operationId: 'createAction',
@@ -298,6 +308,12 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
         },
       },
     },
+  };
+}
+
+/** One action: read it, follow it, mark it, cancel it. */
+function actionPaths(maxWait: string) {
+  return {
     '/v1/actions/{name}': {
       get: {
         operationId: 'getAction',
@@ -395,6 +411,12 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
         },
       },
     },
+  };
+}
+
+/** Who the caller is, and a Talos API gate certificate for them. */
+function talosPaths() {
+  return {
     '/v1/whoami': {
       get: {
         operationId: 'whoami',
@@ -435,6 +457,12 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
         },
       },
     },
+  };
+}
+
+/** ActionPolicies, and probing a check now. */
+function policyAndCheckPaths() {
+  return {
     '/v1/policies': {
       get: {
         operationId: 'listPolicies',
@@ -473,6 +501,19 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
         },
       },
     },
+  };
+}
+
+export function openApiDocument(options: OpenApiOptions): Record<string, unknown> {
+  const maxWait = formatDuration(options.maxWaitMs);
+  const rules = specRuleMessages();
+  const paths = {
+    ...healthPaths(),
+    ...operationPaths(),
+    ...actionCollectionPaths(rules, options),
+    ...actionPaths(maxWait),
+    ...talosPaths(),
+    ...policyAndCheckPaths(),
   };
 
   const list = (item: string, description: string) => ({
