@@ -315,35 +315,30 @@ function eventsOf(previous: readonly RolloutNode[], next: readonly Entry[]): Eve
   return events;
 }
 
-export function decide(input: RolloutInput): RolloutPlan {
-  const { rollout, now } = input;
-  const spec = rollout.spec;
-  const previous = rollout.status?.nodes ?? [];
-  const remembered = new Map(previous.map((e) => [e.node, e]));
-  const nodes = new Map(input.nodes.map((n) => [n.name, n]));
-  const actions = new Map(input.actions.map((a) => [a.node, a]));
-  const target = targetVersion(rollout);
-
-  // Members: the nodes selected now, and every node the rollout already acted on or
-  // skipped (a node that stops matching after it started is still reported).
+/**
+ * The rollout's members: the nodes selected now, and every node the rollout already acted
+ * on or skipped (a node that stops matching after it started is still reported). A
+ * remembered node that is neither selected nor started drops out only while it exists;
+ * one that vanished before it started stays, reported as Vanished.
+ */
+function membersOf(input: RolloutInput, nodes: ReadonlyMap<string, RolloutNodeFacts>): Set<string> {
+  const previous = input.rollout.status?.nodes ?? [];
   const members = new Set<string>();
-  for (const n of input.nodes) if (matchesSelector(spec.nodeSelector, n.labels)) members.add(n.name);
+  for (const n of input.nodes)
+    if (matchesSelector(input.rollout.spec.nodeSelector, n.labels)) members.add(n.name);
   for (const a of input.actions) members.add(a.node);
   for (const e of previous)
     if (e.action || (e.phase !== 'Pending' && e.phase !== 'Waiting')) members.add(e.node);
-  // A remembered node that is neither selected nor started drops out only while it exists;
-  // one that vanished before it started stays, reported as Vanished.
   for (const e of previous)
     if (!nodes.has(e.node) && (e.phase === 'Pending' || e.phase === 'Waiting')) members.add(e.node);
+  return members;
+}
 
-  const entries = [...members]
-    .map((name) => entryFor(input, name, nodes.get(name), actions.get(name), remembered.get(name), target))
-    .sort(byOrder);
-
-  const create: ActionToCreate[] = [];
-  let requeueAt: Date | undefined;
-  // A node an impostor claims is held, whatever else: the rollout neither counts it nor
-  // starts an action of its own beside it (one action per node), until it is gone.
+/**
+ * A node an impostor claims is held, whatever else: the rollout neither counts it nor
+ * starts an action of its own beside it (one action per node), until it is gone.
+ */
+function holdImpostors(input: RolloutInput, entries: Entry[]): void {
   const impostorOn = new Map((input.impostors ?? []).map((i) => [i.node, i]));
   for (const entry of entries) {
     const impostor = impostorOn.get(entry.node);
@@ -351,68 +346,77 @@ export function decide(input: RolloutInput): RolloutPlan {
     entry.phase = 'Waiting';
     entry.message = `NodeAction ${impostor.name} is not one this rollout made (${impostor.why}): not counted; ${entry.node} waits until it is gone`;
   }
-  const notes: string[] = [];
-  const counts0 = countsOf(entries);
-  const maxFailures = spec.maxFailures ?? 0;
-  const maxParallel = spec.maxParallel ?? 1;
-  const tooMany = entries.length > MAX_ROLLOUT_NODES;
-  const halted = counts0.failed > maxFailures;
-  const paused = spec.paused === true;
-  const firstFailure = entries.find((e) => e.phase === 'Failed');
+}
 
-  if (!tooMany && !halted && !paused && target === undefined && spec.action === 'Upgrade') {
-    notes.push(
-      `upgrade.image ${spec.upgrade?.image ?? ''} has no version tag: nodes are upgraded without skipping`,
-    );
-  }
-  if (!tooMany && !halted && !paused) {
-    let slots = maxParallel - counts0.running;
-    // The current stage: the first with a node not done. Nothing of a later stage starts.
-    const current = entries.find((e) => !isDone(e.phase))?.stage;
-    for (const entry of entries) {
-      if (slots <= 0 || current === undefined) break;
-      if (entry.stage !== current || entry.phase !== 'Pending') continue;
-      const node = nodes.get(entry.node);
-      if (!node) continue;
-      const name = rolloutActionName(rollout.metadata.name, entry.node);
-      const fit = windowFit(input, node, poolOf(entries, entry), spec.action);
-      if (!fit.fits) {
-        entry.phase = 'Waiting';
-        entry.message = fit.message ?? 'waiting for a window';
-        if (fit.retryAt && (!requeueAt || fit.retryAt < requeueAt)) requeueAt = fit.retryAt;
-        continue;
-      }
-      create.push({ name, node: entry.node });
-      entry.phase = 'Running';
-      entry.action = name;
-      entry.message = `NodeAction ${name} created`;
-      slots--;
+/**
+ * Starts what the free slots allow, in order, within the current stage (the first with a
+ * node not done: nothing of a later stage starts); a node outside its window waits.
+ * Returns the actions to create and when a window opens next.
+ */
+function startNodes(
+  input: RolloutInput,
+  entries: Entry[],
+  nodes: ReadonlyMap<string, RolloutNodeFacts>,
+  slots: number,
+): { create: ActionToCreate[]; requeueAt: Date | undefined } {
+  const create: ActionToCreate[] = [];
+  let requeueAt: Date | undefined;
+  const current = entries.find((e) => !isDone(e.phase))?.stage;
+  for (const entry of entries) {
+    if (slots <= 0 || current === undefined) break;
+    if (entry.stage !== current || entry.phase !== 'Pending') continue;
+    const node = nodes.get(entry.node);
+    if (!node) continue;
+    const name = rolloutActionName(input.rollout.metadata.name, entry.node);
+    const fit = windowFit(input, node, poolOf(entries, entry), input.rollout.spec.action);
+    if (!fit.fits) {
+      entry.phase = 'Waiting';
+      entry.message = fit.message ?? 'waiting for a window';
+      if (fit.retryAt && (!requeueAt || fit.retryAt < requeueAt)) requeueAt = fit.retryAt;
+      continue;
     }
+    create.push({ name, node: entry.node });
+    entry.phase = 'Running';
+    entry.action = name;
+    entry.message = `NodeAction ${name} created`;
+    slots--;
   }
+  return { create, requeueAt };
+}
 
-  const counts = countsOf(entries);
-  const complete = !tooMany && entries.every((e) => isDone(e.phase));
+/** Why the rollout is halted, or whether it goes on. */
+interface Standing {
+  tooMany: boolean;
+  halted: boolean;
+  paused: boolean;
+  complete: boolean;
+  haltReason: string | undefined;
+}
+
+/** The rollout's one-line message. */
+function messageOf(entries: readonly Entry[], counts: RolloutCounts, standing: Standing): string {
   const waiting = entries.find((e) => e.phase === 'Waiting');
-  const haltReason = tooMany
-    ? `the rollout selects ${String(entries.length)} nodes, more than the ${String(MAX_ROLLOUT_NODES)} one rollout can track: narrow spec.nodeSelector`
-    : halted
-      ? `${String(counts.failed)} node${counts.failed === 1 ? '' : 's'} failed, more than maxFailures (${String(maxFailures)}): first ${firstFailure?.node ?? '?'}: ${firstFailure?.message ?? ''}. Raise spec.maxFailures to go on`
-      : undefined;
-  const message = complete
-    ? entries.length === 0
+  if (standing.complete)
+    return entries.length === 0
       ? 'no node matches spec.nodeSelector'
-      : `complete: ${String(counts.succeeded)} done, ${String(counts.skipped)} skipped, ${String(counts.failed)} failed${counts.vanished ? `, ${String(counts.vanished)} vanished` : ''}`
-    : haltReason
-      ? `halted: ${haltReason}`
-      : paused
-        ? `paused: ${String(counts.running)} running finish, none starts`
-        : waiting && counts.running === 0
-          ? (waiting.message ?? 'waiting')
-          : `${String(counts.running)} running, ${String(counts.pending)} to go${waiting ? `; ${waiting.message ?? ''}` : ''}`;
+      : `complete: ${String(counts.succeeded)} done, ${String(counts.skipped)} skipped, ${String(counts.failed)} failed${counts.vanished ? `, ${String(counts.vanished)} vanished` : ''}`;
+  if (standing.haltReason) return `halted: ${standing.haltReason}`;
+  if (standing.paused) return `paused: ${String(counts.running)} running finish, none starts`;
+  if (waiting && counts.running === 0) return waiting.message ?? 'waiting';
+  return `${String(counts.running)} running, ${String(counts.pending)} to go${waiting ? `; ${waiting.message ?? ''}` : ''}`;
+}
 
-  const generation = rollout.metadata.generation;
-  const conditions = conditionsOf(
-    rollout.status?.conditions,
+/** Progressing, Halted and Complete as the standing says. */
+function rolloutConditions(
+  input: RolloutInput,
+  counts: RolloutCounts,
+  standing: Standing,
+  described: string,
+  message: string,
+): NodeRolloutStatus['conditions'] {
+  const { tooMany, halted, paused, complete, haltReason } = standing;
+  return conditionsOf(
+    input.rollout.status?.conditions,
     {
       Progressing: {
         status: !complete && !haltReason && !paused && counts.running > 0,
@@ -427,7 +431,7 @@ export function decide(input: RolloutInput): RolloutPlan {
               : counts.running > 0
                 ? 'NodesRunning'
                 : 'WaitingForWindow',
-        message: notes.length ? `${message}; ${notes.join('; ')}` : message,
+        message: described,
       },
       Halted: {
         status: haltReason !== undefined || paused,
@@ -446,9 +450,54 @@ export function decide(input: RolloutInput): RolloutPlan {
         message: complete ? message : `${String(counts.pending + counts.running)} nodes not done`,
       },
     },
-    generation,
-    now,
+    input.rollout.metadata.generation,
+    input.now,
   );
+}
+
+export function decide(input: RolloutInput): RolloutPlan {
+  const { rollout, now } = input;
+  const spec = rollout.spec;
+  const previous = rollout.status?.nodes ?? [];
+  const remembered = new Map(previous.map((e) => [e.node, e]));
+  const nodes = new Map(input.nodes.map((n) => [n.name, n]));
+  const actions = new Map(input.actions.map((a) => [a.node, a]));
+  const target = targetVersion(rollout);
+
+  const entries = [...membersOf(input, nodes)]
+    .map((name) => entryFor(input, name, nodes.get(name), actions.get(name), remembered.get(name), target))
+    .sort(byOrder);
+  holdImpostors(input, entries);
+
+  const notes: string[] = [];
+  const counts0 = countsOf(entries);
+  const maxFailures = spec.maxFailures ?? 0;
+  const tooMany = entries.length > MAX_ROLLOUT_NODES;
+  const halted = counts0.failed > maxFailures;
+  const paused = spec.paused === true;
+  const firstFailure = entries.find((e) => e.phase === 'Failed');
+
+  if (!tooMany && !halted && !paused && target === undefined && spec.action === 'Upgrade') {
+    notes.push(
+      `upgrade.image ${spec.upgrade?.image ?? ''} has no version tag: nodes are upgraded without skipping`,
+    );
+  }
+  const { create, requeueAt } =
+    !tooMany && !halted && !paused
+      ? startNodes(input, entries, nodes, (spec.maxParallel ?? 1) - counts0.running)
+      : { create: [], requeueAt: undefined };
+
+  const counts = countsOf(entries);
+  const complete = !tooMany && entries.every((e) => isDone(e.phase));
+  const haltReason = tooMany
+    ? `the rollout selects ${String(entries.length)} nodes, more than the ${String(MAX_ROLLOUT_NODES)} one rollout can track: narrow spec.nodeSelector`
+    : halted
+      ? `${String(counts.failed)} node${counts.failed === 1 ? '' : 's'} failed, more than maxFailures (${String(maxFailures)}): first ${firstFailure?.node ?? '?'}: ${firstFailure?.message ?? ''}. Raise spec.maxFailures to go on`
+      : undefined;
+  const standing: Standing = { tooMany, halted, paused, complete, haltReason };
+  const message = messageOf(entries, counts, standing);
+  const described = notes.length ? `${message}; ${notes.join('; ')}` : message;
+  const conditions = rolloutConditions(input, counts, standing, described, message);
 
   const events = eventsOf(previous, entries);
   const wasHalted =
@@ -458,6 +507,7 @@ export function decide(input: RolloutInput): RolloutPlan {
   const wasComplete = rollout.status?.conditions?.find((c) => c.type === 'Complete')?.status === 'True';
   if (complete && !wasComplete) events.push({ type: 'Normal', reason: 'Completed', message });
 
+  const generation = rollout.metadata.generation;
   const status: NodeRolloutStatus = {
     ...(generation !== undefined ? { observedGeneration: generation } : {}),
     ...(target !== undefined ? { targetVersion: target } : {}),
@@ -466,7 +516,7 @@ export function decide(input: RolloutInput): RolloutPlan {
     startTime: rollout.status?.startTime ?? now.toISOString(),
     ...(complete ? { completionTime: rollout.status?.completionTime ?? now.toISOString() } : {}),
     conditions,
-    message: (notes.length ? `${message}; ${notes.join('; ')}` : message).slice(0, 4096),
+    message: described.slice(0, 4096),
   };
   return {
     create,
