@@ -243,47 +243,33 @@ function readAnnouncement(input: BootInput): AnnouncementReading {
   return reading;
 }
 
-export function decideBoot(input: BootInput): BootDecision {
-  const { now, node } = input;
-  const effects: HookEffect[] = [];
-  const events: EventSpec[] = [];
-  let requeueAfterMs: number | undefined;
-  const wakeIn = (ms: number | undefined) => {
-    if (ms === undefined) return;
-    const m = Math.max(0, Math.ceil(ms));
-    requeueAfterMs = requeueAfterMs === undefined ? m : Math.min(requeueAfterMs, m);
-  };
-  const prereadyHooks = selectHooks(input.hooks, 'NodePrereadyJob', node.labels);
-  const readyHooks = selectHooks(input.hooks, 'NodeReadyJob', node.labels);
-  const guarded = prereadyHooks.length > 0;
-  const bootID = node.bootID;
-  const actionOf = (uid: string) => input.actions.get(uid);
-  const mine = (uid: string | undefined) =>
-    uid !== undefined && (input.onlyActions === undefined || input.onlyActions.has(uid));
+/**
+ * What one pass decides, as it is built: the node change, the effects, the Events and
+ * when to look again. The handlers below add to it; `finish` is the decision.
+ */
+class BootDecisionBuilder {
+  readonly change: NodeChange = {};
+  readonly effects: HookEffect[] = [];
+  readonly events: EventSpec[] = [];
+  private requeueAfterMs: number | undefined;
+  private readonly node: BootNodeFacts;
 
-  const announcement = node.announcement;
-  const { announced, removeAnnouncement, attribution, undetermined } = readAnnouncement(input);
-
-  const recordIsCurrent = node.record !== undefined && node.record.bootID === bootID;
-  const recordAction = recordIsCurrent ? node.record?.action?.uid : attribution?.uid;
-  if (input.onlyActions && !mine(recordAction)) {
-    // Not this controller's node: only its own announcement is its business.
-    const release = removeAnnouncement && mine(announcement?.action.uid);
-    return {
-      ...(release ? { change: { removeAnnouncement: true } } : {}),
-      effects,
-      events,
-      message: 'not a boot this controller handles',
-      ...(announced || undetermined ? { requeueAfterMs: ACTION_POLL_MS } : {}),
-    };
+  constructor(node: BootNodeFacts) {
+    this.node = node;
   }
 
-  const change: NodeChange = {};
-  if (removeAnnouncement) change.removeAnnouncement = true;
-  const setTaint = (want: boolean, why: string) => {
-    if (want === node.tainted) return;
-    change.taint = want;
-    events.push(
+  /** Look again within `ms` (the earliest asked for wins). */
+  wakeIn(ms: number | undefined): void {
+    if (ms === undefined) return;
+    const m = Math.max(0, Math.ceil(ms));
+    this.requeueAfterMs = this.requeueAfterMs === undefined ? m : Math.min(this.requeueAfterMs, m);
+  }
+
+  /** Puts the preready taint on or takes it off (a no-op when it already is so), with its Event. */
+  setTaint(want: boolean, why: string): void {
+    if (want === this.node.tainted) return;
+    this.change.taint = want;
+    this.events.push(
       want
         ? {
             type: 'Normal',
@@ -296,117 +282,198 @@ export function decideBoot(input: BootInput): BootDecision {
             message: `talos.dev/preready taint removed: ${why}`,
           },
     );
-  };
-  const finish = (message: string): BootDecision => ({
-    ...(Object.keys(change).length ? { change } : {}),
-    effects,
-    events,
-    message,
-    ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
+  }
+
+  finish(message: string): BootDecision {
+    return {
+      ...(Object.keys(this.change).length ? { change: this.change } : {}),
+      effects: this.effects,
+      events: this.events,
+      message,
+      ...(this.requeueAfterMs !== undefined ? { requeueAfterMs: this.requeueAfterMs } : {}),
+    };
+  }
+}
+
+/** The hooks that guard and follow a boot of the node. */
+interface BootHooks {
+  preready: HookObject[];
+  ready: HookObject[];
+}
+
+/** Whether a boot an action caused still waits for that action to see the node return (in words), or undefined. */
+function waitingForAction(input: BootInput, record: BootRecord, b: BootDecisionBuilder): string | undefined {
+  if (!record.action) return undefined;
+  const facts = input.actions.get(record.action.uid);
+  const claimed = facts?.phase === 'RunningPostHooks' && facts.bootIDAfter === input.node.bootID;
+  if (!facts || claimed || facts.phase === 'Succeeded' || ENDED.has(facts.phase)) return undefined;
+  b.wakeIn(ACTION_POLL_MS);
+  return `NodeAction ${record.action.name} to see node ${input.node.name} return (it is ${facts.phase ?? 'new'})`;
+}
+
+/** Plans one stage of boot hooks (NodePrereadyJob or NodeReadyJob) and records its effects. */
+function planStage(
+  input: BootInput,
+  b: BootDecisionBuilder,
+  subject: HookSubject,
+  stage: BootStage,
+  hooks: readonly HookObject[],
+  kind: HookKindName,
+): BootStage {
+  const p = planHookStage({
+    now: input.now,
+    subject,
+    hooks,
+    kinds: [kind],
+    records: stage.runs,
+    jobs: input.jobs,
+    webhooks: input.webhooks,
   });
+  b.effects.push(...p.effects);
+  b.wakeIn(p.requeueAfterMs);
+  return stageAfter(stage, p, hooks, input.now);
+}
 
-  if (bootID === undefined) {
-    // No boot to run hooks for yet; a node that boot hooks guard is kept from workloads.
-    if (guarded) setTaint(true, 'the node has not reported a boot ID yet');
-    return finish('no boot ID reported yet');
-  }
-  if (undetermined) {
-    if (guarded) setTaint(true, `boot ${bootID} began before its action was approved`);
-    wakeIn(ACTION_POLL_MS);
-    return finish('waiting to learn whether the announced action caused this boot');
-  }
-  const sweep = () => effects.push(...sweepEarlierBoots(input, bootID, effects));
-  if (prereadyHooks.length + readyHooks.length === 0) {
-    // No boot hooks: nothing to record, nothing to guard.
-    if (node.tainted) setTaint(false, 'no NodePrereadyJob selects the node');
-    sweep();
-    return finish('no boot hooks select the node');
-  }
-
-  const record = currentRecord(input, bootID, attribution, effects);
-  sweep();
-
-  // A boot an action caused starts its hooks once that action has seen the node return.
-  let waitingFor: string | undefined;
-  if (record.action) {
-    const facts = actionOf(record.action.uid);
-    const claimed = facts?.phase === 'RunningPostHooks' && facts.bootIDAfter === bootID;
-    if (facts && !claimed && facts.phase !== 'Succeeded' && !ENDED.has(facts.phase)) {
-      waitingFor = `NodeAction ${record.action.name} to see node ${node.name} return (it is ${facts.phase ?? 'new'})`;
-      wakeIn(ACTION_POLL_MS);
-    }
-  }
-
-  const subject = bootSubject(node, record);
-  const plan = (stage: BootStage, hooks: readonly HookObject[], kind: HookKindName): BootStage => {
-    const p = planHookStage({
-      now,
-      subject,
-      hooks,
-      kinds: [kind],
-      records: stage.runs,
-      jobs: input.jobs,
-      webhooks: input.webhooks,
+/** NodePrereadyJobs: for this boot, once the node is Ready. */
+function prereadyStage(
+  input: BootInput,
+  b: BootDecisionBuilder,
+  record: BootRecord,
+  hooks: BootHooks,
+  subject: HookSubject,
+): void {
+  const before = record.preready;
+  if (!input.node.ready || stageDone(before, hooks.preready)) return;
+  record.preready = planStage(input, b, subject, before, hooks.preready, 'NodePrereadyJob');
+  if (record.preready.phase === 'Failed' && before.phase !== 'Failed')
+    b.events.push({
+      type: 'Warning',
+      reason: 'PrereadyHookFailed',
+      message: `boot ${String(input.node.bootID)}: ${record.preready.message ?? 'a NodePrereadyJob failed'}; the node keeps the talos.dev/preready taint for this boot (delete the hook, or fix it and create it again, to run it again)`,
     });
-    effects.push(...p.effects);
-    wakeIn(p.requeueAfterMs);
-    return stageAfter(stage, p, hooks, now);
-  };
+}
 
-  // NodePrereadyJobs: for this boot, once the node is Ready.
-  const preready = record.preready;
-  if (!waitingFor && node.ready && !stageDone(preready, prereadyHooks)) {
-    record.preready = plan(preready, prereadyHooks, 'NodePrereadyJob');
-    if (record.preready.phase === 'Failed' && preready.phase !== 'Failed') {
-      events.push({
-        type: 'Warning',
-        reason: 'PrereadyHookFailed',
-        message: `boot ${bootID}: ${record.preready.message ?? 'a NodePrereadyJob failed'}; the node keeps the talos.dev/preready taint for this boot (delete the hook, or fix it and create it again, to run it again)`,
-      });
-    }
+/**
+ * NodeReadyJobs: once the NodePrereadyJobs are done and the node is Ready and untainted
+ * (as observed: the taint removal is written first), and for good once started.
+ */
+function readyStage(
+  input: BootInput,
+  b: BootDecisionBuilder,
+  record: BootRecord,
+  hooks: BootHooks,
+  subject: HookSubject,
+): void {
+  const { node } = input;
+  const before = record.ready;
+  const started = before.runs.some((r) => r.phase === 'Pending' || r.phase === 'Running');
+  const clear = node.ready && !node.tainted && b.change.taint === undefined;
+  if (!(clear || started) || stageDone(before, hooks.ready)) return;
+  record.ready = planStage(input, b, subject, before, hooks.ready, 'NodeReadyJob');
+  if (record.ready.phase === 'Failed' && before.phase !== 'Failed') {
+    b.events.push({
+      type: 'Warning',
+      reason: 'ReadyHookFailed',
+      message: `boot ${String(node.bootID)}: ${record.ready.message ?? 'a NodeReadyJob failed'}`,
+    });
+  } else if (record.ready.phase === 'Succeeded' && before.phase !== 'Succeeded' && hooks.ready.length > 0) {
+    b.events.push({
+      type: 'Normal',
+      reason: 'BootHooksSucceeded',
+      message: `boot ${String(node.bootID)}: ${plural(hooks.preready.length + hooks.ready.length, 'boot hook')} done`,
+    });
   }
-  const prereadyDone = stageDone(record.preready, prereadyHooks);
+}
+
+/** A boot some boot hook selects: its record, its hooks in order, the taint, and what it waits for. */
+function hooksOfBoot(
+  input: BootInput,
+  b: BootDecisionBuilder,
+  hooks: BootHooks,
+  reading: AnnouncementReading,
+): BootDecision {
+  const { node } = input;
+  const bootID = node.bootID ?? '';
+  const record = currentRecord(input, bootID, reading.attribution, b.effects);
+  b.effects.push(...sweepEarlierBoots(input, bootID, b.effects));
+  const waitingFor = waitingForAction(input, record, b);
+  const subject = bootSubject(node, record);
+  if (!waitingFor) prereadyStage(input, b, record, hooks, subject);
+  const prereadyDone = stageDone(record.preready, hooks.preready);
 
   // The taint, decided on the record as it will be written.
-  const taintReason = whyTainted(node, record, prereadyDone, announced ? announcement : undefined);
-  if (guarded && taintReason) setTaint(true, taintReason);
+  const guarded = hooks.preready.length > 0;
+  const taintReason = whyTainted(
+    node,
+    record,
+    prereadyDone,
+    reading.announced ? node.announcement : undefined,
+  );
+  if (guarded && taintReason) b.setTaint(true, taintReason);
   else
-    setTaint(
+    b.setTaint(
       false,
       guarded
-        ? `the ${plural(prereadyHooks.length, 'NodePrereadyJob')} of boot ${bootID} succeeded`
+        ? `the ${plural(hooks.preready.length, 'NodePrereadyJob')} of boot ${bootID} succeeded`
         : 'no NodePrereadyJob selects the node',
     );
+  if (!waitingFor && prereadyDone) readyStage(input, b, record, hooks, subject);
 
-  // NodeReadyJobs: once the node is Ready and untainted (as observed: the taint removal
-  // is written first), and for good once started.
-  const ready = record.ready;
-  const started = ready.runs.some((r) => r.phase === 'Pending' || r.phase === 'Running');
-  const clear = node.ready && !node.tainted && change.taint === undefined;
-  if (!waitingFor && prereadyDone && (clear || started) && !stageDone(ready, readyHooks)) {
-    record.ready = plan(ready, readyHooks, 'NodeReadyJob');
-    if (record.ready.phase === 'Failed' && ready.phase !== 'Failed') {
-      events.push({
-        type: 'Warning',
-        reason: 'ReadyHookFailed',
-        message: `boot ${bootID}: ${record.ready.message ?? 'a NodeReadyJob failed'}`,
-      });
-    } else if (record.ready.phase === 'Succeeded' && ready.phase !== 'Succeeded' && readyHooks.length > 0) {
-      events.push({
-        type: 'Normal',
-        reason: 'BootHooksSucceeded',
-        message: `boot ${bootID}: ${plural(prereadyHooks.length + readyHooks.length, 'boot hook')} done`,
-      });
-    }
+  if (!sameRecord(record, node.record)) b.change.record = record;
+  return b.finish(
+    waitingFor
+      ? `waiting for ${waitingFor}`
+      : !prereadyDone
+        ? `NodePrereadyJobs: ${node.ready ? (record.preready.message ?? 'pending') : 'waiting for the node to be Ready'}`
+        : stageDone(record.ready, hooks.ready)
+          ? `boot hooks of boot ${bootID} done`
+          : `NodeReadyJobs: ${record.ready.message ?? 'waiting for the node to be Ready and untainted'}`,
+  );
+}
+
+export function decideBoot(input: BootInput): BootDecision {
+  const { node } = input;
+  const b = new BootDecisionBuilder(node);
+  const hooks: BootHooks = {
+    preready: selectHooks(input.hooks, 'NodePrereadyJob', node.labels),
+    ready: selectHooks(input.hooks, 'NodeReadyJob', node.labels),
+  };
+  const guarded = hooks.preready.length > 0;
+  const bootID = node.bootID;
+  const mine = (uid: string | undefined) =>
+    uid !== undefined && (input.onlyActions === undefined || input.onlyActions.has(uid));
+
+  const reading = readAnnouncement(input);
+  const recordIsCurrent = node.record !== undefined && node.record.bootID === bootID;
+  const recordAction = recordIsCurrent ? node.record?.action?.uid : reading.attribution?.uid;
+  if (input.onlyActions && !mine(recordAction)) {
+    // Not this controller's node: only its own announcement is its business.
+    const release = reading.removeAnnouncement && mine(node.announcement?.action.uid);
+    return {
+      ...(release ? { change: { removeAnnouncement: true } } : {}),
+      effects: b.effects,
+      events: b.events,
+      message: 'not a boot this controller handles',
+      ...(reading.announced || reading.undetermined ? { requeueAfterMs: ACTION_POLL_MS } : {}),
+    };
   }
 
-  if (!sameRecord(record, node.record)) change.record = record;
-  const message = waitingFor
-    ? `waiting for ${waitingFor}`
-    : !prereadyDone
-      ? `NodePrereadyJobs: ${node.ready ? (record.preready.message ?? 'pending') : 'waiting for the node to be Ready'}`
-      : stageDone(record.ready, readyHooks)
-        ? `boot hooks of boot ${bootID} done`
-        : `NodeReadyJobs: ${record.ready.message ?? 'waiting for the node to be Ready and untainted'}`;
-  return finish(message);
+  if (reading.removeAnnouncement) b.change.removeAnnouncement = true;
+  if (bootID === undefined) {
+    // No boot to run hooks for yet; a node that boot hooks guard is kept from workloads.
+    if (guarded) b.setTaint(true, 'the node has not reported a boot ID yet');
+    return b.finish('no boot ID reported yet');
+  }
+  if (reading.undetermined) {
+    if (guarded) b.setTaint(true, `boot ${bootID} began before its action was approved`);
+    b.wakeIn(ACTION_POLL_MS);
+    return b.finish('waiting to learn whether the announced action caused this boot');
+  }
+  if (hooks.preready.length + hooks.ready.length === 0) {
+    // No boot hooks: nothing to record, nothing to guard.
+    if (node.tainted) b.setTaint(false, 'no NodePrereadyJob selects the node');
+    b.effects.push(...sweepEarlierBoots(input, bootID, b.effects));
+    return b.finish('no boot hooks select the node');
+  }
+  return hooksOfBoot(input, b, hooks, reading);
 }
