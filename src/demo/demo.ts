@@ -142,6 +142,112 @@ async function restartMidRoll(
   return restarted;
 }
 
+/** Step 4, once the stand-in runs: the Rook recipe, and what /v1/health says of it. */
+async function describeCeph(
+  client: RestClient,
+  running: Controller,
+  out: (line: string) => void,
+): Promise<void> {
+  out(`  CephCluster ${CEPH_NAMESPACE}/rook-ceph: one OSD on each of ${WORKERS.join(', ')}; a stand-in for`);
+  out(
+    `  Rook reports HEALTH_WARN while an OSD's node is down, and for ${formatDuration(RECOVERY_MS)} of recovery after`,
+  );
+  await serverSideApply(client, await rookRecipe(), 'gatehouse-demo');
+  out(
+    `  ClusterHealthCheck ${CHECK}       examples/rook-ceph-health.yaml (probing every ${DEMO_INTERVAL} here)`,
+  );
+  out('  PreUpgradeJob ceph-set-noout      examples/ceph-noout.yaml, the PreRebootJob as a PreUpgradeJob');
+  out('  NodeReadyJob ceph-unset-noout     examples/ceph-noout.yaml');
+  out('  ActionPolicy workers-one-at-a-time  maxConcurrent: 1 for nodes that are not control plane');
+  await waitFor(`${CHECK} to be probed healthy`, () =>
+    running.checks.view(CHECK)?.state.healthy === true ? true : undefined,
+  );
+  const health = await fetch(`${running.url}/v1/health`);
+  out(
+    `  GET /v1/health → ${String(health.status)}: ${((await health.json()) as { message: string }).message}`,
+  );
+  // What a control-plane reboot would be judged on: the checks that gate it, and etcd.
+  const cp = await fetch(`${running.url}/v1/health?action=Reboot&node=cp-1`);
+  const etcd = ((await cp.json()) as { checks: { name: string; message: string }[] }).checks.find(
+    (c) => c.name === ETCD_CHECK_NAME,
+  );
+  out(
+    `  GET /v1/health?action=Reboot&node=cp-1 → ${String(cp.status)}: ${etcd ? `${ETCD_CHECK_NAME}: ${etcd.message}` : 'etcd not judged'}`,
+  );
+}
+
+/** Step 5: the rolling upgrade as a NodeRollout, followed by the CLI, the controller restarted mid-roll. */
+async function rollingUpgrade(
+  sandbox: Sandbox,
+  client: RestClient,
+  running: { controller: Controller },
+  controllerOptions: ControllerOptions,
+  interrupted: AbortSignal,
+  out: (line: string) => void,
+): Promise<number> {
+  const args = [
+    'upgrade',
+    '--kubeconfig',
+    sandbox.kubeconfig,
+    '--image',
+    TARGET_IMAGE,
+    '--rollout',
+    ROLLOUT,
+    '--concurrency',
+    String(WORKERS.length),
+    ...WORKERS,
+  ];
+  out(`  $ gatehouse ${args.join(' ')}`);
+  out('  (a NodeRollout: the controller carries it out, the CLI only follows it. All three at');
+  out('  once as far as the rollout goes: the policy lets one through at a time, and Ceph must');
+  out('  be HEALTH_OK again before the next; the CLI shows what each action waits for. Once the');
+  out('  first node is done, the demo restarts the controller: the rollout goes on from its status)\n');
+  // The restart waits for the first node; it gives up when the CLI ends first (a failure).
+  const rolled = new AbortController();
+  const cli = runCli(args, interrupted).finally(() => rolled.abort());
+  const watching = AbortSignal.any([interrupted, rolled.signal]);
+  const restart = restartMidRoll(client, running.controller, controllerOptions, watching, out).then(
+    (restarted) => (running.controller = restarted),
+  );
+  const code = await cli;
+  await restart;
+  if (interrupted.aborted) return code;
+  out(`\n  the CLI exited ${String(code)}${code === 0 ? ': every node upgraded' : ''}`);
+  const actions = await client.request<{ items: { spec: { nodeName: string } }[] }>(
+    `${NODE_ACTIONS_PATH}?labelSelector=${encodeURIComponent(`${ROLLOUT_LABEL}=${ROLLOUT}`)}`,
+  );
+  const perNode = actions.items.map((a) => a.spec.nodeName).sort();
+  out(
+    `  NodeRollout ${ROLLOUT} made ${String(perNode.length)} NodeActions, one per node (${perNode.join(', ')}), across the controller restart`,
+  );
+  return code;
+}
+
+/** The end of the demo: how long it took, and the commands to look around with. */
+function whereToLook(
+  sandbox: Sandbox,
+  controller: Controller,
+  talosconfig: string,
+  began: number,
+  out: (line: string) => void,
+): void {
+  out(`\ndone in ${formatDuration(Date.now() - began)}. Where to look:`);
+  out(`  dashboard: ${controller.url}/`);
+  out(`  export KUBECONFIG=${sandbox.kubeconfig}`);
+  out(`  export TALOSCONFIG=${talosconfig}`);
+  // Commands with their comments aligned after the longest.
+  const commands: [string, string][] = [
+    ['kubectl get gatehouse', 'checks, hooks, policies, actions'],
+    [`kubectl get noderollout ${ROLLOUT}`, 'the rollout: counts, conditions'],
+    ['kubectl get nodeactions -o wide', 'its three NodeActions'],
+    [`kubectl describe clusterhealthcheck ${CHECK}`, 'status, conditions, events'],
+  ];
+  const width = Math.max(...commands.map(([c]) => c.length));
+  for (const [command, comment] of commands) out(`  ${command.padEnd(width)}  # ${comment}`);
+  out(`  npm run gatehouse -- reboot --kubeconfig ${sandbox.kubeconfig} worker-2   # one more, live`);
+  out(`  curl -s '${controller.url}/v1/health?action=Reboot&node=worker-1'`);
+}
+
 export async function runDemo(options: DemoOptions): Promise<void> {
   const out = options.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   const steps = 6;
@@ -196,73 +302,21 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     await installCephCluster(client);
     ceph = new CephStandIn({ client, log: silentLogger(), osdNodes: WORKERS, recoveryMs: RECOVERY_MS });
     await ceph.start();
-    out(
-      `  CephCluster ${CEPH_NAMESPACE}/rook-ceph: one OSD on each of ${WORKERS.join(', ')}; a stand-in for`,
-    );
-    out(
-      `  Rook reports HEALTH_WARN while an OSD's node is down, and for ${formatDuration(RECOVERY_MS)} of recovery after`,
-    );
-    await serverSideApply(client, await rookRecipe(), 'gatehouse-demo');
-    out(
-      `  ClusterHealthCheck ${CHECK}       examples/rook-ceph-health.yaml (probing every ${DEMO_INTERVAL} here)`,
-    );
-    out('  PreUpgradeJob ceph-set-noout      examples/ceph-noout.yaml, the PreRebootJob as a PreUpgradeJob');
-    out('  NodeReadyJob ceph-unset-noout     examples/ceph-noout.yaml');
-    out('  ActionPolicy workers-one-at-a-time  maxConcurrent: 1 for nodes that are not control plane');
-    const running = controller;
-    await waitFor(`${CHECK} to be probed healthy`, () =>
-      running.checks.view(CHECK)?.state.healthy === true ? true : undefined,
-    );
-    const health = await fetch(`${running.url}/v1/health`);
-    out(
-      `  GET /v1/health → ${String(health.status)}: ${((await health.json()) as { message: string }).message}`,
-    );
-    // What a control-plane reboot would be judged on: the checks that gate it, and etcd.
-    const cp = await fetch(`${running.url}/v1/health?action=Reboot&node=cp-1`);
-    const etcd = ((await cp.json()) as { checks: { name: string; message: string }[] }).checks.find(
-      (c) => c.name === ETCD_CHECK_NAME,
-    );
-    out(
-      `  GET /v1/health?action=Reboot&node=cp-1 → ${String(cp.status)}: ${etcd ? `${ETCD_CHECK_NAME}: ${etcd.message}` : 'etcd not judged'}`,
-    );
+    await describeCeph(client, controller, out);
 
     step(5, `a rolling upgrade to Talos ${TARGET_VERSION}: a NodeRollout, through the gate`);
     const before = await nodeFacts(client);
-    const args = [
-      'upgrade',
-      '--kubeconfig',
-      sandbox.kubeconfig,
-      '--image',
-      TARGET_IMAGE,
-      '--rollout',
-      ROLLOUT,
-      '--concurrency',
-      String(WORKERS.length),
-      ...WORKERS,
-    ];
-    out(`  $ gatehouse ${args.join(' ')}`);
-    out('  (a NodeRollout: the controller carries it out, the CLI only follows it. All three at');
-    out('  once as far as the rollout goes: the policy lets one through at a time, and Ceph must');
-    out('  be HEALTH_OK again before the next; the CLI shows what each action waits for. Once the');
-    out('  first node is done, the demo restarts the controller: the rollout goes on from its status)\n');
-    // The restart waits for the first node; it gives up when the CLI ends first (a failure).
-    const rolled = new AbortController();
-    const cli = runCli(args, interrupted.signal).finally(() => rolled.abort());
-    const watching = AbortSignal.any([interrupted.signal, rolled.signal]);
-    const restart = restartMidRoll(client, controller, controllerOptions, watching, out).then(
-      (restarted) => (controller = restarted),
-    );
-    const code = await cli;
-    await restart;
+    // The controller the demo stops at the end is the one running then (restarted mid-roll).
+    const running = { controller };
+    const code = await rollingUpgrade(
+      sandbox,
+      client,
+      running,
+      controllerOptions,
+      interrupted.signal,
+      out,
+    ).finally(() => (controller = running.controller));
     if (interrupted.signal.aborted) return;
-    out(`\n  the CLI exited ${String(code)}${code === 0 ? ': every node upgraded' : ''}`);
-    const actions = await client.request<{ items: { spec: { nodeName: string } }[] }>(
-      `${NODE_ACTIONS_PATH}?labelSelector=${encodeURIComponent(`${ROLLOUT_LABEL}=${ROLLOUT}`)}`,
-    );
-    const perNode = actions.items.map((a) => a.spec.nodeName).sort();
-    out(
-      `  NodeRollout ${ROLLOUT} made ${String(perNode.length)} NodeActions, one per node (${perNode.join(', ')}), across the controller restart`,
-    );
 
     step(6, 'what happened');
     const after = await nodeFacts(client);
@@ -279,21 +333,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       out(`    ${change.at.toTimeString().slice(0, 8)} ${change.health} ${change.detail}`);
     if (code !== 0) throw new Error(`the rolling upgrade did not succeed (the CLI exited ${String(code)})`);
 
-    out(`\ndone in ${formatDuration(Date.now() - began)}. Where to look:`);
-    out(`  dashboard: ${controller.url}/`);
-    out(`  export KUBECONFIG=${sandbox.kubeconfig}`);
-    out(`  export TALOSCONFIG=${talosconfig}`);
-    // Commands with their comments aligned after the longest.
-    const commands: [string, string][] = [
-      ['kubectl get gatehouse', 'checks, hooks, policies, actions'],
-      [`kubectl get noderollout ${ROLLOUT}`, 'the rollout: counts, conditions'],
-      ['kubectl get nodeactions -o wide', 'its three NodeActions'],
-      [`kubectl describe clusterhealthcheck ${CHECK}`, 'status, conditions, events'],
-    ];
-    const width = Math.max(...commands.map(([c]) => c.length));
-    for (const [command, comment] of commands) out(`  ${command.padEnd(width)}  # ${comment}`);
-    out(`  npm run gatehouse -- reboot --kubeconfig ${sandbox.kubeconfig} worker-2   # one more, live`);
-    out(`  curl -s '${controller.url}/v1/health?action=Reboot&node=worker-1'`);
+    whereToLook(sandbox, controller, talosconfig, began, out);
     if (options.exit) return;
     out('\nthe controller keeps running; Ctrl-C stops it and the sandbox');
     await new Promise<void>((resolve) => {
