@@ -194,28 +194,70 @@ export class Controller {
     const replica =
       (election !== false ? election.identity : undefined) ??
       `${process.env.HOSTNAME ?? 'gatehouse'}-${process.pid.toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-    this.leader =
-      election === false
+    this.leader = election === false ? undefined : this.leaderElector(election, replica, namespace);
+    this.checks = this.checkRunner(probe, serviceResolution);
+    const informers = this.makeInformers(options);
+    this.checkInformer = informers.checks;
+    this.nodeInformer = informers.nodes;
+    this.actionInformer = informers.actions;
+    this.foreignActionInformer = informers.foreignActions;
+    this.policyInformer = informers.policies;
+    this.rolloutInformer = informers.rollouts;
+    this.hookInformers = informers.hooks;
+    this.jobInformer = informers.jobs;
+    this.hooks = this.hookRunner(serviceResolution, clusterCA);
+    const talos = options.talos;
+    const followed = talos && talos.config instanceof TalosConfigReloader ? talos.config : undefined;
+    this.executor = options.actions === false || !talos ? undefined : this.talosExecutor(talos);
+    this.talosConfig = this.executor ? followed : undefined;
+    // The etcd guard reads through the executor's client; without one it says so.
+    const executor = this.executor;
+    this.etcd = new EtcdCheck({
+      withClient: (fn) => (executor ? executor.withClient(fn) : Promise.resolve(undefined)),
+      nodes: () => this.nodeInformer.list(),
+    });
+    this.turn = options.actions === false ? undefined : this.turnLease(options, replica, namespace);
+    this.actions = options.actions === false ? undefined : this.actionReconciler(options);
+    this.boots = (options.boots ?? options.actions !== false) ? this.bootReconciler(options) : undefined;
+    const audit = options.audit ?? options.boots ?? options.actions !== false;
+    this.audit = audit ? this.auditReconciler(options, audit) : undefined;
+    this.rollouts = options.actions === false ? undefined : this.rolloutReconciler(options);
+    this.machines =
+      options.actions === false || !options.clusterApi
         ? undefined
-        : new LeaderElector({
-            rest: this.rest,
-            log: options.log,
-            namespace: election.namespace ?? namespace,
-            name: election.name ?? 'gatehouse-controller',
-            identity: replica,
-            ...(election.leaseDurationMs !== undefined ? { leaseDurationMs: election.leaseDurationMs } : {}),
-            ...(election.renewDeadlineMs !== undefined ? { renewDeadlineMs: election.renewDeadlineMs } : {}),
-            ...(election.retryPeriodMs !== undefined ? { retryPeriodMs: election.retryPeriodMs } : {}),
-          });
-    this.checks = new CheckRunner({
+        : this.machineReconciler(options, options.clusterApi);
+    this.followLeadership();
+  }
+
+  // The parts the constructor composes, each made from the options and the parts before it.
+
+  private leaderElector(
+    election: Exclude<ControllerOptions['leaderElection'], false | undefined>,
+    identity: string,
+    namespace: string,
+  ): LeaderElector {
+    return new LeaderElector({
+      rest: this.rest,
+      log: this.log,
+      namespace: election.namespace ?? namespace,
+      name: election.name ?? 'gatehouse-controller',
+      identity,
+      ...(election.leaseDurationMs !== undefined ? { leaseDurationMs: election.leaseDurationMs } : {}),
+      ...(election.renewDeadlineMs !== undefined ? { renewDeadlineMs: election.renewDeadlineMs } : {}),
+      ...(election.retryPeriodMs !== undefined ? { retryPeriodMs: election.retryPeriodMs } : {}),
+    });
+  }
+
+  private checkRunner(probe: ProbeFunction, serviceResolution: 'dns' | 'endpoints'): CheckRunner {
+    return new CheckRunner({
       rest: this.rest,
       probe,
-      log: options.log,
+      log: this.log,
       metrics: this.metrics,
       events: this.events,
       serviceResolution,
       mayWrite: () => this.isLeader(),
-      // The informers below exist before any check is probed (probes start on their events).
+      // The informers exist before any check is probed (probes start on their events).
       nodes: {
         get: (name) => this.nodeInformer.get(name),
         list: () => this.nodeInformer.list(),
@@ -223,52 +265,61 @@ export class Controller {
         live: () => this.nodeInformer.live,
       },
     });
-    const common = { rest: this.rest, log: options.log, ...options.informerOptions };
-    this.checkInformer = new Informer<ObservedCheck>({
+  }
+
+  /** Every informer, the checks' wired to the check runner. */
+  private makeInformers(options: ControllerOptions) {
+    const common = { rest: this.rest, log: this.log, ...options.informerOptions };
+    const checks = new Informer<ObservedCheck>({
       ...common,
       path: CHECKS_PATH,
       ...(options.checkSelector ? { labelSelector: options.checkSelector } : {}),
     });
-    this.nodeInformer = new Informer<KubeObject>({ ...common, path: '/api/v1/nodes', transform: slimNode });
-    this.checkInformer.on('add', (c) => this.checks.upsert(c));
-    this.checkInformer.on('update', (_, c) => this.checks.upsert(c));
-    this.checkInformer.on('delete', (c) => this.checks.remove(c.metadata.name));
+    checks.on('add', (c) => this.checks.upsert(c));
+    checks.on('update', (_, c) => this.checks.upsert(c));
+    checks.on('delete', (c) => this.checks.remove(c.metadata.name));
+    return {
+      checks,
+      nodes: new Informer<KubeObject>({ ...common, path: '/api/v1/nodes', transform: slimNode }),
+      actions: new Informer<ActionObject>({
+        ...common,
+        path: NODE_ACTIONS_PATH,
+        labelSelector: instanceSelector(options.instance),
+      }),
+      foreignActions: new Informer<ActionObject>({
+        ...common,
+        path: NODE_ACTIONS_PATH,
+        labelSelector: foreignInstanceSelector(options.instance),
+        transform: slimForeignAction,
+      }),
+      policies: new Informer<ActionPolicy & KubeObject>({ ...common, path: ACTION_POLICIES_PATH }),
+      // Rollouts are assigned to an instance like actions: the instance creates their actions.
+      rollouts: new Informer<RolloutObject>({
+        ...common,
+        path: NODE_ROLLOUTS_PATH,
+        labelSelector: instanceSelector(options.instance),
+      }),
+      hooks: new Map(
+        hookKinds.map((k) => [
+          k.kind as HookKindName,
+          new Informer<KubeObject & { spec: HookSpec }>({
+            ...common,
+            path: `/apis/talos.dev/v1alpha1/${k.plural}`,
+          }),
+        ]),
+      ),
+      jobs: new Informer<KubeObject>({
+        ...common,
+        path: '/apis/batch/v1/jobs',
+        labelSelector: HOOK_JOB_SELECTOR,
+      }),
+    };
+  }
 
-    this.actionInformer = new Informer<ActionObject>({
-      ...common,
-      path: NODE_ACTIONS_PATH,
-      labelSelector: instanceSelector(options.instance),
-    });
-    this.foreignActionInformer = new Informer<ActionObject>({
-      ...common,
-      path: NODE_ACTIONS_PATH,
-      labelSelector: foreignInstanceSelector(options.instance),
-      transform: slimForeignAction,
-    });
-    this.policyInformer = new Informer({ ...common, path: ACTION_POLICIES_PATH });
-    // Rollouts are assigned to an instance like actions: the instance creates their actions.
-    this.rolloutInformer = new Informer<RolloutObject>({
-      ...common,
-      path: NODE_ROLLOUTS_PATH,
-      labelSelector: instanceSelector(options.instance),
-    });
-    this.hookInformers = new Map(
-      hookKinds.map((k) => [
-        k.kind as HookKindName,
-        new Informer<KubeObject & { spec: HookSpec }>({
-          ...common,
-          path: `/apis/talos.dev/v1alpha1/${k.plural}`,
-        }),
-      ]),
-    );
-    this.jobInformer = new Informer({
-      ...common,
-      path: '/apis/batch/v1/jobs',
-      labelSelector: HOOK_JOB_SELECTOR,
-    });
-    this.hooks = new HookRunner({
+  private hookRunner(serviceResolution: 'dns' | 'endpoints', clusterCA: string | undefined): HookRunner {
+    return new HookRunner({
       rest: this.rest,
-      log: options.log,
+      log: this.log,
       jobs: this.jobInformer,
       metrics: this.metrics,
       mayWrite: () => this.isLeader(),
@@ -279,126 +330,128 @@ export class Controller {
         ...(clusterCA ? { clusterCA } : {}),
       },
     });
-    const talos = options.talos;
-    const followed = talos && talos.config instanceof TalosConfigReloader ? talos.config : undefined;
-    this.executor =
-      options.actions === false || !talos
-        ? undefined
-        : new TalosExecutor({
-            rest: this.rest,
-            log: options.log,
-            context: talos.config instanceof TalosConfigReloader ? talos.config.current : talos.config,
-            namespace: talos.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
-            node: (name) => this.nodeInformer.get(name),
-            mayWrite: () => this.isLeader(),
-            ...(talos.client ? { client: talos.client } : {}),
-            ...(talos.drainRetryMs !== undefined ? { drainRetryMs: talos.drainRetryMs } : {}),
-          });
-    this.talosConfig = this.executor ? followed : undefined;
-    // The etcd guard reads through the executor's client; without one it says so.
-    const executor = this.executor;
-    this.etcd = new EtcdCheck({
-      withClient: (fn) => (executor ? executor.withClient(fn) : Promise.resolve(undefined)),
-      nodes: () => this.nodeInformer.list(),
+  }
+
+  private talosExecutor(talos: Exclude<ControllerOptions['talos'], false | undefined>): TalosExecutor {
+    return new TalosExecutor({
+      rest: this.rest,
+      log: this.log,
+      context: talos.config instanceof TalosConfigReloader ? talos.config.current : talos.config,
+      namespace: talos.namespace ?? process.env.POD_NAMESPACE ?? 'gatehouse-system',
+      node: (name) => this.nodeInformer.get(name),
+      mayWrite: () => this.isLeader(),
+      ...(talos.client ? { client: talos.client } : {}),
+      ...(talos.drainRetryMs !== undefined ? { drainRetryMs: talos.drainRetryMs } : {}),
     });
+  }
+
+  private turnLease(options: ControllerOptions, replica: string, namespace: string): TurnLease {
+    const election = options.leaderElection ?? {};
     const { namespace: turnNamespace, name: turnName, ...timing } = options.turn ?? {};
-    this.turn =
-      options.actions === false
-        ? undefined
-        : new TurnLease({
-            rest: this.rest,
-            log: options.log.child({ component: 'turn' }),
-            namespace: turnNamespace ?? (election !== false ? election.namespace : undefined) ?? namespace,
-            ...(turnName ? { name: turnName } : {}),
-            identity: turnIdentity(options.instance, replica),
-            active: () => this.isLeader(),
-            timing,
-            ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),
-          });
-    this.actions =
-      options.actions === false
-        ? undefined
-        : new ActionReconciler({
-            rest: this.rest,
-            log: options.log,
-            events: this.events,
-            metrics: this.metrics,
-            checks: this.checks,
-            actions: this.actionInformer,
-            foreignActions: this.foreignActionInformer,
-            policies: this.policyInformer,
-            nodes: this.nodeInformer,
-            hooks: this.hookInformers,
-            jobs: this.jobInformer,
-            checkInformer: this.checkInformer,
-            runner: this.hooks,
-            ...(this.executor ? { executor: this.executor } : {}),
-            etcd: this.etcd,
-            ...(this.turn ? { turn: this.turn } : {}),
-            ...(options.controlPlaneAcrossInstances
-              ? { controlPlaneAcrossInstances: options.controlPlaneAcrossInstances }
-              : {}),
-            isLeader: () => this.isLeader(),
-            ...(options.instance ? { instance: options.instance } : {}),
-            retention: { ...DEFAULT_RETENTION, ...options.retention },
-          });
-    this.boots =
-      (options.boots ?? options.actions !== false)
-        ? new BootReconciler({
-            rest: this.rest,
-            log: options.log.child({ reconciler: 'boots' }),
-            events: this.events,
-            nodes: this.nodeInformer,
-            hooks: this.hookInformers,
-            jobs: this.jobInformer,
-            actions: this.actionInformer,
-            runner: this.hooks,
-            isLeader: () => this.isLeader(),
-            ...(options.instance ? { instance: options.instance } : {}),
-          })
-        : undefined;
-    const audit = options.audit ?? options.boots ?? options.actions !== false;
-    this.audit = audit
-      ? new AuditReconciler({
-          rest: this.rest,
-          log: options.log.child({ reconciler: 'audit' }),
-          events: this.events,
-          nodes: this.nodeInformer,
-          registry: this.metrics.registry,
-          isLeader: () => this.isLeader(),
-          ...(options.instance ? { instance: options.instance } : {}),
-          ...(typeof audit === 'object' ? { notReadyAfterMs: audit.notReadyAfterMs } : {}),
-        })
-      : undefined;
-    this.rollouts =
-      options.actions === false
-        ? undefined
-        : new RolloutReconciler({
-            rest: this.rest,
-            log: options.log.child({ reconciler: 'rollouts' }),
-            events: this.events,
-            metrics: this.metrics,
-            rollouts: this.rolloutInformer,
-            actions: this.actionInformer,
-            nodes: this.nodeInformer,
-            policies: this.policyInformer,
-            isLeader: () => this.isLeader(),
-            ...(options.instance ? { instance: options.instance } : {}),
-          });
-    this.machines =
-      options.actions === false || !options.clusterApi
-        ? undefined
-        : new MachineReconciler({
-            ...options.clusterApi,
-            rest: this.rest,
-            log: options.log.child({ reconciler: 'machines' }),
-            namespace: process.env.POD_NAMESPACE ?? 'gatehouse-system',
-            actions: this.actionInformer,
-            nodes: this.nodeInformer,
-            isLeader: () => this.isLeader(),
-            ...(options.instance ? { instance: options.instance } : {}),
-            ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),
-          });
+    return new TurnLease({
+      rest: this.rest,
+      log: this.log.child({ component: 'turn' }),
+      namespace: turnNamespace ?? (election !== false ? election.namespace : undefined) ?? namespace,
+      ...(turnName ? { name: turnName } : {}),
+      identity: turnIdentity(options.instance, replica),
+      active: () => this.isLeader(),
+      timing,
+      ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),
+    });
+  }
+
+  private actionReconciler(options: ControllerOptions): ActionReconciler {
+    return new ActionReconciler({
+      rest: this.rest,
+      log: this.log,
+      events: this.events,
+      metrics: this.metrics,
+      checks: this.checks,
+      actions: this.actionInformer,
+      foreignActions: this.foreignActionInformer,
+      policies: this.policyInformer,
+      nodes: this.nodeInformer,
+      hooks: this.hookInformers,
+      jobs: this.jobInformer,
+      checkInformer: this.checkInformer,
+      runner: this.hooks,
+      ...(this.executor ? { executor: this.executor } : {}),
+      etcd: this.etcd,
+      ...(this.turn ? { turn: this.turn } : {}),
+      ...(options.controlPlaneAcrossInstances
+        ? { controlPlaneAcrossInstances: options.controlPlaneAcrossInstances }
+        : {}),
+      isLeader: () => this.isLeader(),
+      ...(options.instance ? { instance: options.instance } : {}),
+      retention: { ...DEFAULT_RETENTION, ...options.retention },
+    });
+  }
+
+  private bootReconciler(options: ControllerOptions): BootReconciler {
+    return new BootReconciler({
+      rest: this.rest,
+      log: this.log.child({ reconciler: 'boots' }),
+      events: this.events,
+      nodes: this.nodeInformer,
+      hooks: this.hookInformers,
+      jobs: this.jobInformer,
+      actions: this.actionInformer,
+      runner: this.hooks,
+      isLeader: () => this.isLeader(),
+      ...(options.instance ? { instance: options.instance } : {}),
+    });
+  }
+
+  private auditReconciler(
+    options: ControllerOptions,
+    audit: true | Exclude<ControllerOptions['audit'], boolean | undefined>,
+  ): AuditReconciler {
+    return new AuditReconciler({
+      rest: this.rest,
+      log: this.log.child({ reconciler: 'audit' }),
+      events: this.events,
+      nodes: this.nodeInformer,
+      registry: this.metrics.registry,
+      isLeader: () => this.isLeader(),
+      ...(options.instance ? { instance: options.instance } : {}),
+      ...(typeof audit === 'object' ? { notReadyAfterMs: audit.notReadyAfterMs } : {}),
+    });
+  }
+
+  private rolloutReconciler(options: ControllerOptions): RolloutReconciler {
+    return new RolloutReconciler({
+      rest: this.rest,
+      log: this.log.child({ reconciler: 'rollouts' }),
+      events: this.events,
+      metrics: this.metrics,
+      rollouts: this.rolloutInformer,
+      actions: this.actionInformer,
+      nodes: this.nodeInformer,
+      policies: this.policyInformer,
+      isLeader: () => this.isLeader(),
+      ...(options.instance ? { instance: options.instance } : {}),
+    });
+  }
+
+  private machineReconciler(
+    options: ControllerOptions,
+    clusterApi: NonNullable<ControllerOptions['clusterApi']>,
+  ): MachineReconciler {
+    return new MachineReconciler({
+      ...clusterApi,
+      rest: this.rest,
+      log: this.log.child({ reconciler: 'machines' }),
+      namespace: process.env.POD_NAMESPACE ?? 'gatehouse-system',
+      actions: this.actionInformer,
+      nodes: this.nodeInformer,
+      isLeader: () => this.isLeader(),
+      ...(options.instance ? { instance: options.instance } : {}),
+      ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),
+    });
+  }
+
+  /** A new leader queues every key again; a replica that stops leading stops its Talos steps. */
+  private followLeadership(): void {
     this.leader?.on('started', () => {
       this.turn?.kick();
       this.machines?.enqueueAll();
@@ -407,8 +460,7 @@ export class Controller {
       this.boots?.enqueueAll();
       this.audit?.enqueueAll();
     });
-    // A replica that stops leading stops its Talos steps: the new leader decides from the
-    // status alone (a call recorded there is not made again).
+    // The new leader decides from the status alone (a call recorded there is not made again).
     this.leader?.on('stopped', () => {
       this.executor?.stopAll('this replica stopped leading');
       this.turn?.kick();
