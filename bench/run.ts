@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { ensureBinaries } from '../sandbox/binaries.ts';
 import { startSandbox, type Sandbox } from '../sandbox/cluster.ts';
-import { formatDuration } from '../src/wait.ts';
+import { formatDuration } from '../src/duration.ts';
 import { median, ms, percentile, report } from './stats.ts';
 import { installGatehouseAPI } from '../test/support/install.ts';
 import { checksBench } from './checks.ts';

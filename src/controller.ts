@@ -8,7 +8,13 @@ import { ActionReconciler } from './actions/reconciler.ts';
 import { DEFAULT_RETENTION, type RetentionPolicy } from './actions/retention.ts';
 import { HOOK_JOB_SELECTOR, foreignInstanceSelector, instanceSelector } from './api/names.ts';
 import type { ActionObject } from './api/node-action.ts';
-import { ACTION_POLICIES_PATH, NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH, CHECKS_PATH } from './api/paths.ts';
+import {
+  ACTION_POLICIES_PATH,
+  CHECKS_PATH,
+  collectionPath,
+  NODE_ACTIONS_PATH,
+  NODE_ROLLOUTS_PATH,
+} from './api/paths.ts';
 import { AuditReconciler } from './boots/audit-reconciler.ts';
 import { BootReconciler } from './boots/reconciler.ts';
 import { MachineReconciler, type ClusterApiOptions } from './cluster-api/reconciler.ts';
@@ -304,7 +310,7 @@ export class Controller {
           k.kind as HookKindName,
           new Informer<KubeObject & { spec: HookSpec }>({
             ...common,
-            path: `/apis/talos.dev/v1alpha1/${k.plural}`,
+            path: collectionPath(k),
           }),
         ]),
       ),

@@ -27,3 +27,12 @@ export function parseDuration(text: string): number {
   }
   return total;
 }
+
+/** A duration for people: 850ms, 4.2s, 12s, 3m, 3m20s. */
+export function formatDuration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)}s`;
+  const minutes = Math.floor(ms / 60_000);
+  const seconds = Math.round((ms % 60_000) / 1000);
+  return seconds ? `${minutes}m${seconds}s` : `${minutes}m`;
+}

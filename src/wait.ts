@@ -1,5 +1,6 @@
 // Polling with a deadline. Every wait names what it waits for, so a timeout says
 // what never happened and what was last seen instead of a bare "timed out".
+import { formatDuration } from './duration.ts';
 
 export interface WaitOptions {
   timeoutMs?: number;
@@ -70,14 +71,6 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
-}
-
-export function formatDuration(ms: number): string {
-  if (ms < 1000) return `${Math.round(ms)}ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)}s`;
-  const minutes = Math.floor(ms / 60_000);
-  const seconds = Math.round((ms % 60_000) / 1000);
-  return seconds ? `${minutes}m${seconds}s` : `${minutes}m`;
 }
 
 export function errorMessage(error: unknown): string {

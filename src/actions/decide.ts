@@ -21,7 +21,7 @@ import { NODE_ACTION_FINALIZER } from '../api/names.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
 import { isTerminal } from '../api/phases.ts';
 import { clip } from '../hooks/plan.ts';
-import { formatDuration } from '../wait.ts';
+import { formatDuration } from '../duration.ts';
 import { DecisionBuilder, type ActionDecision } from './decision.ts';
 import type { ActionInput } from './observations.ts';
 import { PHASE_DEADLINES, phaseDeadlineMs } from './phases/deadlines.ts';

@@ -5,6 +5,7 @@ import { ACTION_PARAMETERS, type NodeActionSpec, type ObservedNodeAction } from 
 import type { HookSubject } from '../hooks/job.ts';
 import { kindOf, type ActionKind, type Performer } from './kinds/index.ts';
 import type { ActionInput } from './observations.ts';
+import { API_VERSION } from '../api/common.ts';
 
 export function isExecutedMarked(action: ObservedNodeAction): boolean {
   return action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true';
@@ -49,7 +50,7 @@ export function hookSubject(action: ObservedNodeAction, bootID: string | undefin
       ...targetImageOf(action.spec),
     },
     owner: {
-      apiVersion: action.apiVersion ?? 'talos.dev/v1alpha1',
+      apiVersion: action.apiVersion ?? API_VERSION,
       kind: 'NodeAction',
       name: action.metadata.name,
       uid: action.metadata.uid,

@@ -4,6 +4,7 @@ import { actionPolicyKind } from './action-policy.ts';
 import { clusterHealthCheckKind } from './cluster-health-check.ts';
 import { API_VERSION, type KindDefinition } from './common.ts';
 import { nodeActionKind } from './node-action.ts';
+import { hookKinds } from './hooks.ts';
 import { nodeRolloutKind } from './node-rollout.ts';
 
 /** The collection path of a kind: all of a cluster-scoped kind, or one namespace's of a namespaced one. */
@@ -22,3 +23,13 @@ export const NODE_ACTIONS_PATH = collectionPath(nodeActionKind);
 export const ACTION_POLICIES_PATH = collectionPath(actionPolicyKind);
 export const CHECKS_PATH = collectionPath(clusterHealthCheckKind);
 export const NODE_ROLLOUTS_PATH = collectionPath(nodeRolloutKind);
+
+/** The path of one ClusterHealthCheck's status. */
+export function checkStatusPath(name: string): string {
+  return `${objectPath(clusterHealthCheckKind, name)}/status`;
+}
+
+/** Each hook kind's definition by its kind name (PreRebootJob, …), for its paths. */
+export const HOOK_KIND_DEFINITIONS: ReadonlyMap<string, KindDefinition> = new Map(
+  hookKinds.map((k) => [k.kind, k]),
+);

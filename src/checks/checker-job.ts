@@ -12,6 +12,7 @@ import type { ProbeSpecs } from '../api/cluster-health-check.ts';
 import { CHECKER_JOB_ANNOTATIONS, CHECKER_JOB_LABELS } from '../api/names.ts';
 import type { NodeTarget } from './node-target.ts';
 import type { CheckIdentity, ProbeResult } from './probe.ts';
+import { API_VERSION } from '../api/common.ts';
 
 export type JobProbeSpec = ProbeSpecs['job'];
 
@@ -151,7 +152,7 @@ export function buildCheckerJob(
   });
   const timeoutSeconds = Math.max(1, Math.floor(timeoutMs / 1000));
   const owner: V1OwnerReference = {
-    apiVersion: 'talos.dev/v1alpha1',
+    apiVersion: API_VERSION,
     kind: 'ClusterHealthCheck',
     name: check.name,
     uid: check.uid,

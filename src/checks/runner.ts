@@ -6,14 +6,15 @@
 import { performance } from 'node:perf_hooks';
 import type { CheckScope, ClusterHealthCheck, ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
 import { ACTIONS } from '../api/common.ts';
-import { parseDuration } from '../duration.ts';
+import { checkStatusPath } from '../api/paths.ts';
+import { formatDuration, parseDuration } from '../duration.ts';
 import { rfc3339, type EventRecorder } from '../kube/events.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import type { RestClient } from '../kube/rest.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { redactURLs } from '../redact.ts';
-import { errorMessage, formatDuration } from '../wait.ts';
+import { errorMessage } from '../wait.ts';
 import { nodeSummaryState, summarizeNodes, type NodeResults } from './node-results.ts';
 import { CheckerJobs } from './checker-jobs.ts';
 import { nodeTarget, type NodeTarget } from './node-target.ts';
@@ -538,7 +539,7 @@ export class CheckRunner {
   ): Promise<void> {
     const name = entry.check.metadata.name;
     try {
-      await this.options.rest.request(`/apis/talos.dev/v1alpha1/clusterhealthchecks/${name}/status`, {
+      await this.options.rest.request(checkStatusPath(name), {
         method: 'PATCH',
         contentType: 'application/merge-patch+json',
         body: { status: statusOf(state, entry.generation, nodes) },

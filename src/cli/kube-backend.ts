@@ -14,7 +14,7 @@ import {
   IDEMPOTENCY_KEY_ANNOTATION,
   REQUESTED_VIA_ANNOTATION,
 } from '../api/names.ts';
-import { NODE_ACTIONS_PATH } from '../api/paths.ts';
+import { ACTION_POLICIES_PATH, CHECKS_PATH, NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { isTerminal } from '../api/phases.ts';
 import { probeTypeOf } from '../checks/probe.ts';
 import { executedMark, executedRefusal, performanceObserved } from '../http/actions/executed.ts';
@@ -36,9 +36,6 @@ import type {
   RequestSpec,
 } from './backend.ts';
 import { CliError, EXIT } from './exit.ts';
-
-const CHECKS_PATH = '/apis/talos.dev/v1alpha1/clusterhealthchecks';
-const POLICIES_PATH = '/apis/talos.dev/v1alpha1/actionpolicies';
 
 /** Turns a failed request into what the user should hear, with the exit code it deserves. */
 export function kubeFailure(error: unknown, what: string): CliError {
@@ -230,7 +227,7 @@ export class KubeBackend implements Backend {
   }
 
   async policies(): Promise<PolicyObject[]> {
-    const list = await this.call<{ items: PolicyObject[] }>('list ActionPolicies', POLICIES_PATH);
+    const list = await this.call<{ items: PolicyObject[] }>('list ActionPolicies', ACTION_POLICIES_PATH);
     return list.items.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
   }
 

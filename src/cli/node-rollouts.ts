@@ -17,6 +17,7 @@ import { followRollout } from './rollout-follow.ts';
 import { formatDocument, outputOption, type Format } from './output.ts';
 import { colourWanted, makeStyle, type Style } from './style.ts';
 import { age, oneLine, table } from './table.ts';
+import { API_VERSION } from '../api/common.ts';
 
 type Rollout = ObservedNodeRollout & { metadata: { creationTimestamp?: string } };
 
@@ -214,7 +215,7 @@ export async function createRollout(
     rest.request(NODE_ROLLOUTS_PATH, {
       method: 'POST',
       body: {
-        apiVersion: 'talos.dev/v1alpha1',
+        apiVersion: API_VERSION,
         kind: 'NodeRollout',
         metadata: { name, ...(instance ? { labels: { [INSTANCE_LABEL]: instance } } : {}) },
         spec,

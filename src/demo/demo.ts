@@ -21,8 +21,10 @@ import { silentLogger } from '../log.ts';
 import { installGatehouse } from '../manifests/install.ts';
 import { loadTalosConfig } from '../talos/config.ts';
 import { ETCD_CHECK_NAME } from '../talos/etcd-health.ts';
-import { formatDuration, waitFor } from '../wait.ts';
+import { waitFor } from '../wait.ts';
+import { formatDuration } from '../duration.ts';
 import { CEPH_NAMESPACE, CephStandIn, installCephCluster } from './ceph.ts';
+import { API_VERSION } from '../api/common.ts';
 
 export interface DemoOptions {
   /** Where the demo's sandbox lives; reused if it is already up. */
@@ -66,7 +68,7 @@ async function rookRecipe(): Promise<Document[]> {
   const preUpgrade = structuredClone(preReboot);
   preUpgrade.kind = 'PreUpgradeJob';
   const policy: Document = {
-    apiVersion: 'talos.dev/v1alpha1',
+    apiVersion: API_VERSION,
     kind: 'ActionPolicy',
     metadata: { name: 'workers-one-at-a-time' },
     spec: {

@@ -10,8 +10,8 @@
 import type { V1Job } from '@kubernetes/client-node';
 import type { HookKindName, HookRun } from '../api/hooks.ts';
 import type { NodeAction } from '../api/node-action.ts';
-import { parseDuration } from '../duration.ts';
-import { formatDuration } from '../wait.ts';
+import { formatDuration, parseDuration } from '../duration.ts';
+
 import {
   buildHookJob,
   hookJobName,

@@ -14,7 +14,7 @@
 // created only while that record exists and is unfinished (see plan.ts for why).
 import type { V1Job } from '@kubernetes/client-node';
 import type { HookStatus } from '../api/hooks.ts';
-import { hookKinds } from '../api/hooks.ts';
+import { HOOK_KIND_DEFINITIONS, objectPath } from '../api/paths.ts';
 import type { Informer, KubeObject } from '../kube/informer.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
 import type { Logger } from '../log.ts';
@@ -58,8 +58,6 @@ export interface ExecuteOptions {
    */
   confirmEarlierBoot?: (bootID: string) => Promise<boolean>;
 }
-
-const PLURAL_OF = new Map(hookKinds.map((k) => [k.kind, k.plural]));
 
 /** Refusals that creating the same Job again would only repeat. */
 function permanentRefusal(error: unknown): boolean {
@@ -243,9 +241,9 @@ export class HookRunner {
 
   /** Records a run in the hook's status; best effort (the action's status is the record of truth). */
   private async recordRun(effect: Extract<HookEffect, { type: 'hookRun' }>, log: Logger): Promise<void> {
-    const plural = PLURAL_OF.get(effect.hook.kind);
-    if (!plural) return;
-    const path = `/apis/talos.dev/v1alpha1/namespaces/${effect.hook.namespace}/${plural}/${effect.hook.name}`;
+    const kind = HOOK_KIND_DEFINITIONS.get(effect.hook.kind);
+    if (!kind) return;
+    const path = objectPath(kind, effect.hook.name, effect.hook.namespace);
     for (let tries = 0; tries < 3; tries++) {
       try {
         const hook = await this.o.rest.request<KubeObject & { status?: HookStatus }>(path);

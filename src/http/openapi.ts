@@ -8,7 +8,7 @@ import packageJson from '../../package.json' with { type: 'json' };
 import { ACTIONS } from '../api/common.ts';
 import { NODE_ACTION_PHASES } from '../api/node-action.ts';
 import { isRecord, toStructural, type OpenAPISchema } from '../manifests/openapi.ts';
-import { formatDuration } from '../wait.ts';
+import { formatDuration } from '../duration.ts';
 import type { Router } from './router.ts';
 import { TALOS_ROLES } from '../talos/roles.ts';
 import {

@@ -9,6 +9,7 @@ import type { NodeActionSpec, ObservedNodeAction } from '../api/node-action.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
 import { GATE_CALL_ANNOTATION, REQUESTED_VIA_GATE, type GatedCall } from './decide.ts';
+import { API_VERSION } from '../api/common.ts';
 
 export interface NodeObject {
   metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> };
@@ -100,7 +101,7 @@ export async function createAction(
     return await rest.request<ObservedNodeAction>(NODE_ACTIONS_PATH, {
       method: 'POST',
       body: {
-        apiVersion: 'talos.dev/v1alpha1',
+        apiVersion: API_VERSION,
         kind: 'NodeAction',
         metadata: {
           name,

@@ -18,7 +18,8 @@ import { HOOK_JOB_LABELS, CORDONED_BY_ANNOTATION } from '../api/names.ts';
 import type { DrainBlocker } from '../api/node-action.ts';
 import { matchesSelector, type LabelSelector } from '../kube/labels.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
-import { errorMessage, formatDuration, sleep } from '../wait.ts';
+import { errorMessage, sleep } from '../wait.ts';
+import { formatDuration } from '../duration.ts';
 
 export interface DrainOptions {
   rest: RestClient;

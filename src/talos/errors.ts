@@ -4,7 +4,7 @@
 import type { InstallerExit } from './installer-exit.ts';
 import { connect, type ConnectionOptions } from 'node:tls';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { formatDuration } from '../wait.ts';
+import { formatDuration } from '../duration.ts';
 
 export type TalosFailure =
   /** Talos answered with an error status (its message is in `talosMessage`). */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatDuration, WaitAbortedError, waitFor, WaitTimeoutError } from '../../src/wait.ts';
+import { WaitAbortedError, waitFor, WaitTimeoutError } from '../../src/wait.ts';
+import { formatDuration } from '../../src/duration.ts';
 
 describe('waitFor', () => {
   it('returns the first defined value', async () => {

@@ -1,7 +1,7 @@
 // The query parameters of the actions API: ?phase= and ?wait=.
 import { NODE_ACTION_PHASES, type NodeActionPhase } from '../../api/node-action.ts';
-import { parseDuration } from '../../duration.ts';
-import { formatDuration } from '../../wait.ts';
+import { formatDuration, parseDuration } from '../../duration.ts';
+
 import { ApiError } from '../api-error.ts';
 
 export function parsePhase(value: string | null, parameter: string): NodeActionPhase | undefined {
