@@ -105,7 +105,7 @@ export const ActionPolicySpec = Type.Object(
     actions: Type.Optional(
       Type.Array(StringEnum(ACTIONS, { description: 'An action.' }), {
         description: 'Actions this policy governs. Absent or empty: every action.',
-        maxItems: 5,
+        maxItems: ACTIONS.length,
         'x-kubernetes-list-type': 'set',
       }),
     ),

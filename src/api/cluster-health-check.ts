@@ -597,7 +597,7 @@ export const ClusterHealthCheckSpec = Type.Object(
     actions: Type.Optional(
       Type.Array(StringEnum(ACTIONS, { description: 'An action.' }), {
         description: `Actions this check gates: ${ACTIONS.join(', ')}. Absent or empty: every action, including kinds added later.`,
-        maxItems: 5,
+        maxItems: ACTIONS.length,
         'x-kubernetes-list-type': 'set',
       }),
     ),

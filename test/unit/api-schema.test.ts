@@ -9,7 +9,7 @@ import Value from 'typebox/value';
 import { parseAllDocuments } from 'yaml';
 import type { ActionPolicy } from '../../src/api/action-policy.ts';
 import type { ClusterHealthCheck } from '../../src/api/cluster-health-check.ts';
-import type { KindDefinition } from '../../src/api/common.ts';
+import { ACTIONS, type KindDefinition } from '../../src/api/common.ts';
 import type { PreRebootJob } from '../../src/api/hooks.ts';
 import { KINDS } from '../../src/api/kinds.ts';
 import type { NodeAction } from '../../src/api/node-action.ts';
@@ -196,6 +196,24 @@ describe('CRD schemas', () => {
       assert.ok(version.additionalPrinterColumns.length >= 3);
       assert.equal(version.additionalPrinterColumns.at(-1)?.name, 'Age');
     }
+  });
+
+  it('let every list of actions name every action kind (a kind added must not make a full list invalid)', () => {
+    // Every array whose items are the action enum, wherever it is in any kind's schema.
+    const lists: { where: string; maxItems: unknown }[] = [];
+    const walk = (node: unknown, where: string) => {
+      if (Array.isArray(node)) node.forEach((n, i) => walk(n, `${where}[${String(i)}]`));
+      if (typeof node !== 'object' || node === null) return;
+      const o = node as Record<string, unknown>;
+      const items = o.items as { enum?: unknown[] } | undefined;
+      if (o.type === 'array' && JSON.stringify(items?.enum) === JSON.stringify([...ACTIONS]))
+        lists.push({ where, maxItems: o.maxItems });
+      for (const [k, v] of Object.entries(o)) walk(v, `${where}.${k}`);
+    };
+    for (const { kind, schema } of schemas) walk(schema, kind);
+    assert.ok(lists.length >= 2, JSON.stringify(lists));
+    for (const l of lists)
+      assert.ok(l.maxItems === undefined || (l.maxItems as number) >= ACTIONS.length, JSON.stringify(l));
   });
 
   it('are generated identically every time', () => {
