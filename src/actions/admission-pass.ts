@@ -374,6 +374,9 @@ export class AdmissionPass {
         ...(report.nextWindowStart
           ? { nextWindowStart: report.nextWindowStart.toISOString().replace(/\.\d{3}Z$/, 'Z') }
           : {}),
+        ...(report.frozenUntil
+          ? { frozenUntil: report.frozenUntil.toISOString().replace(/\.\d{3}Z$/, 'Z') }
+          : {}),
         conditions: setCondition(
           policy.status?.conditions,
           {
@@ -394,7 +397,7 @@ export class AdmissionPass {
         .request(`${ACTION_POLICIES_PATH}/${policy.metadata.name}/status`, {
           method: 'PATCH',
           contentType: 'application/merge-patch+json',
-          body: { status: { nextWindowStart: null, ...status } },
+          body: { status: { nextWindowStart: null, frozenUntil: null, ...status } },
         })
         .catch((error: unknown) => {
           this.c.log.warn(

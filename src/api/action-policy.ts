@@ -61,6 +61,37 @@ export const MaintenanceWindow = Type.Object(
   },
 );
 
+// A date-time string: the API server checks the format (RFC 3339), and CEL reads it as a
+// timestamp.
+const RFC3339 = (description: string) =>
+  Type.String({ description, format: 'date-time', minLength: 1, maxLength: 64 });
+
+export const Freeze = Type.Object(
+  {
+    start: RFC3339('When the freeze begins (RFC 3339, e.g. 2026-12-20T00:00:00Z).'),
+    end: RFC3339('When it ends: actions may be approved again from then on.'),
+    actions: Type.Optional(
+      Type.Array(StringEnum(ACTIONS, { description: 'An action.' }), {
+        description:
+          'Actions the freeze holds, e.g. [Upgrade] so that security reboots still go through. Absent or empty: every action the policy governs.',
+        maxItems: ACTIONS.length,
+        'x-kubernetes-list-type': 'set',
+      }),
+    ),
+    reason: Type.Optional(
+      Type.String({ description: 'Why, shown in the message of every action it holds.', maxLength: 256 }),
+    ),
+  },
+  {
+    description:
+      'A change freeze: no governed action is approved between start and end, whatever the windows say. An action approved before it runs to the end.',
+    ...rules({
+      rule: 'self.end > self.start',
+      message: 'freezes[].end must be after freezes[].start',
+    }),
+  },
+);
+
 export const AlertmanagerSilence = Type.Object(
   {
     url: Type.String({
@@ -129,6 +160,13 @@ export const ActionPolicySpec = Type.Object(
         maxItems: 16,
       }),
     ),
+    freezes: Type.Optional(
+      Type.Array(Freeze, {
+        description:
+          'Change freezes: date ranges in which no governed action is approved, overriding the windows (for some action kinds only, if they say so).',
+        maxItems: 32,
+      }),
+    ),
     alertmanagerSilence: Type.Optional(AlertmanagerSilence),
   },
   { description: 'Which nodes and actions the policy governs, how many at once, and when.' },
@@ -144,6 +182,7 @@ export const ActionPolicyStatus = Type.Object(
       Type.Boolean({ description: 'Whether a maintenance window is open now (true without windows).' }),
     ),
     nextWindowStart: Type.Optional(Timestamp('When the next maintenance window opens.')),
+    frozenUntil: Type.Optional(Timestamp('When the freeze in force now ends (absent: none is).')),
     conditions: Type.Optional(
       Conditions('Standard conditions; type Valid reports problems such as an unknown time zone.'),
     ),

@@ -14,6 +14,7 @@ import type { ActionPolicySpec } from '../api/action-policy.ts';
 import type { Action } from '../api/common.ts';
 import { CONTROL_PLANE_LABEL } from '../api/names.ts';
 import { matchesSelector } from '../kube/labels.ts';
+import { activeFreeze, frozenMessage } from './freeze.ts';
 import { windowState, type WindowState } from './window.ts';
 
 export interface PolicyFacts {
@@ -159,6 +160,11 @@ export function evaluatePolicies(input: PolicyInput): PolicyVerdict {
         `ActionPolicy ${policy.name} allows ${allowed} at once and ${using.length} ${using.length === 1 ? 'is' : 'are'} in progress (${names(using)})`,
       );
     }
+    const frozen = activeFreeze(policy.spec.freezes, candidate.action, now);
+    if (frozen) {
+      reasons.push(frozenMessage(policy.name, frozen));
+      if (!nextWindowStart || frozen.end < nextWindowStart) nextWindowStart = frozen.end;
+    }
     const window: WindowState = windowState(policy.spec.windows, now);
     if (!window.open) {
       // Windows that never open are named, so that the action says why it may wait forever.
@@ -188,6 +194,8 @@ export interface PolicyReport {
   activeActions: number;
   windowOpen: boolean;
   nextWindowStart?: Date;
+  /** When the freeze in force now ends, for some action the policy governs. */
+  frozenUntil?: Date;
   problems: string[];
 }
 
@@ -199,12 +207,14 @@ export function reportPolicy(
 ): PolicyReport {
   const matchingNodes = governedNodes(spec, nodes);
   const window = windowState(spec.windows, now);
+  const frozen = activeFreeze(spec.freezes, undefined, now);
   return {
     matchingNodes,
     allowedConcurrent: allowedConcurrent(spec.maxConcurrent, matchingNodes),
     activeActions: holders.filter((h) => countsAgainst(spec, h, nodes)).length,
     windowOpen: window.open,
     ...(window.nextStart ? { nextWindowStart: window.nextStart } : {}),
+    ...(frozen ? { frozenUntil: frozen.end } : {}),
     problems: window.problems,
   };
 }

@@ -23,6 +23,7 @@ import { setCondition, type Condition } from '../kube/conditions.ts';
 import type { EventSpec } from '../kube/event-spec.ts';
 import { matchesSelector } from '../kube/labels.ts';
 import { isControlPlane, policyMatches } from '../policies/evaluate.ts';
+import { activeFreeze, frozenMessage } from '../policies/freeze.ts';
 import { windowState } from '../policies/window.ts';
 import {
   compareTalosVersions,
@@ -228,11 +229,20 @@ export function windowFit(
   pool: ReadonlySet<string>,
   action: Action,
 ): WindowVerdict {
-  const governing = input.policies.filter(
-    (p) =>
-      (p.spec.windows?.length ?? 0) > 0 &&
-      policyMatches(p.spec, { name: '', node: node.name, action }, node.labels),
+  const matching = input.policies.filter((p) =>
+    policyMatches(p.spec, { name: '', node: node.name, action }, node.labels),
   );
+  // A freeze holds the node whatever the windows say; the rollout looks again when it ends.
+  for (const policy of matching) {
+    const frozen = activeFreeze(policy.spec.freezes, action, input.now);
+    if (frozen)
+      return {
+        fits: false,
+        message: `${frozenMessage(policy.name, frozen)}: ${node.name} not started`,
+        retryAt: frozen.end,
+      };
+  }
+  const governing = matching.filter((p) => (p.spec.windows?.length ?? 0) > 0);
   if (governing.length === 0) return { fits: true };
   let expected: ReturnType<typeof expectedDuration> | undefined;
   for (const policy of governing) {

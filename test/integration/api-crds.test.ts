@@ -790,6 +790,16 @@ const INVALID: [string, () => Obj, RegExp][] = [
     /spec\.maxConcurrent: Invalid value: "two": maxConcurrent must be/,
   ],
   [
+    'a freeze that ends before it starts',
+    () => policy({ freezes: [{ start: '2026-12-24T00:00:00Z', end: '2026-12-20T00:00:00Z' }] }),
+    /spec\.freezes\[0\]: Invalid value: freezes\[\]\.end must be after freezes\[\]\.start/,
+  ],
+  [
+    'a freeze whose start is not a time',
+    () => policy({ freezes: [{ start: 'Christmas', end: '2026-12-27T00:00:00Z' }] }),
+    /spec\.freezes\[0\]\.start: Invalid value: "Christmas": spec\.freezes\[0\]\.start in body must be of type date-time/,
+  ],
+  [
     'a window schedule in words',
     () => policy(window({ schedule: 'every night' })),
     /spec\.windows\[0\]\.schedule: Invalid value: "every night": windows\[\]\.schedule must be a 5-field cron expression/,

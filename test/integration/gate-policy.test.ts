@@ -246,6 +246,56 @@ describe('ActionPolicy', () => {
     );
   });
 
+  it('holds actions through a change freeze, whatever the windows, and lets them go when it ends; a freeze of upgrades lets a reboot through', async (t) => {
+    const group = uniqueName('freeze');
+    const labels = { 'gatehouse.test/group': group };
+    const [a, b] = await createTestNodes(t, client, group, 2, labels);
+    const now = Date.now();
+    const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    const end = iso(now + 20_000);
+    const policy = await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: labels },
+      maxConcurrent: 5,
+      // A window open all week, which the freeze overrides.
+      windows: [{ schedule: '0 0 * * *', duration: '168h' }],
+      freezes: [
+        { start: iso(now - 60_000), end, reason: 'release day' },
+        { start: iso(now - 60_000), end: iso(now + 3_600_000), actions: ['Upgrade'] },
+      ],
+    });
+    const reported = await waitFor('the policy to report the freeze', async () => {
+      const p = await client.request<{ status?: { frozenUntil?: string } }>(
+        `${API}/actionpolicies/${policy}`,
+      );
+      return p.status?.frozenUntil;
+    });
+    assert.ok(reported > end, `the longer freeze (of upgrades) is reported: ${reported}`);
+    const reboot = await createAction(client, instance, me, { nodeName: a as string });
+    const upgrade = await createAction(client, instance, me, {
+      nodeName: b as string,
+      action: 'Upgrade',
+      upgrade: { image: 'ghcr.io/siderolabs/installer:v1.13.1' },
+    });
+    deleteActionsAfter(t, client, reboot.metadata.name, upgrade.metadata.name);
+    const held = await waitFor('the reboot to be held by the freeze', async () => {
+      const x = await getAction(client, reboot.metadata.name);
+      return /frozen until/.test(x.status?.message ?? '') ? x : undefined;
+    });
+    assert.equal(held.status?.phase, 'Pending');
+    assert.match(
+      held.status.message ?? '',
+      new RegExp(
+        `ActionPolicy ${policy}: frozen until ${end.replace('Z', '')}.*\\(release day\\), whatever the windows`,
+      ),
+    );
+    const approved = await waitForPhase(client, reboot.metadata.name, ['Approved', 'Failed'], 60_000);
+    assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
+    assert.ok(Date.now() >= Date.parse(end), 'approved only once the freeze ended');
+    const stillHeld = await getAction(client, upgrade.metadata.name);
+    assert.equal(stillHeld.status?.phase, 'Pending');
+    assert.match(stillHeld.status.message ?? '', /frozen until/);
+  });
+
   it('never has two control-plane nodes in progress at once, whatever a policy allows', async (t) => {
     const group = uniqueName('cp');
     const labels = { 'gatehouse.test/group': group, 'node-role.kubernetes.io/control-plane': '' };

@@ -8,6 +8,7 @@ import {
   type PolicyFacts,
 } from '../../src/policies/evaluate.ts';
 import { compileWindow, windowState } from '../../src/policies/window.ts';
+import { windowFit } from '../../src/rollouts/decide.ts';
 
 const CP = { 'node-role.kubernetes.io/control-plane': '' };
 const nodes = new Map<string, Record<string, string>>([
@@ -245,5 +246,100 @@ describe('evaluatePolicies', () => {
       windowOpen: true,
       problems: [],
     });
+  });
+});
+
+describe('change freezes', () => {
+  const freeze = (
+    start: string,
+    end: string,
+    extra: Partial<{ actions: ActionRef['action'][]; reason: string }> = {},
+  ) => ({
+    start,
+    end,
+    ...extra,
+  });
+  const frozen = (freezes: ReturnType<typeof freeze>[]): PolicyFacts => ({
+    name: 'holidays',
+    spec: { nodeSelector: { matchLabels: { pool: 'storage' } }, maxConcurrent: 2, freezes },
+  });
+  // A window open now, which the freeze overrides.
+  const alwaysOpen = { schedule: '0 0 * * *', duration: '168h' };
+
+  it('holds every governed action while one is in force, whatever the windows, and names when it ends', () => {
+    const policy = frozen([
+      freeze('2026-03-04T00:00:00Z', '2026-03-05T00:00:00Z', { reason: 'release week' }),
+    ]);
+    policy.spec.windows = [alwaysOpen];
+    const verdict = evaluatePolicies({ candidate: ref('w1'), holders: [], policies: [policy], nodes, now });
+    assert.equal(verdict.allowed, false);
+    assert.deepEqual(verdict.reasons, [
+      'ActionPolicy holidays: frozen until 2026-03-05T00:00:00.000Z (release week), whatever the windows',
+    ]);
+    assert.equal(
+      verdict.nextWindowStart?.toISOString(),
+      '2026-03-05T00:00:00.000Z',
+      'looked at again when it ends',
+    );
+    // A node the policy does not govern is not frozen by it.
+    assert.equal(
+      evaluatePolicies({ candidate: ref('w4'), holders: [], policies: [policy], nodes, now }).allowed,
+      true,
+    );
+  });
+
+  it('starts at its start and ends at its end; one scoped to upgrades lets a reboot through', () => {
+    const at = (
+      start: string,
+      end: string,
+      action: ActionRef['action'] = 'Reboot',
+      actions?: ActionRef['action'][],
+    ) =>
+      evaluatePolicies({
+        candidate: ref('w1', action),
+        holders: [],
+        policies: [frozen([freeze(start, end, actions ? { actions } : {})])],
+        nodes,
+        now,
+      }).allowed;
+    assert.equal(at('2026-03-04T10:30:00Z', '2026-03-04T11:00:00Z'), false, 'in force from its start');
+    assert.equal(at('2026-03-04T10:00:00Z', '2026-03-04T10:30:00Z'), true, 'over at its end');
+    assert.equal(at('2026-03-04T10:31:00Z', '2026-03-05T00:00:00Z'), true, 'not yet');
+    assert.equal(at('2026-03-04T00:00:00Z', '2026-03-05T00:00:00Z', 'Reboot', ['Upgrade']), true);
+    assert.equal(at('2026-03-04T00:00:00Z', '2026-03-05T00:00:00Z', 'Upgrade', ['Upgrade']), false);
+  });
+
+  it('is reported on the policy, and holds a rollout node until it ends', () => {
+    const policy = frozen([
+      freeze('2026-03-04T00:00:00Z', '2026-03-04T12:00:00Z'),
+      freeze('2026-03-04T06:00:00Z', '2026-03-06T00:00:00Z', { actions: ['Upgrade'] }),
+    ]);
+    assert.equal(
+      reportPolicy(policy.spec, [], nodes, now).frozenUntil?.toISOString(),
+      '2026-03-06T00:00:00.000Z',
+    );
+    const fit = windowFit(
+      {
+        rollout: { metadata: { name: 'r' }, spec: { action: 'Reboot' } } as never,
+        nodes: [],
+        actions: [],
+        policies: [policy],
+        history: [],
+        now,
+      },
+      { name: 'w1', labels: { pool: 'storage' } },
+      new Set(['w1']),
+      'Reboot',
+    );
+    assert.equal(fit.fits, false);
+    assert.equal(
+      fit.retryAt?.toISOString(),
+      '2026-03-04T12:00:00.000Z',
+      'the reboot waits only for the freeze that holds reboots',
+    );
+    assert.match(
+      fit.message ?? '',
+      /frozen until 2026-03-04T12:00:00.000Z, whatever the windows: w1 not started/,
+    );
   });
 });
