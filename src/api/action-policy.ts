@@ -130,6 +130,44 @@ export const AlertmanagerSilence = Type.Object(
   },
 );
 
+/** A budget: a whole number of nodes, or a percentage of the governed ones. */
+const MaxConcurrent = (defaults: string) =>
+  Type.Union([Type.Integer(), Type.String()], {
+    description: `How many governed nodes may be in an approved, unfinished action at once: a whole number (at least 1) or a percentage of the governed nodes ("25%", rounded down, at least 1). ${defaults}`,
+    ...(defaults === 'Defaults to 1.' ? { default: 1 } : {}),
+    maxLength: 4,
+    ...rules({
+      rule: "type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",
+      message:
+        'maxConcurrent must be a whole number of at least 1 or a percentage from 1% to 100%, e.g. 2 or "25%"',
+    }),
+  });
+
+export const PerActionLimits = Type.Object(
+  {
+    actions: Type.Array(StringEnum(ACTIONS, { description: 'An action.' }), {
+      description: 'The action kinds these limits add to, e.g. [Upgrade].',
+      minItems: 1,
+      maxItems: ACTIONS.length,
+      'x-kubernetes-list-type': 'set',
+    }),
+    maxConcurrent: Type.Optional(
+      MaxConcurrent("Counted over the actions of these kinds only; the policy's own budget holds too."),
+    ),
+    windows: Type.Optional(
+      Type.Array(MaintenanceWindow, {
+        description:
+          "Maintenance windows for these kinds, besides the policy's own: e.g. upgrades at weekends while reboots go any time.",
+        maxItems: 16,
+      }),
+    ),
+  },
+  {
+    description:
+      "Limits for some action kinds on top of the policy's: the most restrictive wins, and the action's message says which held it.",
+  },
+);
+
 export const ActionPolicySpec = Type.Object(
   {
     nodeSelector: Type.Optional(LabelSelector('Nodes this policy governs. Absent: every node.')),
@@ -140,19 +178,7 @@ export const ActionPolicySpec = Type.Object(
         'x-kubernetes-list-type': 'set',
       }),
     ),
-    maxConcurrent: Type.Optional(
-      Type.Union([Type.Integer(), Type.String()], {
-        description:
-          'How many governed nodes may be in an approved, unfinished action at once: a whole number (at least 1) or a percentage of the governed nodes ("25%", rounded down, at least 1). Defaults to 1.',
-        default: 1,
-        maxLength: 4,
-        ...rules({
-          rule: "type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",
-          message:
-            'maxConcurrent must be a whole number of at least 1 or a percentage from 1% to 100%, e.g. 2 or "25%"',
-        }),
-      }),
-    ),
+    maxConcurrent: Type.Optional(MaxConcurrent('Defaults to 1.')),
     windows: Type.Optional(
       Type.Array(MaintenanceWindow, {
         description:
@@ -165,6 +191,13 @@ export const ActionPolicySpec = Type.Object(
         description:
           'Change freezes: date ranges in which no governed action is approved, overriding the windows (for some action kinds only, if they say so).',
         maxItems: 32,
+      }),
+    ),
+    perAction: Type.Optional(
+      Type.Array(PerActionLimits, {
+        description:
+          'Budgets and windows per action kind, on top of the policy-wide ones (security reboots any time, upgrades at weekends, one upgrade at a time).',
+        maxItems: ACTIONS.length,
       }),
     ),
     alertmanagerSilence: Type.Optional(AlertmanagerSilence),

@@ -160,6 +160,26 @@ export function evaluatePolicies(input: PolicyInput): PolicyVerdict {
         `ActionPolicy ${policy.name} allows ${allowed} at once and ${using.length} ${using.length === 1 ? 'is' : 'are'} in progress (${names(using)})`,
       );
     }
+    for (const limits of policy.spec.perAction ?? []) {
+      if (!limits.actions.includes(candidate.action)) continue;
+      const kinds = limits.actions.join(', ');
+      if (limits.maxConcurrent !== undefined) {
+        const allowedOfKind = allowedConcurrent(limits.maxConcurrent, governed);
+        const usingOfKind = using.filter((h) => limits.actions.includes(h.action));
+        if (usingOfKind.length >= allowedOfKind)
+          reasons.push(
+            `ActionPolicy ${policy.name} allows ${allowedOfKind} ${kinds} at once and ${usingOfKind.length} ${usingOfKind.length === 1 ? 'is' : 'are'} in progress (${names(usingOfKind)})`,
+          );
+      }
+      const kindWindow = windowState(limits.windows, now);
+      if (!kindWindow.open) {
+        reasons.push(
+          `ActionPolicy ${policy.name}: no maintenance window for ${kinds} is open${kindWindow.nextStart ? ` (the next opens at ${kindWindow.nextStart.toISOString()})` : ''}${kindWindow.problems.length ? `; ${kindWindow.problems.join('; ')} (InvalidWindow)` : ''}`,
+        );
+        if (kindWindow.nextStart && (!nextWindowStart || kindWindow.nextStart < nextWindowStart))
+          nextWindowStart = kindWindow.nextStart;
+      }
+    }
     const frozen = activeFreeze(policy.spec.freezes, candidate.action, now);
     if (frozen) {
       reasons.push(frozenMessage(policy.name, frozen));
@@ -208,6 +228,9 @@ export function reportPolicy(
   const matchingNodes = governedNodes(spec, nodes);
   const window = windowState(spec.windows, now);
   const frozen = activeFreeze(spec.freezes, undefined, now);
+  const kindProblems = (spec.perAction ?? []).flatMap((limits, i) =>
+    windowState(limits.windows, now).problems.map((p) => `perAction[${String(i)}].${p}`),
+  );
   return {
     matchingNodes,
     allowedConcurrent: allowedConcurrent(spec.maxConcurrent, matchingNodes),
@@ -215,6 +238,6 @@ export function reportPolicy(
     windowOpen: window.open,
     ...(window.nextStart ? { nextWindowStart: window.nextStart } : {}),
     ...(frozen ? { frozenUntil: frozen.end } : {}),
-    problems: window.problems,
+    problems: [...window.problems, ...kindProblems],
   };
 }

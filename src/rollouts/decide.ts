@@ -242,11 +242,19 @@ export function windowFit(
         retryAt: frozen.end,
       };
   }
-  const governing = matching.filter((p) => (p.spec.windows?.length ?? 0) > 0);
+  // Each policy's own windows, and those of its per-kind limits for this action.
+  const governing = matching.flatMap((p) =>
+    [
+      p.spec.windows,
+      ...(p.spec.perAction ?? []).filter((l) => l.actions.includes(action)).map((l) => l.windows),
+    ]
+      .filter((w) => (w?.length ?? 0) > 0)
+      .map((windows) => ({ name: p.name, windows })),
+  );
   if (governing.length === 0) return { fits: true };
   let expected: ReturnType<typeof expectedDuration> | undefined;
   for (const policy of governing) {
-    const state = windowState(policy.spec.windows, input.now);
+    const state = windowState(policy.windows, input.now);
     if (!state.open || !state.closesAt) {
       return {
         fits: false,

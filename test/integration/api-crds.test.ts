@@ -790,6 +790,11 @@ const INVALID: [string, () => Obj, RegExp][] = [
     /spec\.maxConcurrent: Invalid value: "two": maxConcurrent must be/,
   ],
   [
+    'per-kind limits for no kind',
+    () => policy({ perAction: [{ actions: [], maxConcurrent: 1 }] }),
+    /spec\.perAction\[0\]\.actions: Invalid value: 0: spec\.perAction\[0\]\.actions in body should have at least 1 items/,
+  ],
+  [
     'a freeze that ends before it starts',
     () => policy({ freezes: [{ start: '2026-12-24T00:00:00Z', end: '2026-12-20T00:00:00Z' }] }),
     /spec\.freezes\[0\]: Invalid value: freezes\[\]\.end must be after freezes\[\]\.start/,

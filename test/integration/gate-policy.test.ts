@@ -296,6 +296,43 @@ describe('ActionPolicy', () => {
     assert.match(stillHeld.status.message ?? '', /frozen until/);
   });
 
+  it('per-kind limits: one upgrade at a time while reboots use the rest of the budget', async (t) => {
+    const group = uniqueName('perkind');
+    const labels = { 'gatehouse.test/group': group };
+    const [n1, n2, n3] = (await createTestNodes(t, client, group, 3, labels)) as [string, string, string];
+    const policy = await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: labels },
+      maxConcurrent: 3,
+      perAction: [{ actions: ['Upgrade'], maxConcurrent: 1 }],
+    });
+    const upgrade = (node: string) =>
+      createAction(client, instance, me, {
+        nodeName: node,
+        action: 'Upgrade',
+        upgrade: { image: 'ghcr.io/siderolabs/installer:v1.13.1' },
+      });
+    const first = await upgrade(n1);
+    deleteActionsAfter(t, client, first.metadata.name);
+    const approved = await waitForPhase(client, first.metadata.name, ['Approved', 'Failed']);
+    assert.equal(approved.status?.phase, 'Approved', approved.status?.message);
+    const second = await upgrade(n2);
+    const reboot = await createAction(client, instance, me, { nodeName: n3 });
+    deleteActionsAfter(t, client, second.metadata.name, reboot.metadata.name);
+    const rebootApproved = await waitForPhase(client, reboot.metadata.name, ['Approved', 'Failed']);
+    assert.equal(rebootApproved.status?.phase, 'Approved', rebootApproved.status?.message);
+    const held = await waitFor('the second upgrade to be held by the upgrade budget', async () => {
+      const x = await getAction(client, second.metadata.name);
+      return /allows 1 Upgrade at once/.test(x.status?.message ?? '') ? x : undefined;
+    });
+    assert.equal(held.status?.phase, 'Pending');
+    assert.match(
+      held.status.message ?? '',
+      new RegExp(
+        `ActionPolicy ${policy} allows 1 Upgrade at once and 1 is in progress \\(${first.metadata.name} on ${n1}\\)`,
+      ),
+    );
+  });
+
   it('never has two control-plane nodes in progress at once, whatever a policy allows', async (t) => {
     const group = uniqueName('cp');
     const labels = { 'gatehouse.test/group': group, 'node-role.kubernetes.io/control-plane': '' };

@@ -343,3 +343,76 @@ describe('change freezes', () => {
     );
   });
 });
+
+describe('per-kind limits', () => {
+  const weekends = { schedule: '0 0 * * SAT', duration: '48h' }; // closed on a Wednesday
+  const policy: PolicyFacts = {
+    name: 'storage',
+    spec: {
+      nodeSelector: { matchLabels: { pool: 'storage' } },
+      maxConcurrent: 3,
+      perAction: [{ actions: ['Upgrade'], maxConcurrent: 1, windows: [weekends] }],
+    },
+  };
+  const judge = (candidate: ActionRef, holders: ActionRef[]) =>
+    evaluatePolicies({ candidate, holders, policies: [policy], nodes, now });
+
+  it('lets a reboot through any time while an upgrade waits for its own window, saying which limit holds it', () => {
+    assert.equal(judge(ref('w1', 'Reboot'), []).allowed, true);
+    const upgrade = judge(ref('w1', 'Upgrade'), []);
+    assert.equal(upgrade.allowed, false);
+    assert.deepEqual(upgrade.reasons, [
+      'ActionPolicy storage: no maintenance window for Upgrade is open (the next opens at 2026-03-07T00:00:00.000Z)',
+    ]);
+    assert.equal(upgrade.nextWindowStart?.toISOString(), '2026-03-07T00:00:00.000Z');
+  });
+
+  it('counts a kind budget over its kinds only, and the policy-wide budget over all: the most restrictive wins', () => {
+    const open = {
+      ...policy,
+      spec: { ...policy.spec, perAction: [{ actions: ['Upgrade' as const], maxConcurrent: 1 }] },
+    };
+    const at = (candidate: ActionRef, holders: ActionRef[]) =>
+      evaluatePolicies({ candidate, holders, policies: [open], nodes, now });
+    // One upgrade in progress: a second waits, a reboot does not.
+    const second = at(ref('w2', 'Upgrade'), [ref('w1', 'Upgrade')]);
+    assert.equal(second.allowed, false);
+    assert.match(
+      second.reasons.join('\n'),
+      /ActionPolicy storage allows 1 Upgrade at once and 1 is in progress \(a-w1 on w1\)/,
+    );
+    assert.equal(at(ref('w2', 'Reboot'), [ref('w1', 'Upgrade')]).allowed, true);
+    // Reboots do not use the upgrade budget; three of anything use the policy's.
+    assert.equal(at(ref('w3', 'Upgrade'), [ref('w1', 'Reboot'), ref('w2', 'Reboot')]).allowed, true);
+    const full = at(ref('w3', 'Reboot'), [ref('w1', 'Reboot'), ref('w2', 'Reboot'), ref('cp-1', 'Reboot')]);
+    assert.equal(full.allowed, true, 'cp-1 is not governed by the storage policy');
+  });
+
+  it('holds a rollout node of that kind for its window, and reports a kind window that never opens', () => {
+    const fit = (action: ActionRef['action']) =>
+      windowFit(
+        {
+          rollout: { metadata: { name: 'r' }, spec: { action } },
+          nodes: [],
+          actions: [],
+          policies: [policy],
+          history: [],
+          now,
+        } as never,
+        { name: 'w1', labels: { pool: 'storage' } },
+        new Set(['w1']),
+        action,
+      );
+    assert.equal(fit('Reboot').fits, true);
+    assert.equal(fit('Upgrade').fits, false);
+    assert.equal(fit('Upgrade').retryAt?.toISOString(), '2026-03-07T00:00:00.000Z');
+    const never = {
+      ...policy.spec,
+      perAction: [{ actions: ['Upgrade' as const], windows: [{ schedule: '0 3 31 2 *', duration: '1h' }] }],
+    };
+    assert.match(
+      reportPolicy(never, [], nodes, now).problems.join(),
+      /^perAction\[0\]\.windows\[0\]: schedule "0 3 31 2 \*" never opens/,
+    );
+  });
+});
