@@ -33,6 +33,7 @@ import {
 } from '../../src/api/node-action.ts';
 import { APPROVED_PHASES, holdsSlot, isTerminal } from '../../src/api/phases.ts';
 import { checkGates } from '../../src/checks/selection.ts';
+import { activeFreeze } from '../../src/policies/freeze.ts';
 import type { CheckState } from '../../src/checks/state.ts';
 import type { JobFacts } from '../../src/hooks/job.ts';
 import { isRecordPending, jobKey, type HookRunRecord } from '../../src/hooks/plan.ts';
@@ -640,7 +641,16 @@ describe('safety invariants (property-based)', () => {
 
 interface Fleet {
   nodes: { pool: string; controlPlane: boolean }[];
-  policies: { pool?: string; actions: Action[]; max: number | string; closed: boolean }[];
+  policies: {
+    pool?: string;
+    actions: Action[];
+    max: number | string;
+    closed: boolean;
+    /** A per-kind budget on top (issue 28): its kinds and how many of them at once. */
+    perKind?: { actions: Action[]; max: number };
+    /** A freeze in force now, for these kinds (empty: every kind). */
+    frozen?: Action[];
+  }[];
   steps: (
     { type: 'request'; node: number; action: Action } | { type: 'finish'; index: number } | { type: 'admit' }
   )[];
@@ -658,6 +668,12 @@ const fleetArb: fc.Arbitrary<Fleet> = fc.record({
         actions: fc.subarray<Action>([...ACTIONS_FOR_TESTS]),
         max: fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constantFrom('10%', '34%', '50%', '100%')),
         closed: fc.boolean(),
+        perKind: fc.record({
+          actions: fc.subarray<Action>([...ACTIONS_FOR_TESTS], { minLength: 1 }),
+          max: fc.constantFrom(1, 1, 2),
+        }),
+        // Some kinds frozen (a freeze of every kind would leave its pool nothing to check).
+        frozen: fc.subarray<Action>([...ACTIONS_FOR_TESTS], { minLength: 1, maxLength: 2 }),
       },
       { requiredKeys: ['actions', 'max', 'closed'] },
     ),
@@ -695,6 +711,20 @@ describe('invariant 3 (property-based): admissions never exceed a budget', () =>
             maxConcurrent: p.max,
             // A window that never opens now (29 February at 00:00 for a minute), or none.
             ...(p.closed ? { windows: [{ schedule: '0 0 29 2 *', duration: '1m' }] } : {}),
+            ...(p.perKind
+              ? { perAction: [{ actions: p.perKind.actions, maxConcurrent: p.perKind.max }] }
+              : {}),
+            ...(p.frozen
+              ? {
+                  freezes: [
+                    {
+                      start: new Date(now.getTime() - 60_000).toISOString(),
+                      end: new Date(now.getTime() + 3_600_000).toISOString(),
+                      ...(p.frozen.length ? { actions: p.frozen } : {}),
+                    },
+                  ],
+                }
+              : {}),
           },
         }));
         let actions: ObservedNodeAction[] = [];
@@ -744,8 +774,13 @@ describe('invariant 3 (property-based): admissions never exceed a budget', () =>
               }
               if (matching.length === 0)
                 assert.equal(running.length, 0, `default policy: ${ref.name} admitted next to others`);
-              for (const p of matching)
+              for (const p of matching) {
                 assert.ok(!p.spec.windows, `${ref.name} admitted outside ${p.name}'s window`);
+                assert.ok(
+                  !activeFreeze(p.spec.freezes, ref.action, now),
+                  `${ref.name} admitted in ${p.name}'s freeze`,
+                );
+              }
               assert.ok(evaluatePolicies({ candidate: ref, holders: running, policies, nodes, now }).allowed);
               running.push(ref);
             }
@@ -766,6 +801,21 @@ describe('invariant 3 (property-based): admissions never exceed a budget', () =>
               ).length;
               const allowed = allowedConcurrent(p.spec.maxConcurrent, governedNodes(p.spec, nodes));
               assert.ok(count <= allowed, `${p.name}: ${count} holders, ${allowed} allowed`);
+              for (const limits of p.spec.perAction ?? []) {
+                const ofKind = holders.filter(
+                  (h) =>
+                    limits.actions.includes(h.spec.action) &&
+                    policyMatches(
+                      p.spec,
+                      { name: h.metadata.name, node: h.spec.nodeName, action: h.spec.action },
+                      nodes.get(h.spec.nodeName) ?? {},
+                    ),
+                ).length;
+                assert.ok(
+                  ofKind <= (limits.maxConcurrent as number),
+                  `${p.name}: ${ofKind} holders of ${limits.actions.join(', ')}, ${String(limits.maxConcurrent)} allowed`,
+                );
+              }
             }
             assert.ok(holders.filter((h) => isControlPlane(nodes.get(h.spec.nodeName))).length <= 1);
             // Invariant 3 counts approved-and-unfinished actions, a subset of the slot holders.
