@@ -462,6 +462,75 @@ describe('NodeRollout and maintenance windows', () => {
   });
 });
 
+describe('NodeRollout and change freezes', () => {
+  const instance = uniqueName('rollouts-frz');
+  let controller: Controller | undefined;
+  after(() => controller?.stop());
+
+  it('a freeze begun while a rollout runs stops new nodes, and the rollout goes on when it ends', async (t) => {
+    controller ??= await startGateController(instance, { talos: { config: talos, drainRetryMs: 500 } });
+    const group = uniqueName('ro-frz');
+    await nodes(t, group, 3);
+    const policy = await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+    });
+    const name = await createRollout(t, instance, [group]);
+    await waitForRollout(name, 'to finish its first node', (r) => (r.status?.counts?.succeeded ?? 0) >= 1);
+    // A change freeze of upgrades from now for 30 s.
+    const end = new Date(Date.now() + 30_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    await client.request(`${API}/actionpolicies/${policy}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: {
+        spec: {
+          freezes: [
+            {
+              start: new Date(Date.now() - 1000).toISOString(),
+              end,
+              actions: ['Upgrade'],
+              reason: 'demo day',
+            },
+          ],
+        },
+      },
+    });
+    // Held either way: the next node not started by the rollout, or its action Pending.
+    await waitFor(
+      `rollout ${name} to be held by the freeze`,
+      async () => {
+        const r = await getRollout(name);
+        if (
+          (r.status?.nodes ?? []).some((n) => n.phase === 'Waiting' && /frozen until/.test(n.message ?? ''))
+        )
+          return true;
+        const unfinished = (await rolloutActions(name)).filter(
+          (a) => a.status?.phase !== 'Succeeded' && a.status?.phase !== 'Failed',
+        );
+        return unfinished.length > 0 &&
+          unfinished.every(
+            (a) => a.status?.phase === 'Pending' && /frozen until/.test(a.status.message ?? ''),
+          )
+          ? true
+          : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
+    const started = (await rolloutActions(name)).length;
+    assert.ok(started < 3, 'not every node had started');
+    const done = await waitForRollout(name, 'to complete after the freeze', complete);
+    assert.equal(done.status?.counts?.succeeded, 3);
+    const lastApproved = Math.max(
+      ...(await rolloutActions(name)).map((a) =>
+        Date.parse(a.status?.phaseHistory?.find((h) => h.phase === 'Approved')?.since ?? ''),
+      ),
+    );
+    assert.ok(
+      lastApproved >= Date.parse(end),
+      `the last node was approved after the freeze ended (${new Date(lastApproved).toISOString()} ≥ ${end})`,
+    );
+  });
+});
+
 /**
  * What a stalled rollout looks like: its status, each of its NodeActions (phase,
  * conditions, execution record, finalizers, annotations) and each node as the Talos
