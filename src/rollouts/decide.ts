@@ -24,6 +24,7 @@ import type { EventSpec } from '../kube/event-spec.ts';
 import { matchesSelector } from '../kube/labels.ts';
 import { isControlPlane, policyMatches } from '../policies/evaluate.ts';
 import { activeFreeze, frozenMessage } from '../policies/freeze.ts';
+import { upgradePathProblem } from '../talos/compatibility.ts';
 import { windowState } from '../policies/window.ts';
 import {
   compareTalosVersions,
@@ -41,6 +42,8 @@ export interface RolloutNodeFacts {
   labels: Record<string, string>;
   /** status.nodeInfo.osImage: `Talos (v1.13.0)`. */
   osImage?: string;
+  /** status.nodeInfo.kubeletVersion: `v1.35.2`. */
+  kubeletVersion?: string;
 }
 
 /** One of the rollout's own NodeActions (made by it: membership.ts). */
@@ -402,10 +405,36 @@ function startNodes(
   return { create, requeueAt };
 }
 
+/**
+ * The upgrade-path preflight: the nodes still to start that cannot upgrade to the target
+ * (Talos's compatibility tables: the host too old or too new, Kubernetes outside the
+ * target's range), in words; undefined when every one can. A rollout that cannot succeed
+ * starts no node, rather than fail at the first one.
+ */
+function preflight(
+  entries: readonly Entry[],
+  nodes: ReadonlyMap<string, RolloutNodeFacts>,
+  target: string | undefined,
+): string | undefined {
+  if (target === undefined) return undefined;
+  const problems = entries.flatMap((e) => {
+    if (e.phase !== 'Pending' && e.phase !== 'Waiting') return [];
+    const node = nodes.get(e.node);
+    if (!node) return [];
+    const problem = upgradePathProblem(target, talosVersionFromOsImage(node.osImage), node.kubeletVersion);
+    return problem ? [`${e.node}: ${problem}`] : [];
+  });
+  if (problems.length === 0) return undefined;
+  const shown = problems.slice(0, 10).join('; ');
+  return `preflight: ${String(problems.length)} node${problems.length === 1 ? '' : 's'} cannot upgrade to ${target}: ${shown}${problems.length > 10 ? `; and ${String(problems.length - 10)} more` : ''}. Fix them, or take them out of spec.nodeSelector`;
+}
+
 /** Why the rollout is halted, or whether it goes on. */
 interface Standing {
   tooMany: boolean;
   halted: boolean;
+  /** The preflight's finding (the rollout then starts no node). */
+  preflight: string | undefined;
   paused: boolean;
   complete: boolean;
   haltReason: string | undefined;
@@ -432,7 +461,14 @@ function rolloutConditions(
   described: string,
   message: string,
 ): NodeRolloutStatus['conditions'] {
-  const { tooMany, halted, paused, complete, haltReason } = standing;
+  const { tooMany, halted, paused, complete, haltReason, preflight: blocked } = standing;
+  const haltedBy = tooMany
+    ? 'TooManyNodes'
+    : halted
+      ? 'FailureBudgetExhausted'
+      : blocked
+        ? 'PreflightFailed'
+        : undefined;
   return conditionsOf(
     input.rollout.status?.conditions,
     {
@@ -441,9 +477,7 @@ function rolloutConditions(
         reason: complete
           ? 'Complete'
           : haltReason
-            ? tooMany
-              ? 'TooManyNodes'
-              : 'FailureBudgetExhausted'
+            ? (haltedBy ?? 'Halted')
             : paused
               ? 'Paused'
               : counts.running > 0
@@ -453,13 +487,7 @@ function rolloutConditions(
       },
       Halted: {
         status: haltReason !== undefined || paused,
-        reason: tooMany
-          ? 'TooManyNodes'
-          : halted
-            ? 'FailureBudgetExhausted'
-            : paused
-              ? 'Paused'
-              : 'NotHalted',
+        reason: haltedBy ?? (paused ? 'Paused' : 'NotHalted'),
         message: haltReason ?? (paused ? 'spec.paused is true' : ''),
       },
       Complete: {
@@ -500,8 +528,9 @@ export function decide(input: RolloutInput): RolloutPlan {
       `upgrade.image ${spec.upgrade?.image ?? ''} has no version tag: nodes are upgraded without skipping`,
     );
   }
+  const blocked = tooMany || halted ? undefined : preflight(entries, nodes, target);
   const { create, requeueAt } =
-    !tooMany && !halted && !paused
+    !tooMany && !halted && !paused && !blocked
       ? startNodes(input, entries, nodes, (spec.maxParallel ?? 1) - counts0.running)
       : { create: [], requeueAt: undefined };
 
@@ -511,8 +540,8 @@ export function decide(input: RolloutInput): RolloutPlan {
     ? `the rollout selects ${String(entries.length)} nodes, more than the ${String(MAX_ROLLOUT_NODES)} one rollout can track: narrow spec.nodeSelector`
     : halted
       ? `${String(counts.failed)} node${counts.failed === 1 ? '' : 's'} failed, more than maxFailures (${String(maxFailures)}): first ${firstFailure?.node ?? '?'}: ${firstFailure?.message ?? ''}. Raise spec.maxFailures to go on`
-      : undefined;
-  const standing: Standing = { tooMany, halted, paused, complete, haltReason };
+      : blocked;
+  const standing: Standing = { tooMany, halted, preflight: blocked, paused, complete, haltReason };
   const message = messageOf(entries, counts, standing);
   const described = notes.length ? `${message}; ${notes.join('; ')}` : message;
   const conditions = rolloutConditions(input, counts, standing, described, message);
@@ -522,6 +551,9 @@ export function decide(input: RolloutInput): RolloutPlan {
     rollout.status?.conditions?.find((c) => c.type === 'Halted')?.reason === 'FailureBudgetExhausted';
   if (halted && !wasHalted)
     events.push({ type: 'Warning', reason: 'Halted', message: haltReason ?? 'halted' });
+  const wasBlocked =
+    rollout.status?.conditions?.find((c) => c.type === 'Halted')?.reason === 'PreflightFailed';
+  if (blocked && !wasBlocked) events.push({ type: 'Warning', reason: 'PreflightFailed', message: blocked });
   const wasComplete = rollout.status?.conditions?.find((c) => c.type === 'Complete')?.status === 'True';
   if (complete && !wasComplete) events.push({ type: 'Normal', reason: 'Completed', message });
 

@@ -27,7 +27,7 @@ import { claimedRollout, notMadeBy, sortClaims, type Impostor } from './membersh
 import { rolloutLabelValue } from './naming.ts';
 
 export type RolloutObject = ObservedNodeRollout & KubeObject;
-type NodeObject = KubeObject & { status?: { nodeInfo?: { osImage?: string } } };
+type NodeObject = KubeObject & { status?: { nodeInfo?: { osImage?: string; kubeletVersion?: string } } };
 
 export interface RolloutReconcilerOptions {
   rest: RestClient;
@@ -137,9 +137,11 @@ export class RolloutReconciler {
     nodes.on('delete', () => this.enqueueAll());
     nodes.on('update', (old, n) => {
       const osImage = (x: KubeObject) => (x as NodeObject).status?.nodeInfo?.osImage;
+      const kubelet = (x: KubeObject) => (x as NodeObject).status?.nodeInfo?.kubeletVersion;
       if (
         JSON.stringify(old.metadata.labels) !== JSON.stringify(n.metadata.labels) ||
-        osImage(old) !== osImage(n)
+        osImage(old) !== osImage(n) ||
+        kubelet(old) !== kubelet(n)
       )
         this.enqueueAll();
     });
@@ -314,8 +316,13 @@ export class RolloutReconciler {
       ...(a.status?.message ? { message: a.status.message } : {}),
     }));
     const nodes: RolloutNodeFacts[] = this.o.nodes.list().map((n) => {
-      const osImage = (n as NodeObject).status?.nodeInfo?.osImage;
-      return { name: n.metadata.name, labels: n.metadata.labels ?? {}, ...(osImage ? { osImage } : {}) };
+      const { osImage, kubeletVersion } = (n as NodeObject).status?.nodeInfo ?? {};
+      return {
+        name: n.metadata.name,
+        labels: n.metadata.labels ?? {},
+        ...(osImage ? { osImage } : {}),
+        ...(kubeletVersion ? { kubeletVersion } : {}),
+      };
     });
     const now = this.o.now?.() ?? new Date();
     const plan = decide({

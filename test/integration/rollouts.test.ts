@@ -290,6 +290,37 @@ describe('NodeRollout', () => {
     assert.equal(done.status?.counts?.succeeded, 2);
   });
 
+  it('halts before its first node when a node cannot take the upgrade (preflight), naming it; fixed, it goes on', async (t) => {
+    const group = uniqueName('ro-pre');
+    const [old = '', fine = ''] = await nodes(t, group, 2);
+    // One node two minors behind: Talos 1.13 needs a host of 1.11.0 or later.
+    const setOsImage = (node: string, version: string) =>
+      client.request(`/api/v1/nodes/${node}/status`, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: { status: { nodeInfo: { osImage: `Talos (${version})` } } },
+      });
+    await setOsImage(old, 'v1.10.7');
+    const name = await createRollout(t, instance, [group], { maxParallel: 2 });
+    const blocked = await waitForRollout(
+      name,
+      'to halt on the preflight',
+      (r) => condition(r, 'Halted')?.reason === 'PreflightFailed',
+    );
+    assert.match(
+      condition(blocked, 'Halted')?.message ?? '',
+      new RegExp(
+        `^preflight: 1 node cannot upgrade to ${NEW.replace(/\./g, '\\.')}: ${old}: Talos v1\\.10\\.7 is too old`,
+      ),
+    );
+    assert.equal((await rolloutActions(name)).length, 0, 'no node started, not even the one that could');
+    assert.equal(await upgradeCalls(fine), 0);
+    // The node brought to a version Talos accepts: the rollout goes on by itself.
+    await setOsImage(old, 'v1.12.5');
+    const done = await waitForRollout(name, 'to complete', complete);
+    assert.equal(done.status?.counts?.succeeded, 2);
+  });
+
   it('refuses Shutdown and Reset, and a bypass without a reason', async () => {
     for (const action of ['Shutdown', 'Reset']) {
       const error = await client
