@@ -476,13 +476,7 @@ function rolloutConditions(
         status: !complete && !haltReason && !paused && counts.running > 0,
         reason: complete
           ? 'Complete'
-          : haltReason
-            ? (haltedBy ?? 'Halted')
-            : paused
-              ? 'Paused'
-              : counts.running > 0
-                ? 'NodesRunning'
-                : 'WaitingForWindow',
+          : (haltedBy ?? (paused ? 'Paused' : counts.running > 0 ? 'NodesRunning' : 'WaitingForWindow')),
         message: described,
       },
       Halted: {

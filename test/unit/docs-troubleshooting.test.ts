@@ -54,6 +54,8 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // The Cluster API mode's hold() and release() helpers take a MachineHeldReason (the
   // type alias, extracted); the stored condition's reason is read back, not written anew.
   'src/cluster-api/decide.ts: reason': [],
+  // Why a rollout is halted: its node count, its failure budget, or the upgrade preflight.
+  'src/rollouts/decide.ts: haltedBy': ['TooManyNodes', 'FailureBudgetExhausted', 'PreflightFailed'],
   'src/cluster-api/reconciler.ts: c.reason': [],
   // writtenState() reads back the reason an earlier controller wrote (one of CheckReason,
   // extracted where it is written); nothing new is written.
