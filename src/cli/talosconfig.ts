@@ -6,7 +6,6 @@
 // Talos role asked for (docs/talos-gate.md). The key never leaves this machine; the
 // certificate is short-lived.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -17,13 +16,10 @@ import { RestClient } from '../kube/rest.ts';
 import { endpointAddress } from '../talos/config.ts';
 import { TALOS_ROLES } from '../talos-gate/methods.ts';
 import { createCertificateRequest, newKey } from '../talos-gate/pki.ts';
-import { GATE_SIGNER, type CertificateSigningRequest } from '../talos-gate/signer.ts';
-import { sleep } from '../wait.ts';
+import { awaitSigning, CSR_PATH, gateSigningRequest } from '../talos-gate/signer.ts';
 import { connect } from './connection.ts';
 import { CliError, EXIT } from './exit.ts';
 import { HttpBackend } from './http-backend.ts';
-
-const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 
 interface Options {
   kubeconfig?: string;
@@ -96,6 +92,7 @@ async function httpIssuer(opts: Options): Promise<Issuer> {
   };
 }
 
+/** Sends the request as the person and waits for the gate's signer; the chain's PEM. */
 async function requestGateCertificate(
   rest: RestClient,
   user: string,
@@ -103,40 +100,14 @@ async function requestGateCertificate(
   durationMs: number,
   timeoutMs: number,
 ): Promise<string> {
-  const name = `gatehouse-talos-${user
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .slice(0, 40)}-${randomBytes(3).toString('hex')}`;
-  await rest.request(CSR_PATH, {
-    method: 'POST',
-    body: {
-      apiVersion: 'certificates.k8s.io/v1',
-      kind: 'CertificateSigningRequest',
-      metadata: { name },
-      spec: {
-        request: Buffer.from(pem).toString('base64'),
-        signerName: GATE_SIGNER,
-        usages: ['digital signature', 'client auth'],
-        // Kubernetes' minimum is 10 minutes.
-        expirationSeconds: Math.max(600, Math.round(durationMs / 1000)),
-      },
-    },
-  });
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const csr = await rest.request<CertificateSigningRequest>(`${CSR_PATH}/${name}`);
-    const denied = csr.status?.conditions?.find((c) => c.type === 'Denied' || c.type === 'Failed');
-    if (denied)
-      throw new Error(
-        `the Talos API gate refused the certificate: ${denied.message ?? denied.reason ?? 'no reason given'}`,
-      );
-    if (csr.status?.certificate) return Buffer.from(csr.status.certificate, 'base64').toString('utf8');
-    if (Date.now() > until)
-      throw new Error(
-        `CertificateSigningRequest ${name} was not signed within ${String(timeoutMs / 1000)}s: is the Talos API gate running (it signs them)?`,
-      );
-    await sleep(500);
-  }
+  const { name, body } = gateSigningRequest(user, pem, Math.round(durationMs / 1000));
+  await rest.request(CSR_PATH, { method: 'POST', body });
+  const verdict = await awaitSigning(rest, name, timeoutMs, 500);
+  if ('certificate' in verdict) return verdict.certificate;
+  if ('refused' in verdict) throw new Error(`the Talos API gate refused the certificate: ${verdict.refused}`);
+  throw new Error(
+    `CertificateSigningRequest ${name} was not signed within ${String(timeoutMs / 1000)}s: is the Talos API gate running (it signs them)?`,
+  );
 }
 
 export function talosconfigCommand(): Command {

@@ -10,7 +10,6 @@
 // the gate's signer naming the caller in the annotation talos.dev/requested-for, and
 // waits for the gate to sign it. The signer believes that annotation only from this
 // controller's ServiceAccount and asks RBAC again (src/talos-gate/signer.ts).
-import { randomBytes } from 'node:crypto';
 import { GROUP } from '../api/common.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
 import type { Access } from '../http/access.ts';
@@ -21,27 +20,21 @@ import type { Router } from '../http/router.ts';
 import { talosCertificateRequestSchema, type TalosCertificateRequest } from '../http/schemas.ts';
 import { validator } from '../http/validation.ts';
 import { TALOS_ROLES } from '../talos/roles.ts';
-import { errorMessage, sleep } from '../wait.ts';
+import { errorMessage } from '../wait.ts';
 import { readCertificateRequest } from './pki.ts';
 import {
-  GATE_SIGNER,
+  awaitSigning,
+  CSR_PATH,
+  gateSigningRequest,
   REQUESTED_FOR_ANNOTATION,
   roleClusterRole,
   TALOS_API_RESOURCE,
-  type CertificateSigningRequest,
 } from './signer.ts';
-
-const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 
 const readRequest = validator<TalosCertificateRequest>(
   talosCertificateRequestSchema(),
   'the certificate request',
 );
-
-export interface TalosCertificateOptions {
-  /** How long a request waits for the gate to sign (default 30 s). */
-  signWaitMs?: number;
-}
 
 /** The subject the request asks for, checked against the caller; throws 422 with what to fix. */
 function requestedRole(pem: string, caller: Caller): string {
@@ -67,41 +60,30 @@ function requestedRole(pem: string, caller: Caller): string {
   return role;
 }
 
-/** Creates the CertificateSigningRequest for `caller`; its name. */
+/** How long a request waits for the gate to sign. */
+const SIGN_WAIT_MS = 30_000;
+
+/** Creates the CertificateSigningRequest for `caller`, naming them for the signer; its name. */
 async function createRequest(
   rest: RestClient,
   caller: Caller,
   request: TalosCertificateRequest,
 ): Promise<string> {
-  const name = `gatehouse-talos-${caller.username
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .slice(0, 40)}-${randomBytes(3).toString('hex')}`;
+  const { name, body } = gateSigningRequest(
+    caller.username,
+    request.certificateRequest,
+    request.durationSeconds ?? 8 * 3600,
+    {
+      [REQUESTED_FOR_ANNOTATION]: JSON.stringify({
+        username: caller.username,
+        groups: caller.groups,
+        ...(caller.uid ? { uid: caller.uid } : {}),
+        ...(caller.extra ? { extra: caller.extra } : {}),
+      }),
+    },
+  );
   try {
-    await rest.request(CSR_PATH, {
-      method: 'POST',
-      body: {
-        apiVersion: 'certificates.k8s.io/v1',
-        kind: 'CertificateSigningRequest',
-        metadata: {
-          name,
-          annotations: {
-            [REQUESTED_FOR_ANNOTATION]: JSON.stringify({
-              username: caller.username,
-              groups: caller.groups,
-              ...(caller.uid ? { uid: caller.uid } : {}),
-              ...(caller.extra ? { extra: caller.extra } : {}),
-            }),
-          },
-        },
-        spec: {
-          request: Buffer.from(request.certificateRequest).toString('base64'),
-          signerName: GATE_SIGNER,
-          usages: ['digital signature', 'client auth'],
-          expirationSeconds: request.durationSeconds ?? 8 * 3600,
-        },
-      },
-    });
+    await rest.request(CSR_PATH, { method: 'POST', body });
   } catch (error) {
     if (error instanceof KubeApiError && error.code === 403)
       throw new ApiError(
@@ -114,37 +96,23 @@ async function createRequest(
 }
 
 /** Waits for the signer's verdict on `name`: the chain's PEM, or an ApiError. */
-async function signed(rest: RestClient, name: string, waitMs: number): Promise<string> {
-  const until = Date.now() + waitMs;
-  for (;;) {
-    let csr: CertificateSigningRequest;
-    try {
-      csr = await rest.request<CertificateSigningRequest>(`${CSR_PATH}/${name}`);
-    } catch (error) {
-      throw apiServerUnavailable(`read CertificateSigningRequest ${name}`, error);
-    }
-    const refused = csr.status?.conditions?.find((c) => c.type === 'Denied' || c.type === 'Failed');
-    if (refused)
-      throw new ApiError(
-        403,
-        `the Talos API gate refused the certificate: ${refused.message ?? refused.reason ?? 'no reason given'}`,
-      );
-    if (csr.status?.certificate) return Buffer.from(csr.status.certificate, 'base64').toString('utf8');
-    if (Date.now() >= until)
-      throw new ApiError(
-        504,
-        `CertificateSigningRequest ${name} was not signed within ${String(Math.round(waitMs / 1000))}s: is the Talos API gate (gatehouse talos-gate) running, with this controller's ServiceAccount among its --delegate users? It signs them.`,
-      );
-    await sleep(250);
+async function signed(rest: RestClient, name: string): Promise<string> {
+  let verdict;
+  try {
+    verdict = await awaitSigning(rest, name, SIGN_WAIT_MS, 250);
+  } catch (error) {
+    throw apiServerUnavailable(`read CertificateSigningRequest ${name}`, error);
   }
+  if ('certificate' in verdict) return verdict.certificate;
+  if ('refused' in verdict)
+    throw new ApiError(403, `the Talos API gate refused the certificate: ${verdict.refused}`);
+  throw new ApiError(
+    504,
+    `CertificateSigningRequest ${name} was not signed within ${String(SIGN_WAIT_MS / 1000)}s: is the Talos API gate (gatehouse talos-gate) running, with this controller's ServiceAccount among its --delegate users? It signs them.`,
+  );
 }
 
-export function talosCertificateRoutes(
-  router: Router,
-  access: Access,
-  rest: RestClient,
-  options: TalosCertificateOptions = {},
-): void {
+export function talosCertificateRoutes(router: Router, access: Access, rest: RestClient): void {
   router.on(
     'GET',
     '/v1/whoami',
@@ -169,7 +137,7 @@ export function talosCertificateRoutes(
       const release = access.openStream(caller);
       try {
         const name = await createRequest(rest, caller, request);
-        const chain = await signed(rest, name, options.signWaitMs ?? 30_000);
+        const chain = await signed(rest, name);
         return { status: 201, body: { certificate: chain, role, certificateSigningRequest: name } };
       } finally {
         release();

@@ -144,12 +144,17 @@ async function person(
 }
 
 /** `gatehouse talosconfig` as `who`, for `role`, through `gate`; the talosconfig written. */
-async function talosconfigFor(who: { kubeconfig: string }, gate: GateProcess, role: string, file: string) {
+/** `who`: a person's kubeconfig, or the connection flags to use instead (--server, --token). */
+async function talosconfigFor(
+  who: { kubeconfig: string } | { flags: string[] },
+  gate: GateProcess,
+  role: string,
+  file: string,
+) {
   const talosconfig = join(dir, file);
   const result = await runCli([
     'talosconfig',
-    '--kubeconfig',
-    who.kubeconfig,
+    ...('flags' in who ? who.flags : ['--kubeconfig', who.kubeconfig]),
     '--endpoint',
     gate.endpoint,
     '--role',
@@ -226,23 +231,8 @@ describe('gatehouse talos-gate and gatehouse talosconfig', () => {
     await api2.waitForSync();
     const erin = await person(t, namespace, 'erin', ['gatehouse:talos-operator']);
     const token = await serviceAccountToken(kc, namespace, 'erin');
-    const viaHttp = async (role: string, file: string) => {
-      const talosconfig = join(dir, file);
-      const result = await runCli([
-        'talosconfig',
-        '--server',
-        api2.url,
-        '--token',
-        token,
-        '--endpoint',
-        gate.endpoint,
-        '--role',
-        role,
-        '--talosconfig',
-        talosconfig,
-      ]);
-      return { ...result, talosconfig };
-    };
+    const viaHttp = (role: string, file: string) =>
+      talosconfigFor({ flags: ['--server', api2.url, '--token', token] }, gate, role, file);
     const ok = await viaHttp('os:operator', 'erin.talosconfig');
     assert.equal(ok.code, 0, ok.stderr);
     assert.match(ok.stdout, new RegExp(`${erin.user} with the Talos role os:operator`));
