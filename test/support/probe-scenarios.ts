@@ -435,10 +435,15 @@ export function workloadsScenario(): ProbeScenario {
 
 // --- podDisruptionBudgets -----------------------------------------------------------------
 
-/** A PodDisruptionBudget over three ready pods that allows one disruption; broken, none. */
+/**
+ * A PodDisruptionBudget over three ready pods that allows one disruption; broken, none.
+ * The pods run on a kwok node of the scenario's own: on the sandbox's workers, which
+ * other test files reboot, a pod goes unready for as long as its node is NotReady.
+ */
 export function podDisruptionBudgetsScenario(): ProbeScenario {
   let client: RestClient | undefined;
   let pdbPath = '';
+  const nodeName = `pdb-${randomBytes(3).toString('hex')}`;
   return {
     name: 'podDisruptionBudgets',
     probe: 'podDisruptionBudgets',
@@ -449,12 +454,20 @@ export function podDisruptionBudgetsScenario(): ProbeScenario {
       /^1\/1 PodDisruptionBudget .* does not allow at least 1 disruption: [a-z0-9-]+\/osd allows 0 \(3 healthy of 3 pods, 3 needed\)$/,
     async setup({ kc, namespace }) {
       client = rest(kc);
+      const version = await client.request<{ gitVersion: string }>('/version');
+      const node = talosNode({ name: nodeName, role: 'worker', internalIP: '10.7.0.2' }, version.gitVersion);
+      // Tainted so nothing else lands there; the pods are bound to it by name.
+      node.spec = { taints: [{ key: 'gatehouse.test/probe-scenario', effect: 'NoSchedule' }] };
+      await create(client, '/api/v1/nodes', node);
       await create(client, `/apis/apps/v1/namespaces/${namespace}/deployments`, {
         metadata: { name: 'osd' },
         spec: {
           replicas: 3,
           selector: { matchLabels: { app: 'osd' } },
-          template: { metadata: { labels: { app: 'osd' } }, spec: { containers: [container()] } },
+          template: {
+            metadata: { labels: { app: 'osd' } },
+            spec: { nodeName, containers: [container()] },
+          },
         },
       });
       const pdbs = `/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets`;
@@ -472,7 +485,9 @@ export function podDisruptionBudgetsScenario(): ProbeScenario {
     },
     breakIt: () => mergePatch(required(client, 'client'), pdbPath, { spec: { minAvailable: 3 } }),
     fixIt: () => mergePatch(required(client, 'client'), pdbPath, { spec: { minAvailable: 2 } }),
-    async cleanup() {},
+    async cleanup() {
+      if (client) await remove(client, `/api/v1/nodes/${nodeName}`);
+    },
   };
 }
 
