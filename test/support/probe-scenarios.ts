@@ -379,12 +379,17 @@ export function resourceScenario(): ProbeScenario {
 /**
  * A Deployment, a StatefulSet and a DaemonSet (on the kwok nodes) that kwok runs to
  * Ready; broken, the Deployment's and DaemonSet's pod templates request more CPU than
- * any node has, so their new pods never schedule and the rollouts stall.
+ * any node has, so their new pods never schedule and the rollouts stall. Everything runs
+ * on three kwok nodes of the scenario's own, away from the sandbox's workers, which
+ * other test files reboot.
  */
 export function workloadsScenario(): ProbeScenario {
   let client: RestClient | undefined;
   let namespace = '';
   const labels = { 'gatehouse.test/scenario': 'workloads' };
+  const id = randomBytes(3).toString('hex');
+  const nodeNames = [1, 2, 3].map((i) => `workloads-${id}-${String(i)}`);
+  const nodeLabel = 'gatehouse.test/workloads';
   const setCpu = async (cpu: string | undefined) => {
     const c = required(client, 'client');
     const template = { spec: { containers: [container(cpu)] } };
@@ -402,10 +407,24 @@ export function workloadsScenario(): ProbeScenario {
     async setup(ctx) {
       client = rest(ctx.kc);
       namespace = ctx.namespace;
+      const version = await client.request<{ gitVersion: string }>('/version');
+      for (const [i, name] of nodeNames.entries()) {
+        const node = talosNode(
+          { name, role: 'worker', internalIP: `10.8.0.${String(i + 2)}` },
+          version.gitVersion,
+        );
+        node.metadata = { ...node.metadata, labels: { ...node.metadata?.labels, [nodeLabel]: id } };
+        node.spec = { taints: [{ key: nodeLabel, value: id, effect: 'NoSchedule' }] };
+        await create(client, '/api/v1/nodes', node);
+      }
       const selector = (app: string) => ({ matchLabels: { app } });
-      const template = (app: string, extra: object = {}) => ({
+      const template = (app: string) => ({
         metadata: { labels: { app } },
-        spec: { containers: [container()], ...extra },
+        spec: {
+          containers: [container()],
+          nodeSelector: { [nodeLabel]: id },
+          tolerations: [{ key: nodeLabel, operator: 'Equal', value: id, effect: 'NoSchedule' }],
+        },
       });
       const apps = `/apis/apps/v1/namespaces/${namespace}`;
       await create(client, `${apps}/deployments`, {
@@ -418,18 +437,16 @@ export function workloadsScenario(): ProbeScenario {
       });
       await create(client, `${apps}/daemonsets`, {
         metadata: { name: 'agent', labels },
-        // Only the sandbox's kwok nodes: nodes other tests add are not simulated.
-        spec: {
-          selector: selector('agent'),
-          template: template('agent', { nodeSelector: { type: 'kwok' } }),
-        },
+        spec: { selector: selector('agent'), template: template('agent') },
       });
       return { workloads: { namespace, selector: { matchLabels: labels } } };
     },
     breakIt: () => setCpu('1000'),
     fixIt: () => setCpu(undefined),
-    // Everything lives in the caller's namespace.
-    async cleanup() {},
+    // Everything else lives in the caller's namespace.
+    async cleanup() {
+      if (client) for (const name of nodeNames) await remove(client, `/api/v1/nodes/${name}`);
+    },
   };
 }
 
