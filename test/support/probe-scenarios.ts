@@ -413,7 +413,9 @@ export function workloadsScenario(): ProbeScenario {
           { name, role: 'worker', internalIP: `10.8.0.${String(i + 2)}` },
           version.gitVersion,
         );
-        node.metadata = { ...node.metadata, labels: { ...node.metadata?.labels, [nodeLabel]: id } };
+        node.metadata = Object.assign({}, node.metadata, {
+          labels: { ...node.metadata?.labels, [nodeLabel]: id },
+        });
         node.spec = { taints: [{ key: nodeLabel, value: id, effect: 'NoSchedule' }] };
         await create(client, '/api/v1/nodes', node);
       }
