@@ -214,7 +214,8 @@ export class Controller {
     this.hooks = this.hookRunner(serviceResolution, clusterCA);
     const talos = options.talos;
     const followed = talos && talos.config instanceof TalosConfigReloader ? talos.config : undefined;
-    this.executor = options.actions === false || !talos ? undefined : this.talosExecutor(talos);
+    // Without a talosconfig the executor still cordons and drains (a Maintenance).
+    this.executor = options.actions === false ? undefined : this.talosExecutor(talos || {});
     this.talosConfig = this.executor ? followed : undefined;
     // The etcd guard reads through the executor's client; without one it says so.
     const executor = this.executor;
@@ -338,7 +339,9 @@ export class Controller {
     });
   }
 
-  private talosExecutor(talos: Exclude<ControllerOptions['talos'], false | undefined>): TalosExecutor {
+  private talosExecutor(
+    talos: Partial<Exclude<ControllerOptions['talos'], false | undefined>>,
+  ): TalosExecutor {
     return new TalosExecutor({
       rest: this.rest,
       log: this.log,

@@ -120,9 +120,10 @@ export class ActionEffects {
     // The steps as the action's kind plans them on its node's Talos version (the executor
     // knows nothing of kinds); planned again when a step starts, as decide() planned them.
     const talos = () => {
-      const kind = kindOf(action.spec);
+      const performer = kindOf(action.spec).managed;
+      if (performer.by !== 'talos') throw new Error(`a ${action.spec.action} makes no Talos call`);
       const osImage = nodeFacts(this.c.o.nodes.get(action.spec.nodeName))?.osImage;
-      return kind.managed.steps(action.spec, osImage);
+      return performer.steps(action.spec, osImage);
     };
     for (const e of effects) {
       switch (e.type) {

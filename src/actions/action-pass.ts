@@ -239,6 +239,7 @@ export class ActionPass {
       jobs: await o.runner.jobFacts(records),
       webhooks: o.runner.webhookFacts(),
       ...(o.executor ? { execution: o.executor.facts(action.metadata.uid) } : {}),
+      ...(o.executor && !o.executor.talking ? { noTalos: true as const } : {}),
     };
     let now = input.now;
     let decision = decide(input);

@@ -2,11 +2,13 @@
 // rest of the gate, in one table the compiler checks: a new Completion does not compile
 // until every fact about it is written here (and its WaitingForNode handler, in
 // phases/waiting-for-node.ts).
-import type { NodeActionStatus } from '../api/node-action.ts';
+import type { NodeActionPhase, NodeActionStatus } from '../api/node-action.ts';
 import type { Completion } from './kinds/index.ts';
 import type { NodeFacts } from './observations.ts';
 
 export interface CompletionRule {
+  /** The phase an action waits in once its work is under way (performed, or marked so). */
+  waitsIn: Extract<NodeActionPhase, 'WaitingForNode' | 'Held'>;
   /** What an action whose work is under way waits for, in words for its status. */
   waiting: string;
   /**
@@ -44,6 +46,7 @@ function changed(
 
 export const COMPLETIONS: { readonly [C in Completion]: CompletionRule } = {
   reboot: {
+    waitsIn: 'WaitingForNode',
     waiting: 'waiting for the node to come back with a new boot ID',
     boots: true,
     away: true,
@@ -51,6 +54,7 @@ export const COMPLETIONS: { readonly [C in Completion]: CompletionRule } = {
     seen: changed,
   },
   down: {
+    waitsIn: 'WaitingForNode',
     waiting: 'waiting for the node to go down',
     boots: true,
     away: true,
@@ -59,12 +63,25 @@ export const COMPLETIONS: { readonly [C in Completion]: CompletionRule } = {
       changed(node, nodeName, status) ?? (node && !node.ready ? `node ${nodeName} is NotReady` : undefined),
   },
   mark: {
+    waitsIn: 'WaitingForNode',
     waiting: 'waiting for the node to be Ready',
     // A change applied live (Talos said it does not reboot) takes nothing down.
     boots: false,
     away: false,
     shows: false,
     // Nothing about the node shows a change applied live: only the mark tells.
+    seen: () => undefined,
+  },
+  release: {
+    waitsIn: 'Held',
+    waiting: 'held out of service until released',
+    // Nothing is announced: whether the work boots the node is not known (a boot while
+    // held is the action's all the same: an approved action is in flight on the node).
+    boots: false,
+    // The work it is held for may power the node off.
+    away: true,
+    shows: false,
+    // Only the mark tells that a requester drained the node.
     seen: () => undefined,
   },
 };

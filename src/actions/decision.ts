@@ -233,9 +233,23 @@ export class DecisionBuilder {
     return this.status.hooks ?? [];
   }
 
-  /** The runs of the action's own (pre-action) hooks, without the boot's shown beside them. */
+  /** The runs of the action's own hooks, without the boot's shown beside them. */
   ownRecords(): HookRunRecord[] {
-    return this.records().filter((r) => !isBootHookKind(r.kind));
+    const readyHooks = this.runsReadyHooks();
+    return this.records().filter((r) => !isBootHookKind(r.kind) || (readyHooks && r.kind === 'NodeReadyJob'));
+  }
+
+  /**
+   * Whether the action runs its node's NodeReadyJobs itself: one held until released
+   * (a Maintenance) during which its node did not boot, so that no boot's hooks follow.
+   */
+  runsReadyHooks(): boolean {
+    const { status } = this;
+    return (
+      kindOf(this.spec).completion(this.spec, status.execution) === 'release' &&
+      status.bootIDAfter !== undefined &&
+      status.bootIDAfter === status.bootIDBefore
+    );
   }
 
   /** Who the action's hook runs are for, about the given boot of its node. */

@@ -91,8 +91,15 @@ export interface ActionInput {
   jobs: ReadonlyMap<string, JobFacts>;
   webhooks: ReadonlyMap<string, WebhookFacts>;
   /**
-   * The Talos executor's knowledge of this action's steps. Undefined: this controller has
-   * no Talos executor (no talosconfig), and Managed actions are followed like External ones.
+   * The executor's knowledge of this action's steps. Undefined: this controller performs
+   * nothing (it runs without actions' execution), and Managed actions are followed like
+   * External ones.
    */
   execution?: ExecutionFacts;
+  /**
+   * The executor has no Talos credentials (no talosconfig, or none usable yet): it can
+   * cordon and drain (a Maintenance), but Managed actions that call Talos are followed
+   * like External ones.
+   */
+  noTalos?: true;
 }

@@ -27,13 +27,17 @@ export function targetImageOf(spec: NodeActionSpec): { targetImage?: string } {
 }
 
 /** What each way of performing a Managed action needs of this controller. */
-const CAN_PERFORM: { readonly [P in Performer['by']]: (input: Pick<ActionInput, 'execution'>) => boolean } = {
-  // A Talos executor with credentials (input.execution).
-  talos: (input) => input.execution !== undefined,
+type Performing = Pick<ActionInput, 'execution' | 'noTalos'>;
+
+const CAN_PERFORM: { readonly [P in Performer['by']]: (input: Performing) => boolean } = {
+  // An executor with Talos credentials.
+  talos: (input) => input.execution !== undefined && input.noTalos !== true,
+  // An executor: cordoning and draining needs only Kubernetes.
+  controller: (input) => input.execution !== undefined,
 };
 
 /** Whether this controller can perform a Managed action of the kind. */
-export function performsHere(kind: ActionKind, input: Pick<ActionInput, 'execution'>): boolean {
+export function performsHere(kind: ActionKind, input: Performing): boolean {
   return CAN_PERFORM[kind.managed.by](input);
 }
 

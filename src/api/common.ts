@@ -9,7 +9,15 @@ export const VERSION = 'v1alpha1';
 export const API_VERSION = 'talos.dev/v1alpha1';
 
 /** The actions gatehouse gates, in the order the design lists them. */
-export const ACTIONS = ['Upgrade', 'Reboot', 'Shutdown', 'Reset', 'ConfigChange', 'EtcdLeave'] as const;
+export const ACTIONS = [
+  'Upgrade',
+  'Reboot',
+  'Shutdown',
+  'Reset',
+  'ConfigChange',
+  'EtcdLeave',
+  'Maintenance',
+] as const;
 export type Action = (typeof ACTIONS)[number];
 
 /** One `x-kubernetes-validations` rule: CEL evaluated by the API server itself. */

@@ -321,6 +321,11 @@ const HOOK_KINDS = [
     when: 'before a Reset of a matching node, after the health checks passed: the place to move data off the node for good (e.g. out and purge its Ceph OSDs)',
   },
   {
+    kind: 'PreMaintenanceJob',
+    shortName: 'premaintenance',
+    when: 'before a Maintenance of a matching node (cordoned, drained and held out until released), after the health checks passed',
+  },
+  {
     kind: 'NodePrereadyJob',
     shortName: 'preready',
     when: 'on every boot of a matching node, before it may take workloads: the node keeps the taint talos.dev/preready:NoSchedule until every NodePrereadyJob succeeded for its current boot ID',
@@ -364,6 +369,11 @@ export const PreUpgradeJob = hookResource('PreUpgradeJob', byKind.PreUpgradeJob.
 export const PreRebootJob = hookResource('PreRebootJob', byKind.PreRebootJob.when, PreActionHookSpec);
 export const PreShutdownJob = hookResource('PreShutdownJob', byKind.PreShutdownJob.when, PreActionHookSpec);
 export const PreResetJob = hookResource('PreResetJob', byKind.PreResetJob.when, PreActionHookSpec);
+export const PreMaintenanceJob = hookResource(
+  'PreMaintenanceJob',
+  byKind.PreMaintenanceJob.when,
+  PreActionHookSpec,
+);
 export const NodePrereadyJob = hookResource('NodePrereadyJob', byKind.NodePrereadyJob.when, HookSpec);
 export const NodeReadyJob = hookResource('NodeReadyJob', byKind.NodeReadyJob.when, HookSpec);
 
@@ -376,13 +386,28 @@ export type PreUpgradeJob = Static<typeof PreUpgradeJob>;
 export type PreRebootJob = Static<typeof PreRebootJob>;
 export type PreShutdownJob = Static<typeof PreShutdownJob>;
 export type PreResetJob = Static<typeof PreResetJob>;
+export type PreMaintenanceJob = Static<typeof PreMaintenanceJob>;
 export type NodePrereadyJob = Static<typeof NodePrereadyJob>;
 export type NodeReadyJob = Static<typeof NodeReadyJob>;
 /** Any hook object; `kind` says which. */
 export type Hook =
-  PreUpgradeJob | PreRebootJob | PreShutdownJob | PreResetJob | NodePrereadyJob | NodeReadyJob;
+  | PreUpgradeJob
+  | PreRebootJob
+  | PreShutdownJob
+  | PreResetJob
+  | PreMaintenanceJob
+  | NodePrereadyJob
+  | NodeReadyJob;
 
-const SCHEMAS = { PreUpgradeJob, PreRebootJob, PreShutdownJob, PreResetJob, NodePrereadyJob, NodeReadyJob };
+const SCHEMAS = {
+  PreUpgradeJob,
+  PreRebootJob,
+  PreShutdownJob,
+  PreResetJob,
+  PreMaintenanceJob,
+  NodePrereadyJob,
+  NodeReadyJob,
+};
 
 export const hookKinds: readonly KindDefinition[] = HOOK_KINDS.map((h) => ({
   kind: h.kind,

@@ -29,6 +29,12 @@ export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
 /** The annotation an External requester sets once it has performed the action. */
 export const EXECUTED_ANNOTATION = 'talos.dev/executed';
 
+/**
+ * The annotation that releases a Maintenance action held out of service ("true"): set
+ * by its requester or a bypass holder (the admission policy), once it is Held.
+ */
+export const RELEASED_ANNOTATION = 'talos.dev/released';
+
 /** The boot reconciler's record of a node's boot hooks, on the Node (src/boots/record.ts). */
 export const BOOT_RECORD_ANNOTATION = 'talos.dev/boot-hooks';
 /** An action's announcement of its node's coming boot, on the Node. */
@@ -127,6 +133,7 @@ export const NODE_ACTION_CONDITIONS = [
   'DrainBlocked',
   'Drained',
   'Executed',
+  'Released',
   'NodeReturned',
   'PostHooksSucceeded',
   'Silenced',

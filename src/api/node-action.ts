@@ -126,6 +126,30 @@ export const ResetParameters = Type.Object(
   },
 );
 
+export const MaintenanceParameters = Type.Object(
+  {
+    maxDuration: Type.Optional(
+      Duration(
+        'maintenance.maxDuration',
+        'Longest time the node is held out once drained: then it is released as if someone had released it, with a Warning (MaxDurationReached). Absent: held until released.',
+        { min: '1m', max: '720h' },
+      ),
+    ),
+    reason: Type.Optional(
+      Type.String({
+        description:
+          'What the node is taken out for (e.g. "replace DIMM B2"), shown with the hold in the status, the CLI and the dashboard.',
+        minLength: 1,
+        maxLength: 1024,
+      }),
+    ),
+  },
+  {
+    description:
+      'Parameters of a Maintenance: the node is cordoned and drained (Managed) or drained by the requester (External), then held out of service (phase Held, counting against budgets) until released with the annotation talos.dev/released: "true", `gatehouse maintenance release`, POST /v1/actions/{name}/release, or maxDuration; then its NodeReadyJobs run and the cordon is lifted. Only with action Maintenance.',
+  },
+);
+
 export const ConfigChangeParameters = Type.Object(
   {
     mode: Type.Optional(
@@ -291,7 +315,7 @@ export const Deadlines = Type.Object(
 );
 
 /** The spec fields that hold an action's parameters. */
-export type ParameterField = 'upgrade' | 'reboot' | 'reset' | 'configChange';
+export type ParameterField = 'upgrade' | 'reboot' | 'reset' | 'configChange' | 'maintenance';
 
 /**
  * Each action's parameters: the spec field that belongs to it alone (allowed with that
@@ -304,6 +328,7 @@ export const ACTION_PARAMETERS: { readonly [A in Action]: ParameterField | undef
   Reset: 'reset',
   ConfigChange: 'configChange',
   EtcdLeave: undefined,
+  Maintenance: 'maintenance',
 };
 
 /** The parameters an action cannot go without, and how the refusal says so. */
@@ -379,6 +404,7 @@ export const NodeActionSpec = Type.Object(
     reboot: Type.Optional(RebootParameters),
     reset: Type.Optional(ResetParameters),
     configChange: Type.Optional(ConfigChangeParameters),
+    maintenance: Type.Optional(MaintenanceParameters),
     execution: Type.Optional(
       StringEnum(['Managed', 'External'], {
         description:
@@ -410,6 +436,7 @@ export const NODE_ACTION_PHASES = [
   'Approved',
   'Executing',
   'WaitingForNode',
+  'Held',
   'RunningPostHooks',
   'Succeeded',
   'Failed',
@@ -647,7 +674,7 @@ export const NodeActionStatus = Type.Object(
     phase: Type.Optional(
       StringEnum(NODE_ACTION_PHASES, {
         description:
-          'Where the action is: Pending → WaitingForHealth → RunningPreHooks → Approved → Executing → WaitingForNode → RunningPostHooks → Succeeded, or Failed, Denied or Cancelled.',
+          'Where the action is: Pending → WaitingForHealth → RunningPreHooks → Approved → Executing → WaitingForNode (or, for a Maintenance, Held until released) → RunningPostHooks → Succeeded, or Failed, Denied or Cancelled.',
       }),
     ),
     conditions: Type.Optional(

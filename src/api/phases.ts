@@ -31,6 +31,11 @@ export interface PhaseMeaning {
   nodeAway: boolean;
   /** The action's work has been seen done on the node (External: marking it now changes nothing). */
   performed: boolean;
+  /**
+   * The action now waits for a person, its own work done (Held: the node is out until
+   * someone releases it): the CLI that asked for it stops following here, successfully.
+   */
+  handsOver: boolean;
 }
 
 /**
@@ -45,6 +50,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: false,
     nodeAway: false,
     performed: false,
+    handsOver: false,
   },
   WaitingForHealth: {
     label: 'waiting for health',
@@ -53,6 +59,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: true,
     nodeAway: false,
     performed: false,
+    handsOver: false,
   },
   RunningPreHooks: {
     label: 'pre-hooks',
@@ -61,6 +68,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: true,
     nodeAway: false,
     performed: false,
+    handsOver: false,
   },
   Approved: {
     label: 'approved',
@@ -69,6 +77,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: true,
     nodeAway: true,
     performed: false,
+    handsOver: false,
   },
   Executing: {
     label: 'executing',
@@ -77,6 +86,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: true,
     nodeAway: true,
     performed: false,
+    handsOver: false,
   },
   WaitingForNode: {
     label: 'waiting for node',
@@ -85,6 +95,17 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: true,
     nodeAway: true,
     performed: true,
+    handsOver: false,
+  },
+  Held: {
+    label: 'held for maintenance',
+    terminal: false,
+    approved: true,
+    slot: true,
+    // The work the node is out for (hardware, hypervisor) may well power it off.
+    nodeAway: true,
+    performed: true,
+    handsOver: true,
   },
   RunningPostHooks: {
     label: 'post-hooks',
@@ -93,6 +114,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: true,
     nodeAway: false,
     performed: true,
+    handsOver: false,
   },
   Succeeded: {
     label: 'succeeded',
@@ -101,6 +123,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: false,
     nodeAway: false,
     performed: true,
+    handsOver: false,
   },
   Failed: {
     label: 'failed',
@@ -109,6 +132,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: false,
     nodeAway: false,
     performed: false,
+    handsOver: false,
   },
   Denied: {
     label: 'denied',
@@ -117,6 +141,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: false,
     nodeAway: false,
     performed: false,
+    handsOver: false,
   },
   Cancelled: {
     label: 'cancelled',
@@ -125,6 +150,7 @@ export const PHASES: { readonly [P in NodeActionPhase]: PhaseMeaning } = {
     slot: false,
     nodeAway: false,
     performed: false,
+    handsOver: false,
   },
 };
 

@@ -5,7 +5,7 @@ import { objectView } from '../http/objects.ts';
 import type { ActionObject, Backend, Progress } from './backend.ts';
 import { clusterCommand, connect, type ConnectionOptions } from './connection.ts';
 import { LiveDisplay } from './display.ts';
-import { CliError, EXIT, EXIT_CODES_HELP, handled } from './exit.ts';
+import { CliError, EXIT, EXIT_CODES_HELP, handled, type ExitCode } from './exit.ts';
 import { formatDocument, type Format } from './output.ts';
 import { DRAIN_BLOCKERS_LISTED } from '../api/node-action.ts';
 import { drainLines, hookLine, nodeLine, outcomeLine, phaseStyle, undoLines } from './progress.ts';
@@ -155,7 +155,7 @@ export function describeText(
 }
 
 /** Follows one action to its end with live progress on stderr; returns its exit code. */
-async function followToEnd(backend: Backend, name: string): Promise<number> {
+export async function followToEnd(backend: Backend, name: string): Promise<ExitCode> {
   const style = makeStyle(colourWanted(process.stderr));
   const display = new LiveDisplay(process.stderr, { live: process.stderr.isTTY, style });
   const interrupt = new AbortController();

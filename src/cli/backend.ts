@@ -69,6 +69,8 @@ export interface Backend {
   /** Cancels (deletes) an unfinished action; throws a CliError if it has already ended. */
   cancel(name: string): Promise<void>;
   markExecuted(name: string): Promise<ActionObject>;
+  /** Releases a Maintenance held out of service (talos.dev/released); harmless when it already is. */
+  release(name: string): Promise<ActionObject>;
   /**
    * Calls `onProgress` with the action and its node whenever either changes, until the
    * action is final or deleted, `until` says stop, or `signal` aborts (then rejects with

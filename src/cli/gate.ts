@@ -96,6 +96,7 @@ export function gateSpec(node: string, flags: GateFlags): RequestSpec {
     case 'Shutdown':
     case 'Reset':
     case 'EtcdLeave':
+    case 'Maintenance':
       return base;
   }
 }

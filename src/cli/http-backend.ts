@@ -252,6 +252,12 @@ export class HttpBackend implements Backend {
     return body as ActionObject;
   }
 
+  async release(name: string): Promise<ActionObject> {
+    const path = `/v1/actions/${encodeURIComponent(name)}/release`;
+    const { body } = await this.request('POST', path, `release NodeAction ${name}`);
+    return body as ActionObject;
+  }
+
   async follow(
     name: string,
     onProgress: (progress: Progress) => void,

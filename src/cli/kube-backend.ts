@@ -18,6 +18,7 @@ import { ACTION_POLICIES_PATH, CHECKS_PATH, NODE_ACTIONS_PATH } from '../api/pat
 import { isTerminal } from '../api/phases.ts';
 import { probeTypeOf } from '../checks/probe.ts';
 import { executedMark, executedRefusal, performanceObserved } from '../http/actions/executed.ts';
+import { isReleased, releaseMark, releaseRefusal } from '../http/actions/released.ts';
 import { actionNamePrefix } from '../http/actions/names.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { nodeView, type NodeObject } from '../http/node-view.ts';
@@ -413,6 +414,27 @@ export class KubeBackend implements Backend {
       } catch (error) {
         if (error instanceof KubeApiError && error.code === 409 && attempt < 5) continue;
         throw kubeFailure(error, `mark NodeAction ${name} executed`);
+      }
+    }
+  }
+
+  async release(name: string): Promise<ActionObject> {
+    for (let attempt = 1; ; attempt++) {
+      const action = await this.action(name);
+      if (!action) throw new CliError(`NodeAction ${name} does not exist`, EXIT.failed);
+      if (isReleased(action) && !isTerminal(action.status?.phase)) return action;
+      const refusal = releaseRefusal(action);
+      if (refusal) throw new CliError(refusal, EXIT.failed);
+      try {
+        const released = await this.rest.request<ActionObject>(
+          `${NODE_ACTIONS_PATH}/${encodeURIComponent(name)}`,
+          { method: 'PATCH', contentType: 'application/merge-patch+json', body: releaseMark(action) },
+        );
+        this.lastSeen.set(name, released);
+        return released;
+      } catch (error) {
+        if (error instanceof KubeApiError && error.code === 409 && attempt < 5) continue;
+        throw kubeFailure(error, `release NodeAction ${name}`);
       }
     }
   }

@@ -7,12 +7,13 @@ import type { Action } from '../api/common.ts';
 import { objectView } from '../http/objects.ts';
 import { errorMessage } from '../wait.ts';
 import { duration, wholeNumber } from './arguments.ts';
-import type { ActionObject, CreateOptions, RequestSpec } from './backend.ts';
+import { followToEnd } from './actions.ts';
+import type { ActionObject, Backend, CreateOptions, RequestSpec } from './backend.ts';
 import { clusterCommand, connect, type ConnectionOptions } from './connection.ts';
 import { LiveDisplay } from './display.ts';
-import { CliError, EXIT, handled } from './exit.ts';
+import { CliError, EXIT, handled, type ExitCode } from './exit.ts';
 import { formatDocument } from './output.ts';
-import { rollout, type RolloutResult } from './rollout.ts';
+import { rollout, worstCode, type RolloutResult } from './rollout.ts';
 import { upgradeAsRollout } from './node-rollouts.ts';
 import { colourWanted, makeStyle } from './style.ts';
 import { table } from './table.ts';
@@ -265,6 +266,79 @@ export function etcdLeaveCommand(): Command {
   );
 }
 
+/**
+ * `gatehouse maintenance NODE...`: each node cordoned and drained through the gate, then
+ * held out of service (the command stops there, successfully) until
+ * `gatehouse maintenance release NODE`.
+ */
+export function maintenanceCommand(): Command {
+  const command = actionCommand(
+    'maintenance',
+    'take nodes out of service for work on them (hardware, hypervisor): cordoned and drained through the gate, then held until released',
+  )
+    .option(
+      '--max-duration <duration>',
+      'release the node by itself after this long (e.g. 4h), with a Warning',
+      duration,
+    )
+    .option('--for <reason>', 'what the node is taken out for, shown with the hold (e.g. "replace DIMM B2")')
+    .action(
+      handled(async (nodes: string[], _: unknown, cmd: Command) => {
+        const flags = cmd.optsWithGlobals<CommonFlags & { maxDuration?: string; for?: string }>();
+        const maintenance = {
+          ...(flags.maxDuration ? { maxDuration: flags.maxDuration } : {}),
+          ...(flags.for?.trim() ? { reason: flags.for.trim() } : {}),
+        };
+        await run(flags, nodes, 'Maintenance', () =>
+          Object.keys(maintenance).length > 0 ? { maintenance } : {},
+        );
+      }),
+    );
+  command.addCommand(
+    clusterCommand('release')
+      .description(
+        "release nodes held for maintenance: their NodeReadyJobs run, then the gate's cordon is lifted",
+      )
+      .argument('<nodes...>', 'the held nodes (or the names of their Maintenance NodeActions)')
+      .option('--no-wait', 'release them and exit without following them to the end')
+      .action(
+        handled(async (nodes: string[], _: unknown, cmd: Command) => {
+          const flags = cmd.optsWithGlobals<ConnectionOptions & { wait: boolean }>();
+          const backend = await connect(flags);
+          const names: string[] = [];
+          for (const node of nodes) names.push(await heldMaintenance(backend, node));
+          for (const name of names) {
+            await backend.release(name);
+            process.stdout.write(`${name} released\n`);
+          }
+          if (flags.wait) {
+            let code: ExitCode = EXIT.ok;
+            for (const name of names) code = worstCode([code, await followToEnd(backend, name)]);
+            process.exitCode = code;
+          }
+        }),
+      ),
+  );
+  return command;
+}
+
+/** The Maintenance NodeAction held for `node` (or named `node`): the one to release. */
+async function heldMaintenance(backend: Backend, node: string): Promise<string> {
+  const named = await backend.action(node);
+  if (named) return node;
+  const held = (await backend.actions()).filter(
+    (a) => a.spec.nodeName === node && a.status?.phase === 'Held',
+  );
+  const [first, ...more] = held;
+  if (!first) throw usage(`no action holds node ${node} for maintenance (no NodeAction of it is Held)`);
+  if (more.length > 0) {
+    throw usage(
+      `node ${node} is held by ${String(held.length)} actions (${held.map((a) => a.metadata.name).join(', ')}): name the one to release`,
+    );
+  }
+  return first.metadata.name;
+}
+
 export function resetCommand(): Command {
   return actionCommand(
     'reset',
@@ -385,6 +459,7 @@ const COMMANDS: { readonly [A in Action]: () => Command } = {
   Reset: resetCommand,
   ConfigChange: applyConfigCommand,
   EtcdLeave: etcdLeaveCommand,
+  Maintenance: maintenanceCommand,
 };
 
 export function nodeActionCommands(): Command[] {

@@ -312,7 +312,7 @@ export function outcomeLine(name: string, progress: Progress, style: Style = PLA
   const took = between(action.metadata.creationTimestamp, status.completionTime ?? status.approvalTime);
   const paint = phaseStyle(phase, style);
   const icon =
-    phase === 'Succeeded' || phase === 'Approved'
+    phase === 'Succeeded' || phase === 'Approved' || phase === 'Held'
       ? style.good('✓')
       : phase === 'Cancelled'
         ? style.warn('–')

@@ -3,7 +3,7 @@
 // or, with --external, to Approved. The first action that fails stops new ones from
 // starting; the ones in flight are followed to their end. An interrupt cancels every
 // action in flight and waits (briefly) to see them cancelled.
-import { isTerminal } from '../api/phases.ts';
+import { PHASES, isTerminal } from '../api/phases.ts';
 import { errorMessage } from '../wait.ts';
 import type { ActionObject, Backend, CreateOptions, Progress, RequestSpec } from './backend.ts';
 import type { LiveDisplay } from './display.ts';
@@ -60,6 +60,7 @@ export function codeOf(progress: Progress, external: boolean): ExitCode {
   if (!progress.action) return EXIT.cancelled;
   if (phase === 'Succeeded') return EXIT.ok;
   if (external && phase === 'Approved') return EXIT.ok;
+  if (phase !== undefined && PHASES[phase].handsOver) return EXIT.ok;
   if (phase === 'Cancelled') return EXIT.cancelled;
   // A node that does not exist is a wrong argument however the CLI connects: with a
   // kubeconfig it is found before anything is requested, through --server once the
@@ -103,10 +104,15 @@ export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
       display.update(name, p);
     };
     observe(latest);
-    const until = options.external ? (p: Progress) => p.action?.status?.phase === 'Approved' : undefined;
+    // Followed until it ends, or until it is the caller's turn (Approved, --external) or
+    // a person's (a Maintenance held until released).
+    const until = (p: Progress) => {
+      const phase = p.action?.status?.phase;
+      return phase !== undefined && ((options.external && phase === 'Approved') || PHASES[phase].handsOver);
+    };
     try {
       latest = await backend.follow(name, observe, {
-        ...(until ? { until } : {}),
+        until,
         signal: options.interrupt,
       });
     } catch (error) {

@@ -20,7 +20,7 @@ import { rfc3339 } from '../kube/time.ts';
 import { policyMatches, reportPolicy, type ActionRef, type NodeLabels } from '../policies/evaluate.ts';
 import { windowState } from '../policies/window.ts';
 import { nodeView, type NodeObject } from './node-view.ts';
-import { enteredAt, MAIN_PHASES } from './phase-times.ts';
+import { enteredAt, mainPhases } from './phase-times.ts';
 import { rolloutViews, type RolloutObject, type RolloutView } from './rollout-view.ts';
 import type { NodeView } from './schemas.ts';
 
@@ -346,9 +346,10 @@ export function actionTimeline(action: ActionObject): TimelineStep[] {
     hooks: hooksOf(p),
   });
 
+  const phases = mainPhases(action.spec);
   if (!isTerminal(phase) || phase === 'Succeeded') {
-    const current = MAIN_PHASES.indexOf(phase);
-    return MAIN_PHASES.map((p, i) => {
+    const current = phases.indexOf(phase);
+    return phases.map((p, i) => {
       if (i === current) {
         return phase === 'Succeeded'
           ? step(p, 'done', status.completionTime, status.message)
@@ -366,10 +367,10 @@ export function actionTimeline(action: ActionObject): TimelineStep[] {
     });
   }
   // Failed, Denied or Cancelled: the phases it left a trace of, then how it ended.
-  const times = MAIN_PHASES.map((p) => (p === 'Succeeded' ? undefined : enteredAt(p, status)));
+  const times = phases.map((p) => (p === 'Succeeded' ? undefined : enteredAt(p, status)));
   const reached = times.reduce((last, time, i) => (time ? i : last), -1);
   return [
-    ...MAIN_PHASES.map((p, i) => {
+    ...phases.map((p, i) => {
       const time = times[i];
       if (i > reached) return step(p, 'notReached', undefined);
       return step(p, time ? 'done' : 'skipped', time);

@@ -390,6 +390,23 @@ function actionPaths(maxWait: string) {
         },
       },
     },
+    '/v1/actions/{name}/release': {
+      post: {
+        operationId: 'releaseAction',
+        tags: ['actions'],
+        summary: 'Release a Maintenance held out of service',
+        description:
+          'Sets the annotation talos.dev/released: "true" on a Maintenance in phase Held: its node\'s work is done. The controller then runs the node\'s NodeReadyJobs and lifts its cordon. Needs the verb patch on nodeactions.talos.dev, and to be the requester or hold the verb bypass. Releasing again is harmless.',
+        security,
+        parameters: [nameParameter('NodeAction')],
+        responses: {
+          '200': { description: 'Released (or it already was).', content: json(ref('NodeAction')) },
+          '404': errorResponse('No such action.'),
+          '409': errorResponse('Not held (not a Maintenance, not drained yet), or already ended.'),
+          ...authenticatedRefusals(),
+        },
+      },
+    },
     '/v1/actions/{name}/cancel': {
       post: {
         operationId: 'cancelAction',

@@ -1,14 +1,30 @@
 // When an action entered each of its phases: status.phaseHistory where the status has
 // one, else what the status timestamps tell (statuses written before phaseHistory).
 // Shared by the dashboard's action timeline and its rollout view.
-import { NODE_ACTION_PHASES, type NodeActionPhase, type NodeActionStatus } from '../api/node-action.ts';
+import {
+  NODE_ACTION_PHASES,
+  type NodeActionPhase,
+  type NodeActionSpec,
+  type NodeActionStatus,
+} from '../api/node-action.ts';
+import { COMPLETIONS } from '../actions/completions.ts';
+import { completionOf } from '../actions/kinds/index.ts';
 import { isTerminal } from '../api/phases.ts';
 
-/** The phases of an action that goes all the way, in order. */
+/** The phases an action may go through on its way to Succeeded, in order. */
 export const MAIN_PHASES: readonly NodeActionPhase[] = NODE_ACTION_PHASES.slice(
   0,
   NODE_ACTION_PHASES.indexOf('Succeeded') + 1,
 );
+
+/**
+ * The phases of an action of this kind that goes all the way, in order: it waits for its
+ * work in WaitingForNode, or (a Maintenance, held until released) in Held.
+ */
+export function mainPhases(spec: NodeActionSpec): readonly NodeActionPhase[] {
+  const waitsIn = COMPLETIONS[completionOf(spec)].waitsIn;
+  return MAIN_PHASES.filter((p) => (p !== 'WaitingForNode' && p !== 'Held') || p === waitsIn);
+}
 
 /**
  * When the action entered a phase, as the status timestamps record it, for a status
@@ -32,6 +48,7 @@ function inferredEntry(phase: NodeActionPhase, status: NodeActionStatus): string
       // only then is there an execution record; External execution goes to WaitingForNode.
       return status.execution ? status.executionTime : undefined;
     case 'WaitingForNode':
+    case 'Held':
       return becameTrue('Executed');
     case 'RunningPostHooks':
       return status.conditions?.some((c) => c.type === 'PostHooksSucceeded')

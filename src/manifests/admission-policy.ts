@@ -7,6 +7,7 @@ import {
   CONTROLLER_ONLY_ACTION_ANNOTATIONS,
   CONTROLLER_ONLY_ACTION_LABELS,
   EXECUTED_ANNOTATION,
+  RELEASED_ANNOTATION,
   IMMUTABLE_ACTION_ANNOTATIONS,
   IMMUTABLE_ACTION_LABELS,
   INSTANCE_LABEL as CONTROLLER_INSTANCE_LABEL,
@@ -110,7 +111,7 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
       labels: labels(),
       annotations: {
         'talos.dev/description':
-          'Refuses a NodeAction whose spec.requestedBy is not the requesting user, any bypass without the verb bypass on nodeactions.talos.dev or without a reason, an executed mark from anyone but the requester or a bypass holder, or on an action that is not Approved or not External, any change of the labels and annotations that assign an action to a controller instance, an idempotency key or a rollout, and a rollout mark (label, bypass grantor, NodeRollout ownerReference) set by anyone but the controller.',
+          'Refuses a NodeAction whose spec.requestedBy is not the requesting user, any bypass without the verb bypass on nodeactions.talos.dev or without a reason, an executed mark from anyone but the requester or a bypass holder, or on an action that is not Approved or not External, a release (talos.dev/released) from anyone but the requester or a bypass holder, or on an action that is not Held, any change of the labels and annotations that assign an action to a controller instance, an idempotency key or a rollout, and a rollout mark (label, bypass grantor, NodeRollout ownerReference) set by anyone but the controller.',
         'talos.dev/controller-exemption': CONTROLLER_EXEMPTION,
       },
     },
@@ -135,6 +136,10 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
         {
           name: 'marking',
           expression: `${metadataValue('object', 'annotations', EXECUTED_ANNOTATION)} != ${metadataValue('oldObject', 'annotations', EXECUTED_ANNOTATION)}`,
+        },
+        {
+          name: 'releasing',
+          expression: `${metadataValue('object', 'annotations', RELEASED_ANNOTATION)} != ${metadataValue('oldObject', 'annotations', RELEASED_ANNOTATION)}`,
         },
         {
           name: 'mayBypass',
@@ -172,6 +177,22 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
             "!variables.marking || (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) && oldObject.status.phase == 'Approved')",
           messageExpression: `'${EXECUTED_ANNOTATION} may only be set once the action is Approved; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
           message: `${EXECUTED_ANNOTATION} may only be set once the action is Approved`,
+          reason: 'Invalid',
+        },
+        {
+          // Putting a node back into service is the requester's to say, as performing it was.
+          expression:
+            '!variables.releasing || variables.viaController || object.spec.requestedBy == request.userInfo.username || variables.mayBypass',
+          messageExpression: `'only the requester of NodeAction ' + object.metadata.name + ' (' + object.spec.requestedBy + ') or a holder of the verb bypass may set or change ${RELEASED_ANNOTATION}, not ' + request.userInfo.username`,
+          message: `only the action's requester or a holder of the verb bypass may set or change ${RELEASED_ANNOTATION}`,
+          reason: 'Forbidden',
+        },
+        {
+          // Set before the hold, it would end the hold as soon as it began.
+          expression:
+            "!variables.releasing || (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) && oldObject.status.phase == 'Held')",
+          messageExpression: `'${RELEASED_ANNOTATION} may only be set while a Maintenance is Held; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
+          message: `${RELEASED_ANNOTATION} may only be set while a Maintenance is Held`,
           reason: 'Invalid',
         },
         // Another instance is another budget: choosing one is a kind of bypass.

@@ -19,7 +19,10 @@ const READER: TalosRole[] = ['os:admin', 'os:operator', 'os:reader'];
  * which node that is). classify.ts decides per kind, so a kind added to the API does not
  * compile there until the gate says which calls, if any, ask for it.
  */
-export type Gating = { gated: false; why: string } | { gated: Action | 'EtcdRemoveMember'; why: string };
+/** The actions a Talos call can be: every kind but the one the controller performs itself (Maintenance). */
+export type TalosAction = Exclude<Action, 'Maintenance'>;
+
+export type Gating = { gated: false; why: string } | { gated: TalosAction | 'EtcdRemoveMember'; why: string };
 
 export interface MethodFacts {
   /** Roles allowed to call it (Talos's rule; a method without one is admin-only). */

@@ -126,12 +126,16 @@ export class TalosExecutor {
     }
   }
 
+  /** Whether steps that talk to Talos can run: there are credentials (see useCredentials). */
+  get talking(): boolean {
+    return this.credentials !== undefined;
+  }
+
   /**
-   * What this process knows of the action's steps; undefined without credentials, so
-   * that the decision core treats this controller as one without an executor.
+   * What this process knows of the action's steps (without credentials, only a drain's:
+   * the decision core then performs only what needs no Talos, see `talking`).
    */
-  facts(uid: string): ExecutionFacts | undefined {
-    if (!this.credentials) return undefined;
+  facts(uid: string): ExecutionFacts {
     const facts: ExecutionFacts = {};
     for (const step of ['prepare', 'drain', 'install', 'call', 'verify'] as const) {
       const s = this.steps.get(`${uid}/${step}`);

@@ -22,6 +22,7 @@ import fc from 'fast-check';
 import { planAdmissions } from '../../src/actions/admission.ts';
 import { decide, type ActionInput, type CheckFacts } from '../../src/actions/decide.ts';
 import { PRE_HOOK_KIND, completionOf } from '../../src/actions/kinds/index.ts';
+import { COMPLETIONS } from '../../src/actions/completions.ts';
 import { etcdGuardApplies } from '../../src/actions/etcd-guard.ts';
 import type { EtcdCheckState } from '../../src/talos/etcd-health.ts';
 import type { Action } from '../../src/api/common.ts';
@@ -67,6 +68,8 @@ type Op =
   | { type: 'jobVanish'; index: number }
   | { type: 'tick'; seconds: number }
   | { type: 'execute' }
+  /** The requester releases a Maintenance (the admission policy lets it only while Held). */
+  | { type: 'release' }
   | { type: 'reboot' }
   | { type: 'notReady' }
   | { type: 'removeNode' }
@@ -167,6 +170,7 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
         }),
       },
       { weight: 3, arbitrary: fc.record({ type: fc.constant('execute' as const) }) },
+      { weight: 2, arbitrary: fc.record({ type: fc.constant('release' as const) }) },
       { weight: 3, arbitrary: fc.record({ type: fc.constant('reboot' as const) }) },
       { weight: 1, arbitrary: fc.record({ type: fc.constant('notReady' as const) }) },
       { weight: 1, arbitrary: fc.record({ type: fc.constant('removeNode' as const) }) },
@@ -252,6 +256,9 @@ const coverage = {
   announced: 0,
   /** Approvals of a control-plane node: the etcd guard (invariant 7) is exercised. */
   controlPlaneApproved: 0,
+  /** Maintenances held out of service, and those released to the end. */
+  held: 0,
+  releasedToTheEnd: 0,
 };
 
 /** What the etcd guard's read found, as the reconciler gives it to decide(). */
@@ -317,6 +324,13 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
       case 'execute': {
         const a = current();
         write({ ...a, metadata: { ...a.metadata, annotations: { 'talos.dev/executed': 'true' } } });
+        break;
+      }
+      case 'release': {
+        const a = current();
+        if (a.status?.phase !== 'Held') break;
+        const annotations = { ...a.metadata.annotations, 'talos.dev/released': 'true' };
+        write({ ...a, metadata: { ...a.metadata, annotations } });
         break;
       }
       case 'reboot':
@@ -583,6 +597,8 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
   if (phases.has('Succeeded')) coverage.succeeded++;
   if (phases.has('Failed')) coverage.failed++;
   if (phases.has('Cancelled')) coverage.cancelled++;
+  if (phases.has('Held')) coverage.held++;
+  if (phases.has('Held') && phases.has('Succeeded')) coverage.releasedToTheEnd++;
   coverage.jobs += created.size;
   for (const [key, count] of created) {
     if (count > 1) violations.push({ invariant: '5', detail: `Job ${key} created ${count} times` });
@@ -609,7 +625,38 @@ describe('safety invariants (property-based)', () => {
     assert.ok(coverage.jobs > coverage.runs / 2 && coverage.staleWrites > 0, JSON.stringify(coverage));
     assert.ok(share(coverage.announced) > 0.1, `boots announced in ${JSON.stringify(coverage)}`);
     assert.ok(share(coverage.controlPlaneApproved) > 0.03, `etcd guard in ${JSON.stringify(coverage)}`);
+    assert.ok(
+      coverage.held > 5 && coverage.releasedToTheEnd > 0,
+      `maintenance in ${JSON.stringify(coverage)}`,
+    );
     console.log(`# coverage: ${JSON.stringify(coverage)}`);
+  });
+
+  it('1, 2 and 5 hold for a Maintenance held until released, its own NodeReadyJobs included', () => {
+    const before = { ...coverage };
+    fc.assert(
+      fc.property(
+        // Releases more often (in place of some Job vanishings), so that many holds end.
+        scenarioArb.map((s) => ({
+          ...s,
+          action: 'Maintenance' as const,
+          ops: s.ops.map((op): Op =>
+            op.type === 'jobVanish' || op.type === 'removeNode' ? { type: 'release' } : op,
+          ),
+        })),
+        (s) => {
+          assert.deepEqual(simulate(s), []);
+        },
+      ),
+      { numRuns: 150, seed: Number(process.env.FC_SEED ?? 20261204) },
+    );
+    const delta = (k: keyof typeof coverage) => coverage[k] - before[k];
+    const runs = delta('runs');
+    assert.ok(delta('held') > runs * 0.1, `held in ${String(delta('held'))} of ${String(runs)} runs`);
+    assert.ok(
+      delta('releasedToTheEnd') > runs * 0.02,
+      `released to the end in ${String(delta('releasedToTheEnd'))}`,
+    );
   });
 
   it('can fail: without the create guard, a stale cache after a cancellation creates a Job twice', () => {
@@ -652,7 +699,11 @@ interface Fleet {
     frozen?: Action[];
   }[];
   steps: (
-    { type: 'request'; node: number; action: Action } | { type: 'finish'; index: number } | { type: 'admit' }
+    | { type: 'request'; node: number; action: Action }
+    | { type: 'finish'; index: number }
+    /** A holder goes on to where its work is under way: Held for a Maintenance, else WaitingForNode. */
+    | { type: 'advance'; index: number }
+    | { type: 'admit' }
   )[];
 }
 
@@ -683,6 +734,7 @@ const fleetArb: fc.Arbitrary<Fleet> = fc.record({
     fc.oneof(
       fc.record({ type: fc.constant('request' as const), node: fc.nat(), action: actionArb }),
       fc.record({ type: fc.constant('finish' as const), index: fc.nat() }),
+      fc.record({ type: fc.constant('advance' as const), index: fc.nat() }),
       fc.constant({ type: 'admit' as const }),
     ),
     { minLength: 5, maxLength: 60 },
@@ -691,6 +743,8 @@ const fleetArb: fc.Arbitrary<Fleet> = fc.record({
 
 describe('invariant 3 (property-based): admissions never exceed a budget', () => {
   it('holds after every admission pass, for every policy, the default and the control-plane rule', () => {
+    // Maintenances held until released keep their slots: later admissions count them.
+    let heldSeen = 0;
     fc.assert(
       fc.property(fleetArb, (fleet) => {
         const now = T0;
@@ -743,6 +797,14 @@ describe('invariant 3 (property-based): admissions never exceed a budget', () =>
                 },
               ),
             );
+          } else if (step.type === 'advance') {
+            const holding = actions.filter((a) => holdsSlot(a.status?.phase));
+            const mover = holding[step.index % Math.max(1, holding.length)];
+            if (mover) {
+              const phase = COMPLETIONS[completionOf(mover.spec)].waitsIn;
+              if (phase === 'Held') heldSeen++;
+              actions = actions.map((a) => (a === mover ? { ...a, status: { ...a.status, phase } } : a));
+            }
           } else if (step.type === 'finish') {
             const holding = actions.filter((a) => holdsSlot(a.status?.phase));
             const victim = holding[step.index % Math.max(1, holding.length)];
@@ -828,6 +890,7 @@ describe('invariant 3 (property-based): admissions never exceed a budget', () =>
       }),
       { numRuns: RUNS },
     );
+    assert.ok(heldSeen > 10, `a Maintenance was Held in only ${String(heldSeen)} steps`);
   });
 
   it('can fail: admitting from a stale view (a pass that did not see its own admissions) exceeds a budget', () => {

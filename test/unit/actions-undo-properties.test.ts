@@ -24,6 +24,7 @@ import type { JobFacts } from '../../src/hooks/job.ts';
 import { isRecordPending, jobKey, type HookRunRecord } from '../../src/hooks/plan.ts';
 import type { HookObject } from '../../src/hooks/select.ts';
 import type { ExecutionFacts, ExecutionStep } from '../../src/talos/facts.ts';
+import { PRE_HOOK_KIND } from '../../src/actions/kinds/index.ts';
 import { T0, action, hook, node } from './action-fixtures.ts';
 
 const RUNS = Number(process.env.GATEHOUSE_PROPERTY_RUNS ?? 300);
@@ -98,21 +99,33 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 const scenarioArb: fc.Arbitrary<Scenario> = fc
   .record({
     execution: fc.constantFrom('Managed' as const, 'Managed' as const, 'External' as const),
+    // A Maintenance is performed by draining alone, and disrupts once it is Held.
+    kind: fc.constantFrom('Reboot' as const, 'Reboot' as const, 'Maintenance' as const),
     hooks: fc.integer({ min: 1, max: 2 }),
     ops: fc.array(opArb, { minLength: 10, maxLength: 80 }),
     deleteAt: fc.oneof(fc.constant(null), fc.nat({ max: 60 })),
   })
-  .map(({ execution, hooks, ops, deleteAt }) => {
+  .map(({ execution, kind, hooks, ops, deleteAt }) => {
     const all: Op[] = [...ops];
     if (deleteAt !== null) all.splice(deleteAt, 0, { type: 'delete' });
     return {
-      spec: { action: 'Reboot' as const, execution, ...(execution === 'Managed' ? {} : {}) },
+      spec: { action: kind, execution },
       hooks,
       ops: all,
     };
   });
 
-const coverage = { runs: 0, undone: 0, notUndone: 0, disruptedEnds: 0, undisruptedEnds: 0, crashes: 0 };
+const coverage = {
+  runs: 0,
+  undone: 0,
+  notUndone: 0,
+  disruptedEnds: 0,
+  undisruptedEnds: 0,
+  crashes: 0,
+  /** Maintenances that ended after their node was Held, and before. */
+  maintenanceHeldEnds: 0,
+  maintenanceUndisruptedEnds: 0,
+};
 
 interface WorldJob {
   hookUID: string;
@@ -142,7 +155,7 @@ function simulate(s: Scenario, options: Options = {}): string[] {
   const violations: string[] = [];
   let now = T0;
   const hooks: HookObject[] = Array.from({ length: s.hooks }, (_, i) =>
-    hook('PreRebootJob', `noout-${i}`, { undo: UNDO, timeout: '15m' }),
+    hook(PRE_HOOK_KIND[s.spec.action ?? 'Reboot'], `noout-${i}`, { undo: UNDO, timeout: '15m' }),
   );
   const history: ObservedNodeAction[] = [
     action(
@@ -191,6 +204,8 @@ function simulate(s: Scenario, options: Options = {}): string[] {
       if (view.metadata.resourceVersion !== current().metadata.resourceVersion) return;
       const wasTerminal = isTerminal(current().status?.phase);
       write({ ...view, status });
+      // The node is out of service for its maintenance from the moment it is Held.
+      if (status.phase === 'Held') called = true;
       if (!wasTerminal && isTerminal(status.phase)) {
         disruptedAtEnd = called || marked || rebootedAfterApproval;
         // A call recorded but perhaps never made counts as made: its outcome is unknown.
@@ -372,6 +387,8 @@ function simulate(s: Scenario, options: Options = {}): string[] {
       if (!undoCreated.has(uid))
         violations.push(`hook ${uid} succeeded, the node was never disrupted, and it was not undone`);
   coverage.runs++;
+  if (s.spec.action === 'Maintenance' && disruptedAtEnd !== undefined)
+    coverage[disruptedAtEnd ? 'maintenanceHeldEnds' : 'maintenanceUndisruptedEnds']++;
   if (undoCreated.size > 0) coverage.undone++;
   if (disruptedAtEnd && succeededBeforeEnd.size > 0) coverage.notUndone++;
   return violations;
@@ -386,7 +403,12 @@ describe('Undo of pre-action hooks (property-based)', () => {
       { numRuns: RUNS },
     );
     assert.ok(
-      coverage.undone > 0 && coverage.notUndone > 0 && coverage.disruptedEnds > 0 && coverage.crashes > 0,
+      coverage.undone > 0 &&
+        coverage.notUndone > 0 &&
+        coverage.disruptedEnds > 0 &&
+        coverage.crashes > 0 &&
+        coverage.maintenanceHeldEnds > 0 &&
+        coverage.maintenanceUndisruptedEnds > 0,
       JSON.stringify(coverage),
     );
     console.log(`# coverage: ${JSON.stringify(coverage)}`);

@@ -211,6 +211,7 @@ describe('RBAC', () => {
     assert.deepEqual([...rule.resources].sort(), [
       'nodeprereadyjobs',
       'nodereadyjobs',
+      'premaintenancejobs',
       'prerebootjobs',
       'preresetjobs',
       'preshutdownjobs',

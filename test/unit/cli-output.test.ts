@@ -70,6 +70,7 @@ class FakeBackend implements Backend {
   action = () => Promise.resolve(undefined);
   node = () => Promise.resolve(undefined);
   markExecuted = () => Promise.reject(new Error('not scripted'));
+  release = () => Promise.reject(new Error('not scripted'));
 
   createAction(spec: RequestSpec): Promise<ActionObject> {
     const refusal = this.refuse.get(spec.nodeName);

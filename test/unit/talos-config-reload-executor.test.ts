@@ -88,22 +88,21 @@ describe('Talos executor: credentials switched while it runs', () => {
     });
     await waitFor(
       'the call to be on the wire',
-      () =>
-        /waiting for Talos to answer/.test(ex.facts('uid-call')?.call?.message ?? '') ? true : undefined,
+      () => (/waiting for Talos to answer/.test(ex.facts('uid-call').call?.message ?? '') ? true : undefined),
       { timeoutMs: 5000, intervalMs: 5 },
     );
 
     ex.useCredentials(context('second'));
     assert.equal(ex.context?.name, 'second', 'new steps use the new credentials');
     await new Promise((resolve) => setTimeout(resolve, 200));
-    assert.equal(ex.facts('uid-call')?.call?.state, 'running', 'the call in flight goes on');
+    assert.equal(ex.facts('uid-call').call?.state, 'running', 'the call in flight goes on');
     assert.deepEqual(closed, [], 'its client stays open while it is in flight');
 
     ex.stop('uid-call', 'the test is over');
     const ended = await waitFor(
       'the call to end',
       () => {
-        const call = ex.facts('uid-call')?.call;
+        const call = ex.facts('uid-call').call;
         return call?.state === 'running' ? undefined : call;
       },
       { timeoutMs: 5000, intervalMs: 5 },
@@ -122,7 +121,9 @@ describe('Talos executor: credentials switched while it runs', () => {
   it('without credentials, reports nothing, and the decision core decides as without an executor', () => {
     const ex = executor(undefined);
     assert.equal(ex.context, undefined);
-    assert.equal(ex.facts('uid-action-1'), undefined);
+    // It knows no step, and says it cannot talk to Talos: it would only drain (a Maintenance).
+    assert.deepEqual(ex.facts('uid-action-1'), {});
+    assert.equal(ex.talking, false);
     const inputs = [
       input({ action: action({ execution: 'Managed' }, admitted(T0, { phase: 'RunningPreHooks' })) }),
       input({
@@ -134,7 +135,7 @@ describe('Talos executor: credentials switched while it runs', () => {
     ];
     for (const i of inputs) {
       const without = decide(i);
-      assert.deepEqual(decide({ ...i, execution: ex.facts(i.action.metadata.uid) }), without);
+      assert.deepEqual(decide({ ...i, execution: ex.facts(i.action.metadata.uid), noTalos: true }), without);
       if (i.action.status?.phase === 'RunningPreHooks')
         assert.equal(
           without.status.conditions?.find((c) => c.type === 'Executed')?.reason,
@@ -144,6 +145,7 @@ describe('Talos executor: credentials switched while it runs', () => {
 
     ex.useCredentials(context('appeared'));
     assert.deepEqual(ex.facts('uid-action-1'), {});
+    assert.equal(ex.talking, true);
     const [pending] = inputs;
     assert.ok(pending);
     const approved = decide({ ...pending, execution: ex.facts('uid-action-1') });

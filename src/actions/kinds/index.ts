@@ -5,6 +5,7 @@ import type { PreActionHookKind } from '../../api/hooks.ts';
 import type { ExecutionRecord, NodeActionSpec } from '../../api/node-action.ts';
 import { configChange } from './config-change.ts';
 import { etcdLeave } from './etcd-leave.ts';
+import { maintenance } from './maintenance.ts';
 import type { ActionKind, ActionKinds, Completion } from './kind.ts';
 import { reboot } from './reboot.ts';
 import { reset } from './reset.ts';
@@ -20,6 +21,7 @@ export const ACTION_KINDS: ActionKinds = {
   Reset: reset,
   ConfigChange: configChange,
   EtcdLeave: etcdLeave,
+  Maintenance: maintenance,
 };
 
 /** The kinds in the order the API lists them. */

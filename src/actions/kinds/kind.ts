@@ -22,7 +22,9 @@ export type Completion =
   /** The node goes down: NotReady, gone, or (powered on again) a new boot ID. */
   | 'down'
   /** The requester's executed mark alone (or Talos's answer), once the node is Ready. */
-  | 'mark';
+  | 'mark'
+  /** Held out of service (phase Held) until released: the annotation, or maxDuration. */
+  | 'release';
 
 /** How the controller performs a Managed action of the kind. */
 export type Performer =
@@ -31,7 +33,12 @@ export type Performer =
    * talosconfig, and a controller without one approves the action for its requester to
    * perform (condition Executed, reason ExecutorNotInstalled).
    */
-  { by: 'talos'; steps: TalosStepsPlanner };
+  | { by: 'talos'; steps: TalosStepsPlanner }
+  /**
+   * By the controller alone: it cordons and drains the node (as spec.drain says), and the
+   * action's work is what people then do to the node while it is held (Maintenance).
+   */
+  | { by: 'controller' };
 
 /** The words an action of the kind is described with, in its status and Events. */
 export interface ActionWords {

@@ -62,5 +62,5 @@ function follow(b: DecisionBuilder): void {
   status.executionTime = b.now.toISOString();
   const how = marked ? `marked executed (${EXECUTED_ANNOTATION})` : `${seen ?? ''} before the executed mark`;
   condition('Executed', 'True', marked ? 'MarkedExecuted' : 'NodeChanged', how);
-  transition('WaitingForNode', `${how}; ${waitingMessage(completion)}`);
+  transition(COMPLETIONS[completion].waitsIn, `${how}; ${waitingMessage(completion)}`);
 }

@@ -33,6 +33,11 @@ import { completionOf, drainsBeforeCall, kindOf } from '../kinds/index.ts';
 export const CALL_SETTLE_MS = 90_000;
 
 export function execute(b: DecisionBuilder): void {
+  const performer = kindOf(b.spec).managed;
+  if (performer.by === 'controller') {
+    performByDraining(b);
+    return;
+  }
   const { spec, node, nodeName, now, status, condition, event } = b;
   const repeatable = (step: 'prepare' | 'install', what: string, reason: string) =>
     repeatableStep(b, step, what, reason);
@@ -52,10 +57,9 @@ export function execute(b: DecisionBuilder): void {
     b.end('Failed', `node ${nodeName} disappeared before it was acted on; nothing was done to it`);
     return;
   }
-  const kind = kindOf(spec);
   let plan: TalosPlan;
   try {
-    plan = talosPlan(kind.managed.steps(spec, node.osImage));
+    plan = talosPlan(performer.steps(spec, node.osImage));
   } catch (error) {
     const message = errorMessage(error);
     condition('Executed', 'False', 'CannotPlan', message);
@@ -63,54 +67,7 @@ export function execute(b: DecisionBuilder): void {
     return;
   }
   if (plan.prepare !== undefined && !repeatable('prepare', plan.prepare, 'Preparing')) return;
-  if (recorded.drainTime === undefined) {
-    if (!drainsBeforeCall(spec, node.osImage)) {
-      const why = `not drained: ${
-        spec.drain?.enabled === false
-          ? 'spec.drain.enabled is false'
-          : (kind.noDrain(spec, node.osImage) ?? '')
-      }`;
-      status.execution = { ...recorded, drainTime: now.toISOString() };
-      condition('Drained', 'True', spec.drain?.enabled === false ? 'Disabled' : 'NotNeeded', why);
-    } else {
-      const op = facts.drain;
-      if (!op) {
-        const message = `cordoning and draining node ${nodeName} (timeout ${spec.drain?.timeout ?? '10m'})`;
-        b.effect({ type: 'drain' });
-        condition('Drained', 'Unknown', 'Draining', message);
-        event('Normal', 'Draining', message);
-        b.say(message);
-        return;
-      }
-      if (op.state === 'running') {
-        // Blockers not reported yet (a drain begun again after a restart): as recorded.
-        const hold = op.blockers === undefined ? status.drain : drainRecord(status.drain, op.blockers);
-        if (hold) {
-          // Held: words that change only when what holds it does (drain-hold.ts).
-          const words = drainHoldWords(hold);
-          status.drain = hold;
-          condition('DrainBlocked', 'True', 'EvictionsRefused', words);
-          condition('Drained', 'Unknown', 'Draining', `waiting for evictions: ${words}`);
-          b.say(`draining node ${nodeName}: waiting for evictions: ${words}`);
-          return;
-        }
-        released(b);
-        condition('Drained', 'Unknown', 'Draining', op.message);
-        b.say(`draining node ${nodeName}: ${op.message}`);
-        return;
-      }
-      if (op.state === 'failed') {
-        // What held it stays recorded (status.drain, DrainBlocked): why it failed.
-        condition('Drained', 'False', 'DrainFailed', op.message);
-        b.end('Failed', `the drain failed: ${op.message}`);
-        return;
-      }
-      released(b);
-      status.execution = { ...recorded, drainTime: now.toISOString() };
-      condition('Drained', 'True', 'Drained', op.message);
-      event('Normal', 'Drained', op.message);
-    }
-  }
+  if (!drained(b, node.osImage)) return;
   if (plan.install !== undefined && !repeatable('install', plan.install, 'Installing')) return;
   // The call: recorded first (the reconciler writes this status before carrying out
   // the effect, and the effect checks the record afresh), then made.
@@ -121,6 +78,82 @@ export function execute(b: DecisionBuilder): void {
   event('Normal', 'TalosCall', message);
   b.say(message);
   b.effect({ type: 'talos', step: 'call', call: plan.call, callTime });
+}
+
+/**
+ * A kind the controller performs by cordoning and draining alone (a Maintenance): once
+ * drained, the work is done as far as the controller goes, and the action waits as its
+ * completion says (held until released).
+ */
+function performByDraining(b: DecisionBuilder): void {
+  const { spec, node, nodeName, condition } = b;
+  if (!node) {
+    b.end('Failed', `node ${nodeName} disappeared before it was drained; nothing was done to it`);
+    return;
+  }
+  if (!drained(b, node.osImage)) return;
+  const completion = completionOf(spec, b.status.execution, node.osImage);
+  const how = drainsBeforeCall(spec, node.osImage)
+    ? `node ${nodeName} cordoned and drained`
+    : `node ${nodeName} left as it is (spec.drain.enabled is false)`;
+  condition('Executed', 'True', 'Drained', how);
+  b.transition(COMPLETIONS[completion].waitsIn, `${how}; ${waitingMessage(completion)}`);
+}
+
+/**
+ * The drain step (repeatable; recorded as drainTime): true once the node is drained, or
+ * needs no drain; otherwise the pass says what the drain waits for.
+ */
+function drained(b: DecisionBuilder, osImage: string | undefined): boolean {
+  const { spec, nodeName, now, status, condition, event } = b;
+  const recorded: ExecutionRecord = status.execution ?? {};
+  if (recorded.drainTime !== undefined) return true;
+  const kind = kindOf(spec);
+  if (!drainsBeforeCall(spec, osImage)) {
+    const why = `not drained: ${
+      spec.drain?.enabled === false ? 'spec.drain.enabled is false' : (kind.noDrain(spec, osImage) ?? '')
+    }`;
+    status.execution = { ...recorded, drainTime: now.toISOString() };
+    condition('Drained', 'True', spec.drain?.enabled === false ? 'Disabled' : 'NotNeeded', why);
+    return true;
+  }
+  const op = b.input.execution?.drain;
+  if (!op) {
+    const message = `cordoning and draining node ${nodeName} (timeout ${spec.drain?.timeout ?? '10m'})`;
+    b.effect({ type: 'drain' });
+    condition('Drained', 'Unknown', 'Draining', message);
+    event('Normal', 'Draining', message);
+    b.say(message);
+    return false;
+  }
+  if (op.state === 'running') {
+    // Blockers not reported yet (a drain begun again after a restart): as recorded.
+    const hold = op.blockers === undefined ? status.drain : drainRecord(status.drain, op.blockers);
+    if (hold) {
+      // Held: words that change only when what holds it does (drain-hold.ts).
+      const words = drainHoldWords(hold);
+      status.drain = hold;
+      condition('DrainBlocked', 'True', 'EvictionsRefused', words);
+      condition('Drained', 'Unknown', 'Draining', `waiting for evictions: ${words}`);
+      b.say(`draining node ${nodeName}: waiting for evictions: ${words}`);
+      return false;
+    }
+    released(b);
+    condition('Drained', 'Unknown', 'Draining', op.message);
+    b.say(`draining node ${nodeName}: ${op.message}`);
+    return false;
+  }
+  if (op.state === 'failed') {
+    // What held it stays recorded (status.drain, DrainBlocked): why it failed.
+    condition('Drained', 'False', 'DrainFailed', op.message);
+    b.end('Failed', `the drain failed: ${op.message}`);
+    return false;
+  }
+  released(b);
+  status.execution = { ...recorded, drainTime: now.toISOString() };
+  condition('Drained', 'True', 'Drained', op.message);
+  event('Normal', 'Drained', op.message);
+  return true;
 }
 
 /** The drain is no longer held: its record goes, and DrainBlocked says for how long it was. */

@@ -1,7 +1,9 @@
 // RunningPostHooks: the boot reconciler (src/boots) runs the boot hooks of every boot,
 // and records them on the node by boot ID; the action waits for the record of the boot
-// it caused, and shows that boot's runs beside its own.
+// it caused, and shows that boot's runs beside its own. A Maintenance released without
+// its node having booted runs the node's NodeReadyJobs itself, as for a returned node.
 import { bootOutcome } from '../../boots/record.ts';
+import { planHookStage } from '../../hooks/plan.ts';
 import { selectHooks } from '../../hooks/select.ts';
 import type { DecisionBuilder } from '../decision.ts';
 
@@ -9,6 +11,10 @@ export function runningPostHooks(b: DecisionBuilder): void {
   const { input, node, nodeName, status, condition } = b;
   if (!node) {
     b.end('Failed', `node ${nodeName} disappeared while its boot hooks ran`);
+    return;
+  }
+  if (b.runsReadyHooks()) {
+    runReadyHooks(b, node);
     return;
   }
   const bootID = status.bootIDAfter;
@@ -35,5 +41,44 @@ export function runningPostHooks(b: DecisionBuilder): void {
   } else {
     condition('PostHooksSucceeded', 'Unknown', outcome.state, outcome.message);
     b.say(`boot hooks: ${outcome.message}`);
+  }
+}
+
+/** The node's NodeReadyJobs, run by the action once its node is Ready (a released Maintenance). */
+function runReadyHooks(b: DecisionBuilder, node: NonNullable<DecisionBuilder['node']>): void {
+  const { input, nodeName, now, status, condition } = b;
+  if (node.bootID !== status.bootIDAfter) {
+    b.end(
+      'Failed',
+      `node ${nodeName} booted (boot ID ${node.bootID ?? '?'}) while its NodeReadyJobs ran after the maintenance`,
+    );
+    return;
+  }
+  if (!node.ready) {
+    condition('PostHooksSucceeded', 'Unknown', 'Waiting', `waiting for node ${nodeName} to be Ready`);
+    b.say(`released; waiting for node ${nodeName} to be Ready before its NodeReadyJobs`);
+    return;
+  }
+  const plan = planHookStage({
+    now,
+    subject: b.subject(node.bootID),
+    hooks: selectHooks(input.hooks, 'NodeReadyJob', node.labels),
+    kinds: ['NodeReadyJob'],
+    records: b.records(),
+    jobs: input.jobs,
+    webhooks: input.webhooks,
+  });
+  status.hooks = plan.records;
+  b.effect(...plan.effects);
+  b.wake(plan.requeueAfterMs);
+  if (plan.outcome === 'Succeeded') {
+    condition('PostHooksSucceeded', 'True', 'Succeeded', plan.message);
+    b.succeed(`maintenance of node ${nodeName} done; ${plan.message}`);
+  } else if (plan.outcome === 'Failed') {
+    condition('PostHooksSucceeded', 'False', 'HookFailed', plan.message);
+    b.end('Failed', `NodeReadyJob failed: ${plan.message}`);
+  } else {
+    condition('PostHooksSucceeded', 'Unknown', 'Running', plan.message);
+    b.say(`NodeReadyJobs: ${plan.message}`);
   }
 }

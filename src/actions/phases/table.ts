@@ -3,6 +3,7 @@
 import type { NodeActionPhase } from '../../api/node-action.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { approved, executing } from './approved.ts';
+import { held } from './held.ts';
 import { pending } from './pending.ts';
 import { runningPostHooks } from './running-post-hooks.ts';
 import { runningPreHooks } from './running-pre-hooks.ts';
@@ -22,6 +23,7 @@ export const PHASE_HANDLERS: Record<NodeActionPhase, PhaseHandler> = {
   Approved: approved,
   Executing: executing,
   WaitingForNode: waitingForNode,
+  Held: held,
   RunningPostHooks: runningPostHooks,
   Succeeded: over,
   Failed: over,

@@ -60,10 +60,16 @@ const marked: PhaseHandler = (b) => {
   b.succeed(`${kindOf(spec).words.done}; node ${nodeName} is Ready`);
 };
 
+/** Held until released: it waits in its own phase (held.ts), entered straight from execution. */
+const release: PhaseHandler = (b) => {
+  b.transition('Held', `${kindOf(b.spec).words.managed}; held out of service until released`);
+};
+
 export const WAIT_FOR: { readonly [C in Completion]: PhaseHandler } = {
   reboot: rebooted,
   down,
   mark: marked,
+  release,
 };
 
 export function waitingForNode(b: DecisionBuilder): void {

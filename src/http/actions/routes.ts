@@ -22,6 +22,7 @@ import { cancelAction } from './cancel.ts';
 import type { ActionsContext } from './context.ts';
 import { ActionCreation } from './create.ts';
 import { actionEvents } from './events.ts';
+import { releaseAction } from './released.ts';
 import { markExecuted } from './executed.ts';
 import { getAction } from './follow.ts';
 import { Followers } from './followers.ts';
@@ -79,6 +80,11 @@ export function actionRoutes(router: Router, access: Access, options: ActionsApi
       'POST',
       '/v1/actions/{name}/executed',
       access.guard('executed', (req) => markExecuted(c, req)),
+    )
+    .on(
+      'POST',
+      '/v1/actions/{name}/release',
+      access.guard('release', (req) => releaseAction(c, req)),
     )
     .on(
       'POST',
