@@ -132,7 +132,7 @@ export const MaintenanceParameters = Type.Object(
       Duration(
         'maintenance.maxDuration',
         'Longest time the node is held out once drained: then it is released as if someone had released it, with a Warning (MaxDurationReached). Absent: held until released.',
-        { min: '1m', max: '720h' },
+        { min: '10s', max: '720h' },
       ),
     ),
     reason: Type.Optional(
