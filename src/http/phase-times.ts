@@ -60,6 +60,9 @@ function inferredEntry(phase: NodeActionPhase, status: NodeActionStatus): string
     case 'Denied':
     case 'Cancelled':
       return undefined;
+    default:
+      // A phase added to the API does not compile until it is inferred here.
+      return phase satisfies never;
   }
 }
 

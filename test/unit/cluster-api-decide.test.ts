@@ -173,7 +173,7 @@ describe('decideMachine properties', () => {
         if (!plan.release) return;
         const approved =
           input.action?.ours === true &&
-          ['Approved', 'Executing', 'WaitingForNode', 'RunningPostHooks', 'Succeeded'].includes(
+          ['Approved', 'Executing', 'WaitingForNode', 'Held', 'RunningPostHooks', 'Succeeded'].includes(
             input.action.phase ?? 'Pending',
           );
         assert.ok(input.machine.deleting && input.machine.hook === MACHINE_HOOK_OWNER);

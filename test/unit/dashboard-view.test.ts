@@ -166,6 +166,35 @@ describe('dashboard view: policies', () => {
 });
 
 describe('dashboard view: an action through its phases', () => {
+  it('shows a Maintenance held in Held, where other kinds wait for their node', () => {
+    const history = [
+      'Pending',
+      'WaitingForHealth',
+      'RunningPreHooks',
+      'Approved',
+      'Executing',
+      'Held',
+    ] as const;
+    const status: NodeActionStatus = {
+      phase: 'Held',
+      phaseTime: at(5).toISOString(),
+      phaseHistory: history.map((phase, i) => ({ phase, since: at(i).toISOString() })),
+      message: 'node w1 is held out of service until released',
+    };
+    const held = action({ action: 'Maintenance' }, status) as ActionObject;
+    assert.deepEqual(steps(actionTimeline(held)), [
+      ['Pending', 'done'],
+      ['WaitingForHealth', 'done'],
+      ['RunningPreHooks', 'done'],
+      ['Approved', 'done'],
+      ['Executing', 'done'],
+      ['Held', 'current'],
+      ['RunningPostHooks', 'upcoming'],
+      ['Succeeded', 'upcoming'],
+    ]);
+    assert.equal(actionTimeline(held)[5]?.note, 'node w1 is held out of service until released');
+  });
+
   it('shows each phase as the decision core records it, with its hook runs', () => {
     const noout = hook('PreRebootJob', 'noout');
     const nodes = new Map([['w1', { 'kubernetes.io/hostname': 'w1' }]]);

@@ -539,6 +539,7 @@ const PHASE_STYLE = {
   Approved: ['pat-none', 'ok'],
   Executing: ['pat-cross', 'exec'],
   WaitingForNode: ['pat-vertical', 'node'],
+  Held: ['pat-grid', 'held'],
   RunningPostHooks: ['pat-back-stripes', 'post'],
 };
 
