@@ -158,43 +158,7 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
       ],
       validations: [
         ...actionRules.identity,
-        {
-          // The HTTP API marks on its callers' behalf, after the same check of its own.
-          expression:
-            '!variables.marking || variables.viaController || object.spec.requestedBy == request.userInfo.username || variables.mayBypass',
-          messageExpression: `'only the requester of NodeAction ' + object.metadata.name + ' (' + object.spec.requestedBy + ') or a holder of the verb bypass may set or change ${EXECUTED_ANNOTATION}, not ' + request.userInfo.username`,
-          message: `only the action's requester or a holder of the verb bypass may set or change ${EXECUTED_ANNOTATION}`,
-          reason: 'Forbidden',
-        },
-        {
-          expression:
-            "!variables.marking || (has(object.spec.execution) && object.spec.execution == 'External')",
-          message: `${EXECUTED_ANNOTATION} is only for External actions: gatehouse performs a Managed action itself and knows when it did`,
-          reason: 'Invalid',
-        },
-        {
-          expression:
-            "!variables.marking || (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) && oldObject.status.phase == 'Approved')",
-          messageExpression: `'${EXECUTED_ANNOTATION} may only be set once the action is Approved; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
-          message: `${EXECUTED_ANNOTATION} may only be set once the action is Approved`,
-          reason: 'Invalid',
-        },
-        {
-          // Putting a node back into service is the requester's to say, as performing it was.
-          expression:
-            '!variables.releasing || variables.viaController || object.spec.requestedBy == request.userInfo.username || variables.mayBypass',
-          messageExpression: `'only the requester of NodeAction ' + object.metadata.name + ' (' + object.spec.requestedBy + ') or a holder of the verb bypass may set or change ${RELEASED_ANNOTATION}, not ' + request.userInfo.username`,
-          message: `only the action's requester or a holder of the verb bypass may set or change ${RELEASED_ANNOTATION}`,
-          reason: 'Forbidden',
-        },
-        {
-          // Set before the hold, it would end the hold as soon as it began.
-          expression:
-            "!variables.releasing || (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) && oldObject.status.phase == 'Held')",
-          messageExpression: `'${RELEASED_ANNOTATION} may only be set while a Maintenance is Held; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
-          message: `${RELEASED_ANNOTATION} may only be set while a Maintenance is Held`,
-          reason: 'Invalid',
-        },
+        ...markRules(),
         // Another instance is another budget: choosing one is a kind of bypass.
         actionRules.instance,
         {
@@ -215,6 +179,53 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
     },
   };
   return [policy, binding(POLICY_NAME), rolloutPolicy(namespace), binding(ROLLOUT_POLICY_NAME)];
+}
+
+/**
+ * The marks a requester sets on its own action, which the controller then acts on: the
+ * executed mark (an External action performed) and the release (a Maintenance held out
+ * of service put back): each only by the requester or a bypass holder, and only in the
+ * phase it belongs to.
+ */
+function markRules(): Validation[] {
+  return [
+    {
+      // The HTTP API marks on its callers' behalf, after the same check of its own.
+      expression:
+        '!variables.marking || variables.viaController || object.spec.requestedBy == request.userInfo.username || variables.mayBypass',
+      messageExpression: `'only the requester of NodeAction ' + object.metadata.name + ' (' + object.spec.requestedBy + ') or a holder of the verb bypass may set or change ${EXECUTED_ANNOTATION}, not ' + request.userInfo.username`,
+      message: `only the action's requester or a holder of the verb bypass may set or change ${EXECUTED_ANNOTATION}`,
+      reason: 'Forbidden',
+    },
+    {
+      expression: "!variables.marking || (has(object.spec.execution) && object.spec.execution == 'External')",
+      message: `${EXECUTED_ANNOTATION} is only for External actions: gatehouse performs a Managed action itself and knows when it did`,
+      reason: 'Invalid',
+    },
+    {
+      expression:
+        "!variables.marking || (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) && oldObject.status.phase == 'Approved')",
+      messageExpression: `'${EXECUTED_ANNOTATION} may only be set once the action is Approved; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
+      message: `${EXECUTED_ANNOTATION} may only be set once the action is Approved`,
+      reason: 'Invalid',
+    },
+    {
+      // Putting a node back into service is the requester's to say, as performing it was.
+      expression:
+        '!variables.releasing || variables.viaController || object.spec.requestedBy == request.userInfo.username || variables.mayBypass',
+      messageExpression: `'only the requester of NodeAction ' + object.metadata.name + ' (' + object.spec.requestedBy + ') or a holder of the verb bypass may set or change ${RELEASED_ANNOTATION}, not ' + request.userInfo.username`,
+      message: `only the action's requester or a holder of the verb bypass may set or change ${RELEASED_ANNOTATION}`,
+      reason: 'Forbidden',
+    },
+    {
+      // Set before the hold, it would end the hold as soon as it began.
+      expression:
+        "!variables.releasing || (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) && oldObject.status.phase == 'Held')",
+      messageExpression: `'${RELEASED_ANNOTATION} may only be set while a Maintenance is Held; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
+      message: `${RELEASED_ANNOTATION} may only be set while a Maintenance is Held`,
+      reason: 'Invalid',
+    },
+  ];
 }
 
 /**

@@ -1,6 +1,7 @@
 // The Helm chart: lint clean, render, and the rendered manifests apply to the sandbox.
 // helm is built from its Go module by sandbox/build.sh (as the control plane is).
 import assert from 'node:assert/strict';
+import { KINDS } from '../../src/api/kinds.ts';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import type { Manifest } from '../../src/kube/apply.ts';
@@ -74,7 +75,7 @@ describe('Helm chart', () => {
       .map((d) => d.toJS() as Manifest | null)
       .filter((o): o is Manifest => o !== null);
     const kinds = objects.map((o) => o.kind);
-    assert.equal(kinds.filter((k) => k === 'CustomResourceDefinition').length, 10);
+    assert.equal(kinds.filter((k) => k === 'CustomResourceDefinition').length, KINDS.length);
     for (const kind of [
       'ClusterRole',
       'ValidatingAdmissionPolicy',

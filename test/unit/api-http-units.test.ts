@@ -2,6 +2,7 @@
 // the caches of TokenReview and SubjectAccessReview answers, request validation and its
 // messages, action names, and the OpenAPI document's consistency with the schemas.
 import assert from 'node:assert/strict';
+import { ACTIONS } from '../../src/api/common.ts';
 import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
@@ -289,7 +290,9 @@ describe('request validation', () => {
     ]);
     assert.match(
       result.message,
-      /^spec\.action must be one of Upgrade, Reboot, Shutdown, Reset, ConfigChange, EtcdLeave, Maintenance, not "Explode" \(and 4 more problems, see details\)$/,
+      new RegExp(
+        `^spec\\.action must be one of ${ACTIONS.join(', ')}, not "Explode" \\(and 4 more problems, see details\\)$`,
+      ),
     );
     const details = (() => {
       try {
