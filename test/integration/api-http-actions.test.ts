@@ -736,6 +736,54 @@ describe('marking executed and cancelling', () => {
     );
   });
 
+  it('releases only a held Maintenance, for its requester or a bypass holder, and once', async (t) => {
+    const group = uniqueName('release');
+    const target = await node(t, group);
+    const created = await call('POST', '/v1/actions', {
+      token: tokens.requester,
+      body: { spec: { nodeName: target, action: 'Maintenance', execution: 'External' } },
+    });
+    const name = (created.body as unknown as ActionJson).metadata.name;
+    cleanupActions(t, name);
+    const phaseIs = (phase: string) =>
+      waitFor(
+        `${name} ${phase}`,
+        async () => {
+          const a = await call('GET', `/v1/actions/${name}`, { token: tokens.viewer });
+          return (a.body as unknown as ActionJson).status?.phase === phase ? true : undefined;
+        },
+        { timeoutMs: 60_000 },
+      );
+    await phaseIs('Approved');
+    const early = await call('POST', `/v1/actions/${name}/release`, { token: tokens.requester });
+    assert.equal(early.status, 409);
+    assert.match(String(early.body.error), /is not held \(phase Approved\)/);
+    // The requester drained the node itself, and says so: the node is held.
+    assert.equal(
+      (await call('POST', `/v1/actions/${name}/executed`, { token: tokens.requester })).status,
+      200,
+    );
+    await phaseIs('Held');
+    assert.equal((await call('POST', `/v1/actions/${name}/release`, { token: tokens.viewer })).status, 403);
+    const foreign = await call('POST', `/v1/actions/${name}/release`, { token: tokens.other });
+    assert.equal(foreign.status, 403);
+    assert.match(String(foreign.body.error), /may not bypass nodeactions/);
+    const released = await call('POST', `/v1/actions/${name}/release`, { token: tokens.requester });
+    assert.equal(released.status, 200);
+    assert.equal(
+      (released.body as unknown as ActionJson).metadata.annotations?.['talos.dev/released'],
+      'true',
+    );
+    assert.equal(
+      (await call('POST', `/v1/actions/${name}/release`, { token: tokens.requester })).status,
+      200,
+    );
+    await phaseIs('Succeeded');
+    const over = await call('POST', `/v1/actions/${name}/release`, { token: tokens.requester });
+    assert.equal(over.status, 409);
+    assert.match(String(over.body.error), /has already ended \(Succeeded\)/);
+  });
+
   it('cancels an unfinished action (it goes), and refuses to cancel a finished one', async (t) => {
     const { name } = await heldReboot(t, 'cancel');
     await call('GET', `/v1/actions/${name}?wait=15s&phase=Pending`, { token: tokens.viewer });
