@@ -188,41 +188,56 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
  * phase it belongs to.
  */
 function markRules(): Validation[] {
+  const [executedBy, executedWhen] = requesterMark(
+    'marking',
+    EXECUTED_ANNOTATION,
+    'Approved',
+    'once the action is Approved',
+  );
+  // Putting a node back into service is the requester's to say, as performing it was;
+  // set before the hold, it would end the hold as soon as it began.
+  const [releasedBy, releasedWhen] = requesterMark(
+    'releasing',
+    RELEASED_ANNOTATION,
+    'Held',
+    'while a Maintenance is Held',
+  );
   return [
-    {
-      // The HTTP API marks on its callers' behalf, after the same check of its own.
-      expression:
-        '!variables.marking || variables.viaController || object.spec.requestedBy == request.userInfo.username || variables.mayBypass',
-      messageExpression: `'only the requester of NodeAction ' + object.metadata.name + ' (' + object.spec.requestedBy + ') or a holder of the verb bypass may set or change ${EXECUTED_ANNOTATION}, not ' + request.userInfo.username`,
-      message: `only the action's requester or a holder of the verb bypass may set or change ${EXECUTED_ANNOTATION}`,
-      reason: 'Forbidden',
-    },
+    executedBy,
     {
       expression: "!variables.marking || (has(object.spec.execution) && object.spec.execution == 'External')",
       message: `${EXECUTED_ANNOTATION} is only for External actions: gatehouse performs a Managed action itself and knows when it did`,
       reason: 'Invalid',
     },
+    executedWhen,
+    releasedBy,
+    releasedWhen,
+  ];
+}
+
+/**
+ * The two rules of a mark a requester sets (the policy variable `variable` says it is
+ * being set or changed): who may — the requester or a bypass holder (the HTTP API marks on
+ * its callers' behalf, after the same check of its own) — and in which phase.
+ */
+function requesterMark(
+  variable: string,
+  annotation: string,
+  phase: string,
+  when: string,
+): [Validation, Validation] {
+  const oldPhase = 'oldObject != null && has(oldObject.status) && has(oldObject.status.phase)';
+  return [
     {
-      expression:
-        "!variables.marking || (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) && oldObject.status.phase == 'Approved')",
-      messageExpression: `'${EXECUTED_ANNOTATION} may only be set once the action is Approved; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
-      message: `${EXECUTED_ANNOTATION} may only be set once the action is Approved`,
-      reason: 'Invalid',
-    },
-    {
-      // Putting a node back into service is the requester's to say, as performing it was.
-      expression:
-        '!variables.releasing || variables.viaController || object.spec.requestedBy == request.userInfo.username || variables.mayBypass',
-      messageExpression: `'only the requester of NodeAction ' + object.metadata.name + ' (' + object.spec.requestedBy + ') or a holder of the verb bypass may set or change ${RELEASED_ANNOTATION}, not ' + request.userInfo.username`,
-      message: `only the action's requester or a holder of the verb bypass may set or change ${RELEASED_ANNOTATION}`,
+      expression: `!variables.${variable} || variables.viaController || object.spec.requestedBy == request.userInfo.username || variables.mayBypass`,
+      messageExpression: `'only the requester of NodeAction ' + object.metadata.name + ' (' + object.spec.requestedBy + ') or a holder of the verb bypass may set or change ${annotation}, not ' + request.userInfo.username`,
+      message: `only the action's requester or a holder of the verb bypass may set or change ${annotation}`,
       reason: 'Forbidden',
     },
     {
-      // Set before the hold, it would end the hold as soon as it began.
-      expression:
-        "!variables.releasing || (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) && oldObject.status.phase == 'Held')",
-      messageExpression: `'${RELEASED_ANNOTATION} may only be set while a Maintenance is Held; NodeAction ' + object.metadata.name + ' is ' + (oldObject != null && has(oldObject.status) && has(oldObject.status.phase) ? oldObject.status.phase : 'not yet Pending')`,
-      message: `${RELEASED_ANNOTATION} may only be set while a Maintenance is Held`,
+      expression: `!variables.${variable} || (${oldPhase} && oldObject.status.phase == '${phase}')`,
+      messageExpression: `'${annotation} may only be set ${when}; NodeAction ' + object.metadata.name + ' is ' + (${oldPhase} ? oldObject.status.phase : 'not yet Pending')`,
+      message: `${annotation} may only be set ${when}`,
       reason: 'Invalid',
     },
   ];

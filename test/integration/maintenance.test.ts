@@ -4,11 +4,14 @@
 // an unauthorised release by the shipped admission policy, and carried across SIGKILLs
 // of the controller with nothing lost and the release done once.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { HOOK_JOB_LABELS as LABELS, INSTANCE_LABEL, RELEASED_ANNOTATION } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
 import { runCli } from '../support/cli.ts';
+import { ControllerProcess } from '../support/controller-process.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   API,
@@ -324,40 +327,12 @@ describe('Maintenance', () => {
   });
 });
 
-/** The real controller command, in a process of its own that the test SIGKILLs. */
-class ControllerProcess {
-  private child: ChildProcess | undefined;
-  private readonly instance: string;
-
-  constructor(instance: string) {
-    this.instance = instance;
-  }
-
-  start(): void {
-    this.child = spawn(
-      process.execPath,
-      [
-        'src/cli/main.ts', 'controller', '--kubeconfig', process.env.GATEHOUSE_TEST_KUBECONFIG ?? '',
-        '--listen-host', '127.0.0.1', '--port', '0', '--instance', this.instance,
-        '--check-selector', `${INSTANCE_LABEL}=${this.instance}`, '--no-leader-elect', '--log-level', 'warn',
-      ], // prettier-ignore
-      { stdio: 'ignore' },
-    );
-  }
-
-  kill(): void {
-    this.child?.kill('SIGKILL');
-  }
-
-  stop(): void {
-    this.child?.kill('SIGTERM');
-  }
-}
-
 describe('Maintenance under SIGKILL', () => {
   it('keeps the hold across a kill, and a release interrupted by kills is done once', async (t) => {
     const killed = uniqueName('maintenance-kill');
-    const gate = new ControllerProcess(killed);
+    const logs = await mkdtemp(join(tmpdir(), 'gatehouse-maintenance-'));
+    t.after(() => rm(logs, { recursive: true, force: true }));
+    const gate = new ControllerProcess(killed, logs);
     t.after(() => gate.stop());
     const place = await testPlace(t, client, 'mnt-kill');
     const hook = await createGroupHook(client, place, 'NodeReadyJob', 'unset-noout', {

@@ -17,10 +17,11 @@ export class ControllerProcess {
   private stopped = false;
   private readonly instance: string;
   private readonly logDir: string;
-  private readonly talosconfig: string;
+  private readonly talosconfig: string | undefined;
   /** One log file per start, oldest first. */
   readonly logs: string[] = [];
-  constructor(instance: string, logDir: string, talosconfig: string) {
+  /** Without a talosconfig, it performs only what needs no Talos (a Maintenance's drain). */
+  constructor(instance: string, logDir: string, talosconfig?: string) {
     this.instance = instance;
     this.logDir = logDir;
     this.talosconfig = talosconfig;
@@ -36,7 +37,8 @@ export class ControllerProcess {
         [
           'src/cli/main.ts', 'controller', '--kubeconfig', process.env.GATEHOUSE_TEST_KUBECONFIG ?? '',
           '--listen-host', '127.0.0.1', '--port', '0', '--instance', this.instance,
-          '--check-selector', `${INSTANCE_LABEL}=${this.instance}`, '--talosconfig', this.talosconfig,
+          '--check-selector', `${INSTANCE_LABEL}=${this.instance}`,
+          ...(this.talosconfig ? ['--talosconfig', this.talosconfig] : []),
           '--no-leader-elect', '--log-level', 'info',
         ], // prettier-ignore
         { stdio: ['ignore', out, out] },

@@ -6,6 +6,7 @@ import { bootOutcome } from '../../boots/record.ts';
 import { planHookStage } from '../../hooks/plan.ts';
 import { selectHooks } from '../../hooks/select.ts';
 import type { DecisionBuilder } from '../decision.ts';
+import { followStage } from './hook-stage.ts';
 
 export function runningPostHooks(b: DecisionBuilder): void {
   const { input, node, nodeName, status, condition } = b;
@@ -68,17 +69,10 @@ function runReadyHooks(b: DecisionBuilder, node: NonNullable<DecisionBuilder['no
     jobs: input.jobs,
     webhooks: input.webhooks,
   });
-  status.hooks = plan.records;
-  b.effect(...plan.effects);
-  b.wake(plan.requeueAfterMs);
-  if (plan.outcome === 'Succeeded') {
-    condition('PostHooksSucceeded', 'True', 'Succeeded', plan.message);
-    b.succeed(`maintenance of node ${nodeName} done; ${plan.message}`);
-  } else if (plan.outcome === 'Failed') {
-    condition('PostHooksSucceeded', 'False', 'HookFailed', plan.message);
-    b.end('Failed', `NodeReadyJob failed: ${plan.message}`);
-  } else {
-    condition('PostHooksSucceeded', 'Unknown', 'Running', plan.message);
-    b.say(`NodeReadyJobs: ${plan.message}`);
-  }
+  const words = {
+    condition: 'PostHooksSucceeded',
+    failed: 'NodeReadyJob failed',
+    running: 'NodeReadyJobs',
+  } as const;
+  if (followStage(b, plan, words)) b.succeed(`maintenance of node ${nodeName} done; ${plan.message}`);
 }

@@ -5,6 +5,7 @@ import { selectHooks } from '../../hooks/select.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { kindOf } from '../kinds/index.ts';
 import { approve } from './approval.ts';
+import { followStage } from './hook-stage.ts';
 
 export function runningPreHooks(b: DecisionBuilder): void {
   const { input, spec, node, nodeName, now, status, condition } = b;
@@ -38,17 +39,10 @@ export function runningPreHooks(b: DecisionBuilder): void {
     jobs: input.jobs,
     webhooks: input.webhooks,
   });
-  status.hooks = plan.records;
-  b.effect(...plan.effects);
-  b.wake(plan.requeueAfterMs);
-  if (plan.outcome === 'Succeeded') {
-    condition('PreHooksSucceeded', 'True', 'Succeeded', plan.message);
-    approve(b, node);
-  } else if (plan.outcome === 'Failed') {
-    condition('PreHooksSucceeded', 'False', 'HookFailed', plan.message);
-    b.end('Failed', `pre-action hook failed: ${plan.message}`);
-  } else {
-    condition('PreHooksSucceeded', 'Unknown', 'Running', plan.message);
-    b.say(`pre-action hooks: ${plan.message}`);
-  }
+  const words = {
+    condition: 'PreHooksSucceeded',
+    failed: 'pre-action hook failed',
+    running: 'pre-action hooks',
+  } as const;
+  if (followStage(b, plan, words)) approve(b, node);
 }

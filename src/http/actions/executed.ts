@@ -3,13 +3,11 @@
 // the node's new boot. The CLI's direct backend applies the same rules.
 import type { ActionObject } from '../../api/node-action.ts';
 import { EXECUTED_ANNOTATION } from '../../api/names.ts';
-import { NODE_ACTIONS_PATH } from '../../api/paths.ts';
 import { PHASES, isTerminal } from '../../api/phases.ts';
-import { KubeApiError } from '../../kube/rest.ts';
-import { ApiError } from '../api-error.ts';
 import type { Reply, Request } from '../router.ts';
 import type { ActionsContext } from './context.ts';
-import { REQUESTER_ROLE, actionView, onAction, phaseOf } from './view.ts';
+import { setRequesterMark } from './mark.ts';
+import { phaseOf } from './view.ts';
 
 /**
  * Whether the controller has already seen an External action performed (the node went
@@ -53,32 +51,12 @@ export function executedRefusal(action: ActionObject): string | undefined {
   return undefined;
 }
 
-export async function markExecuted(c: ActionsContext, req: Request): Promise<Reply> {
-  const caller = await c.access.caller(req);
-  const name = req.params.name ?? '';
-  await c.access.authorize(caller, onAction('patch', name), REQUESTER_ROLE);
-  for (let attempt = 1; ; attempt++) {
-    const action = await c.store.mustRead(name);
-    // The admission policy's rule, answered here first: the requester, or a bypass holder.
-    if (action.spec.requestedBy !== caller.username)
-      await c.access.authorize(caller, { verb: 'bypass', resource: 'nodeactions', name }, 'gatehouse:bypass');
-    if (performanceObserved(action)) return { status: 200, body: actionView(action) };
-    // A mark already there does not make an action markable: the same refusal as without it.
-    const refusal = executedRefusal(action);
-    if (refusal) throw new ApiError(409, refusal);
-    if (action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true')
-      return { status: 200, body: actionView(action) };
-    try {
-      const patched = await c.store.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`, {
-        method: 'PATCH',
-        contentType: 'application/merge-patch+json',
-        body: executedMark(action),
-      });
-      c.log.info({ action: name, by: caller.username }, 'action marked executed over HTTP');
-      return { status: 200, body: actionView(patched) };
-    } catch (error) {
-      if (error instanceof KubeApiError && error.code === 409 && attempt < 5) continue;
-      throw c.store.writeFailure(error, `mark NodeAction ${name} executed`);
-    }
-  }
+export function markExecuted(c: ActionsContext, req: Request): Promise<Reply> {
+  return setRequesterMark(c, req, {
+    doing: (name) => `mark NodeAction ${name} executed`,
+    past: performanceObserved,
+    refusal: executedRefusal,
+    marked: (action) => action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true',
+    patch: executedMark,
+  });
 }

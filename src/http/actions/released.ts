@@ -4,13 +4,11 @@
 // who may (the requester or a bypass holder) and when (only while Held).
 import type { ActionObject } from '../../api/node-action.ts';
 import { RELEASED_ANNOTATION } from '../../api/names.ts';
-import { NODE_ACTIONS_PATH } from '../../api/paths.ts';
 import { isTerminal } from '../../api/phases.ts';
-import { KubeApiError } from '../../kube/rest.ts';
-import { ApiError } from '../api-error.ts';
 import type { Reply, Request } from '../router.ts';
 import type { ActionsContext } from './context.ts';
-import { REQUESTER_ROLE, actionView, onAction, phaseOf } from './view.ts';
+import { setRequesterMark } from './mark.ts';
+import { phaseOf } from './view.ts';
 
 /** Whether the action carries the release already: releasing it again changes nothing. */
 export function isReleased(action: ActionObject): boolean {
@@ -41,29 +39,12 @@ export function releaseRefusal(action: ActionObject): string | undefined {
   return undefined;
 }
 
-export async function releaseAction(c: ActionsContext, req: Request): Promise<Reply> {
-  const caller = await c.access.caller(req);
-  const name = req.params.name ?? '';
-  await c.access.authorize(caller, onAction('patch', name), REQUESTER_ROLE);
-  for (let attempt = 1; ; attempt++) {
-    const action = await c.store.mustRead(name);
-    // The admission policy's rule, answered here first: the requester, or a bypass holder.
-    if (action.spec.requestedBy !== caller.username)
-      await c.access.authorize(caller, { verb: 'bypass', resource: 'nodeactions', name }, 'gatehouse:bypass');
-    if (isReleased(action) && !isTerminal(phaseOf(action))) return { status: 200, body: actionView(action) };
-    const refusal = releaseRefusal(action);
-    if (refusal) throw new ApiError(409, refusal);
-    try {
-      const patched = await c.store.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`, {
-        method: 'PATCH',
-        contentType: 'application/merge-patch+json',
-        body: releaseMark(action),
-      });
-      c.log.info({ action: name, by: caller.username }, 'maintenance released over HTTP');
-      return { status: 200, body: actionView(patched) };
-    } catch (error) {
-      if (error instanceof KubeApiError && error.code === 409 && attempt < 5) continue;
-      throw c.store.writeFailure(error, `release NodeAction ${name}`);
-    }
-  }
+export function releaseAction(c: ActionsContext, req: Request): Promise<Reply> {
+  return setRequesterMark(c, req, {
+    doing: (name) => `release NodeAction ${name}`,
+    past: (action) => isReleased(action) && !isTerminal(phaseOf(action)),
+    refusal: releaseRefusal,
+    marked: () => false,
+    patch: releaseMark,
+  });
 }
