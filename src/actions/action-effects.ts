@@ -14,6 +14,8 @@ import { isRecordPending } from '../hooks/plan.ts';
 import { isConflict } from '../kube/reconciler.ts';
 import type { Logger } from '../log.ts';
 import { uncordonFor } from '../talos/drain.ts';
+import { REMEDIATION_EXCLUDE_LABEL } from '../api/names.ts';
+import { pauseRemediationFor, resumeRemediationFor } from './remediation-writes.ts';
 import { ADMISSION_KEY, type ActionContext } from './context.ts';
 import type { ActionEffect } from './decision.ts';
 import { kindOf } from './kinds/index.ts';
@@ -49,6 +51,8 @@ export class ActionEffects {
         log,
       );
     }
+    // Before the Managed steps: remediation is off before the node is taken down.
+    for (const e of effects) if (e.type === 'remediation') await this.remediation(e.op, action, log);
     await this.applyExecution(effects, action, log);
     for (const e of effects) if (e.type === 'announceBoot') await this.announceBoot(e, action, log);
     const hookEffects = effects.flatMap((e): HookEffect[] =>
@@ -160,6 +164,42 @@ export class ActionEffects {
   }
 
   /** Lifts the cordon the action made, if the node still carries it; an Event says so. */
+  /** The remediation pause on the action's node, put on or taken off (remediation.ts). */
+  private async remediation(op: 'pause' | 'resume', action: ActionObject, log: Logger): Promise<void> {
+    const { o } = this.c;
+    if (!o.isLeader()) return;
+    const node = action.spec.nodeName;
+    // Decided on the cache: an action that has ended meanwhile gets no pause left behind.
+    if (op === 'pause' && !(await this.unfinished(action.metadata.name, action.metadata.uid))) return;
+    const write = op === 'pause' ? pauseRemediationFor : resumeRemediationFor;
+    try {
+      if (!(await write(o.rest, node, action.metadata.name))) return;
+    } catch (error) {
+      if (isConflict(error, [404])) return;
+      throw error;
+    }
+    log.info({ op }, op === 'pause' ? 'paused remediation of the node' : 'resumed remediation of the node');
+    await o.events.record(action, {
+      type: 'Normal',
+      reason: op === 'pause' ? 'RemediationPaused' : 'RemediationResumed',
+      message:
+        op === 'pause'
+          ? `${action.spec.action} of node ${node}: ${REMEDIATION_EXCLUDE_LABEL} set until the action ends, so that node remediation does not take the node for dead meanwhile`
+          : `${action.spec.action} of node ${node}: ${REMEDIATION_EXCLUDE_LABEL} taken off again`,
+    });
+  }
+
+  /** Whether the action, read from the API server, is still this one and unfinished. */
+  private async unfinished(name: string, uid: string): Promise<boolean> {
+    try {
+      const live = await this.c.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
+      return live.metadata.uid === uid && !live.metadata.deletionTimestamp && !isTerminal(live.status?.phase);
+    } catch (error) {
+      if (isConflict(error, [404])) return false;
+      throw error;
+    }
+  }
+
   private async uncordon(action: ActionObject, log: Logger): Promise<void> {
     const { o } = this.c;
     if (!o.isLeader()) return;

@@ -28,6 +28,7 @@ import { PHASE_DEADLINES, phaseDeadlineMs } from './phases/deadlines.ts';
 import { requested } from './phases/pending.ts';
 import { PHASE_HANDLERS } from './phases/table.ts';
 import { settle } from './phases/undo.ts';
+import { keepRemediationPaused, resumeRemediation } from './remediation.ts';
 
 export type { ActionDecision, ActionEffect } from './decision.ts';
 export type { ActionInput, CheckFacts, FreshChecks, NodeFacts } from './observations.ts';
@@ -45,13 +46,16 @@ export function decide(input: ActionInput): ActionDecision {
     if (!isTerminal(status.phase))
       b.end('Cancelled', `deleted before it finished (it was ${status.phase ?? 'new'})`);
     const clean = b.cleanUp();
-    // The finalizer also waits for the undo of the pre-action hooks (phases/undo.ts).
+    // The finalizer also waits for the undo of the pre-action hooks (phases/undo.ts); the
+    // remediation pause comes off the node before it goes (remediation.ts).
     const undone = settle(b);
+    resumeRemediation(b, hasFinalizer);
     return b.build({ removeFinalizer: hasFinalizer && clean && undone });
   }
   if (isTerminal(status.phase)) {
     const clean = b.cleanUp();
     const undone = settle(b);
+    resumeRemediation(b, hasFinalizer);
     return b.build({ removeFinalizer: hasFinalizer && clean && undone });
   }
   if (!hasFinalizer) return b.build({ addFinalizer: true });
@@ -83,7 +87,9 @@ export function decide(input: ActionInput): ActionDecision {
   if (isTerminal(status.phase)) {
     const clean = b.cleanUp();
     const undone = settle(b);
+    resumeRemediation(b, true);
     return b.build({ removeFinalizer: clean && undone });
   }
+  if (!b.evaluating) keepRemediationPaused(b);
   return b.build();
 }

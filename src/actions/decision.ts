@@ -66,6 +66,11 @@ export type ActionEffect =
   | { type: 'talosAgain'; steps: ('prepare' | 'install')[] }
   /** Lift the cordon this action made (talos.dev/cordoned-by). */
   | { type: 'uncordon' }
+  /**
+   * Keep node remediation off the node (the medik8s exclusion label, marked as this
+   * action's), or take that off again once the action is over (src/actions/remediation.ts).
+   */
+  | { type: 'remediation'; op: 'pause' | 'resume' }
   /** Stop the executor's steps of this action that still run. */
   | { type: 'stopExecution'; reason: string }
   /** Hold (create or renew) or release an Alertmanager silence (src/silences/plan.ts). */

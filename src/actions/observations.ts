@@ -2,7 +2,11 @@
 // plain data by the reconciler (action-pass.ts), so the decision is a pure function of it.
 import type { BootAnnouncement, BootRecord } from '../api/boot-record.ts';
 import type { ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
-import { CORDONED_BY_ANNOTATION } from '../api/names.ts';
+import {
+  CORDONED_BY_ANNOTATION,
+  REMEDIATION_EXCLUDE_LABEL,
+  REMEDIATION_PAUSED_BY_ANNOTATION,
+} from '../api/names.ts';
 import type { ObservedNodeAction } from '../api/node-action.ts';
 import { readBootAnnotations } from '../boots/record.ts';
 import type { CheckState } from '../checks/state.ts';
@@ -23,6 +27,10 @@ export interface NodeFacts {
   osImage?: string;
   /** The NodeAction whose cordon the node carries (talos.dev/cordoned-by), if any. */
   cordonedBy?: string;
+  /** The medik8s exclusion label is on the node (REMEDIATION_EXCLUDE_LABEL), whoever set it. */
+  remediationExcluded?: true;
+  /** The action that set the exclusion label (REMEDIATION_PAUSED_BY_ANNOTATION), when gatehouse did. */
+  remediationPausedBy?: string;
   /** The node carries the preready taint (talos.dev/preready). */
   prereadyTaint?: boolean;
   /** An action's announcement of the node's coming boot (annotation talos.dev/next-boot). */
@@ -43,6 +51,7 @@ export function nodeFacts(node: KubeObject | undefined): NodeFacts | undefined {
   if (!node) return undefined;
   const n = node as NodeObject;
   const cordonedBy = n.metadata.annotations?.[CORDONED_BY_ANNOTATION];
+  const pausedBy = n.metadata.annotations?.[REMEDIATION_PAUSED_BY_ANNOTATION];
   const boot = readBootAnnotations(n);
   return {
     name: n.metadata.name,
@@ -51,6 +60,10 @@ export function nodeFacts(node: KubeObject | undefined): NodeFacts | undefined {
     ready: n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
     ...(n.status?.nodeInfo?.osImage ? { osImage: n.status.nodeInfo.osImage } : {}),
     ...(cordonedBy ? { cordonedBy } : {}),
+    ...(n.metadata.labels?.[REMEDIATION_EXCLUDE_LABEL] !== undefined
+      ? { remediationExcluded: true as const }
+      : {}),
+    ...(pausedBy ? { remediationPausedBy: pausedBy } : {}),
     ...(boot.prereadyTaint ? { prereadyTaint: true } : {}),
     ...(boot.announcement ? { announcement: boot.announcement } : {}),
     ...(boot.record ? { boot: boot.record } : {}),

@@ -43,6 +43,15 @@ export const BOOT_ANNOUNCEMENT_ANNOTATION = 'talos.dev/next-boot';
 /** The taint a node carries until its NodePrereadyJobs succeeded (DESIGN.md). */
 export const PREREADY_TAINT = 'talos.dev/preready';
 
+/**
+ * The label medik8s's NodeHealthCheck (and its remediators) honour: a node carrying it
+ * is not remediated. gatehouse sets it on a node while an action it approved takes the
+ * node away, so that a slow boot is not mistaken for a dead node.
+ */
+export const REMEDIATION_EXCLUDE_LABEL = 'remediation.medik8s.io/exclude-from-remediation';
+/** Names the NodeAction that set REMEDIATION_EXCLUDE_LABEL: only its end removes it. */
+export const REMEDIATION_PAUSED_BY_ANNOTATION = 'talos.dev/remediation-paused-by';
+
 /** Marks a cordon made for an action, naming it: only that action's end lifts it (src/talos/drain.ts). */
 export const CORDONED_BY_ANNOTATION = 'talos.dev/cordoned-by';
 

@@ -716,6 +716,12 @@ export const NodeActionStatus = Type.Object(
       }),
     ),
     approvalTime: Type.Optional(Timestamp('When the action was approved.')),
+    remediationPaused: Type.Optional(
+      Type.Boolean({
+        description:
+          'The action put (or is putting) the label remediation.medik8s.io/exclude-from-remediation on its node, marked talos.dev/remediation-paused-by, so that node remediation does not take the node for dead while the action takes it down; it takes it off when it ends, whatever the end. Recorded before the label is written.',
+      }),
+    ),
     executionTime: Type.Optional(
       Timestamp('When execution started (Managed) or was marked done (External).'),
     ),

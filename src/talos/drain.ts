@@ -61,8 +61,12 @@ interface Pod {
   status?: { phase?: string };
 }
 
-interface NodeObject {
-  metadata: { resourceVersion?: string; annotations?: Record<string, string> };
+export interface NodeObject {
+  metadata: {
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
   spec?: { unschedulable?: boolean };
 }
 
@@ -183,7 +187,8 @@ async function setCordon(
   });
 }
 
-async function withNode<T>(
+/** Reads the Node and works on what was read; a conflict (written meanwhile) reads it again. */
+export async function withNode<T>(
   rest: RestClient,
   node: string,
   work: (read: NodeObject) => Promise<T>,

@@ -39,8 +39,20 @@ export function action(
   };
 }
 
+/**
+ * A node's facts. Its remediation is paused already (remediationExcluded), as it is once
+ * an approved action's first pass has put the pause on: the tests of everything else see
+ * no pause effect; remediation's own tests (actions-remediation.test.ts) start without it.
+ */
 export function node(name = 'w1', options: Partial<NodeFacts> = {}): NodeFacts {
-  return { name, labels: { 'kubernetes.io/hostname': name }, bootID: 'boot-1', ready: true, ...options };
+  return {
+    name,
+    labels: { 'kubernetes.io/hostname': name },
+    bootID: 'boot-1',
+    ready: true,
+    remediationExcluded: true,
+    ...options,
+  };
 }
 
 let uidCounter = 0;

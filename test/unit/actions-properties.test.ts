@@ -259,6 +259,9 @@ const coverage = {
   /** Maintenances held out of service, and those released to the end. */
   held: 0,
   releasedToTheEnd: 0,
+  /** Remediation pauses put on, and actions that ended with theirs taken off (invariant 12). */
+  remediationPaused: 0,
+  remediationResumedAtEnd: 0,
 };
 
 /** What the etcd guard's read found, as the reconciler gives it to decide(). */
@@ -298,9 +301,13 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
       },
     ),
   ];
+  // Without the remediation exclusion label: the action's own pause is followed too.
   let nodeFacts: ReturnType<typeof node> | undefined = node('w1', {
     labels: { ...s.nodeLabels, 'kubernetes.io/hostname': 'w1' },
+    remediationExcluded: undefined,
   });
+  /** The finalizer was let go (every effect of that pass carried out). */
+  let released = false;
   const jobs = new Map<string, WorldJob>();
   const jobHistory: Map<string, JobFacts>[] = [new Map<string, JobFacts>()];
   const created = new Map<string, number>();
@@ -572,14 +579,36 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
             const j = jobs.get(jobKey(effect.namespace, effect.name));
             if (j) j.facts = { ...j.facts, deleting: true };
             snapshotJobs();
+          } else if (effect.type === 'remediation' && nodeFacts) {
+            const live = current();
+            const over = isTerminal(live.status?.phase) || live.metadata.deletionTimestamp !== undefined;
+            const name = live.metadata.name;
+            if (effect.op === 'pause' && !over && !nodeFacts.remediationExcluded) {
+              nodeFacts = { ...nodeFacts, remediationExcluded: true, remediationPausedBy: name };
+              coverage.remediationPaused++;
+            } else if (effect.op === 'resume' && nodeFacts.remediationPausedBy === name) {
+              if (!over)
+                violations.push({
+                  invariant: '12',
+                  detail: `remediation resumed while ${name} is ${live.status?.phase ?? 'new'}`,
+                });
+              nodeFacts = { ...nodeFacts, remediationExcluded: undefined, remediationPausedBy: undefined };
+            }
           }
         }
+        if (decision.removeFinalizer && done === decision.effects.length) released = true;
         if (decision.removeFinalizer && !changed && view.metadata.deletionTimestamp) gone = true;
         break;
       }
     }
   }
   coverage.runs++;
+  if (released && nodeFacts?.remediationPausedBy !== undefined)
+    violations.push({
+      invariant: '12',
+      detail: 'the finalizer went with the remediation pause left on the node',
+    });
+  if (released && history.some((h) => h.status?.remediationPaused)) coverage.remediationResumedAtEnd++;
   // Every status written records the phase it is in as its latest phase-history entry.
   for (const h of history) {
     const entries = h.status?.phaseHistory;
@@ -628,6 +657,10 @@ describe('safety invariants (property-based)', () => {
     assert.ok(
       coverage.held > 5 && coverage.releasedToTheEnd > 0,
       `maintenance in ${JSON.stringify(coverage)}`,
+    );
+    assert.ok(
+      coverage.remediationPaused > 20 && coverage.remediationResumedAtEnd > 10,
+      `remediation pause in ${JSON.stringify(coverage)}`,
     );
     console.log(`# coverage: ${JSON.stringify(coverage)}`);
   });
