@@ -422,7 +422,7 @@ export class KubeBackend implements Backend {
     for (let attempt = 1; ; attempt++) {
       const action = await this.action(name);
       if (!action) throw new CliError(`NodeAction ${name} does not exist`, EXIT.failed);
-      if (isReleased(action) && !isTerminal(action.status?.phase)) return action;
+      if (isReleased(action)) return action;
       const refusal = releaseRefusal(action);
       if (refusal) throw new CliError(refusal, EXIT.failed);
       try {

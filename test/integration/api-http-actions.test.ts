@@ -779,9 +779,9 @@ describe('marking executed and cancelling', () => {
       200,
     );
     await phaseIs('Succeeded');
-    const over = await call('POST', `/v1/actions/${name}/release`, { token: tokens.requester });
-    assert.equal(over.status, 409);
-    assert.match(String(over.body.error), /has already ended \(Succeeded\)/);
+    // Released, it went on to its end; releasing it again is still harmless.
+    const after = await call('POST', `/v1/actions/${name}/release`, { token: tokens.requester });
+    assert.equal(after.status, 200);
   });
 
   it('cancels an unfinished action (it goes), and refuses to cancel a finished one', async (t) => {

@@ -42,7 +42,8 @@ export function releaseRefusal(action: ActionObject): string | undefined {
 export function releaseAction(c: ActionsContext, req: Request): Promise<Reply> {
   return setRequesterMark(c, req, {
     doing: (name) => `release NodeAction ${name}`,
-    past: (action) => isReleased(action) && !isTerminal(phaseOf(action)),
+    // Released already (the action may have gone on since, even ended): harmless again.
+    past: isReleased,
     refusal: releaseRefusal,
     marked: () => false,
     patch: releaseMark,
