@@ -294,12 +294,29 @@ describe('NodeRollout', () => {
     const group = uniqueName('ro-pre');
     const [old = '', fine = ''] = await nodes(t, group, 2);
     // One node two minors behind: Talos 1.13 needs a host of 1.11.0 or later.
-    const setOsImage = (node: string, version: string) =>
-      client.request(`/api/v1/nodes/${node}/status`, {
-        method: 'PATCH',
-        contentType: 'application/merge-patch+json',
-        body: { status: { nodeInfo: { osImage: `Talos (${version})` } } },
-      });
+    // kwok rewrites a node's status from what it last read, so a write can be undone by
+    // one of its own in flight: written until it reads back the same several times over.
+    const setOsImage = async (node: string, version: string) => {
+      const osImage = `Talos (${version})`;
+      let steady = 0;
+      await waitFor(
+        `node ${node} to keep ${osImage}`,
+        async () => {
+          const n = await client.request<{ status?: { nodeInfo?: { osImage?: string } } }>(
+            `/api/v1/nodes/${node}`,
+          );
+          if (n.status?.nodeInfo?.osImage === osImage) return ++steady >= 4 ? true : undefined;
+          steady = 0;
+          await client.request(`/api/v1/nodes/${node}/status`, {
+            method: 'PATCH',
+            contentType: 'application/merge-patch+json',
+            body: { status: { nodeInfo: { osImage } } },
+          });
+          return undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 500 },
+      );
+    };
     await setOsImage(old, 'v1.10.7');
     const name = await createRollout(t, instance, [group], { maxParallel: 2 });
     const blocked = await waitForRollout(
