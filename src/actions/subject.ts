@@ -1,14 +1,19 @@
 // Who an action's hook runs and boot announcement are about, from the action itself, and
 // whether this controller performs it.
-import { EXECUTED_ANNOTATION } from '../api/names.ts';
+import { EXECUTED_ANNOTATION, RELEASED_ANNOTATION } from '../api/names.ts';
 import { ACTION_PARAMETERS, type NodeActionSpec, type ObservedNodeAction } from '../api/node-action.ts';
 import type { HookSubject } from '../hooks/job.ts';
 import { kindOf, type ActionKind, type Performer } from './kinds/index.ts';
 import type { ActionInput } from './observations.ts';
 import { API_VERSION } from '../api/common.ts';
 
-export function isExecutedMarked(action: ObservedNodeAction): boolean {
+export function isExecutedMarked(action: Pick<ObservedNodeAction, 'metadata'>): boolean {
   return action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true';
+}
+
+/** Whether a Maintenance carries its release (talos.dev/released: "true"). */
+export function isReleaseMarked(action: Pick<ObservedNodeAction, 'metadata'>): boolean {
+  return action.metadata.annotations?.[RELEASED_ANNOTATION] === 'true';
 }
 
 /** The action's parameters as its spec has them (upgrade, reboot, …): every parameter field set. */

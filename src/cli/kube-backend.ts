@@ -10,15 +10,15 @@ import { API_VERSION } from '../api/common.ts';
 import {
   INSTANCE_LABEL,
   instanceSelector,
-  EXECUTED_ANNOTATION,
   IDEMPOTENCY_KEY_ANNOTATION,
   REQUESTED_VIA_ANNOTATION,
 } from '../api/names.ts';
 import { ACTION_POLICIES_PATH, CHECKS_PATH, NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { isTerminal } from '../api/phases.ts';
 import { probeTypeOf } from '../checks/probe.ts';
-import { executedMark, executedRefusal, performanceObserved } from '../http/actions/executed.ts';
-import { isReleased, releaseMark, releaseRefusal } from '../http/actions/released.ts';
+import { EXECUTED } from '../http/actions/executed.ts';
+import type { RequesterMark } from '../http/actions/mark.ts';
+import { RELEASE } from '../http/actions/released.ts';
 import { actionNamePrefix } from '../http/actions/names.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { nodeView, type NodeObject } from '../http/node-view.ts';
@@ -392,49 +392,32 @@ export class KubeBackend implements Backend {
     }
   }
 
-  async markExecuted(name: string): Promise<ActionObject> {
+  markExecuted(name: string): Promise<ActionObject> {
+    return this.setMark(name, EXECUTED);
+  }
+
+  release(name: string): Promise<ActionObject> {
+    return this.setMark(name, RELEASE);
+  }
+
+  /** A requester's mark, by the rules the HTTP API applies (src/http/actions/mark.ts). */
+  private async setMark(name: string, mark: RequesterMark): Promise<ActionObject> {
     for (let attempt = 1; ; attempt++) {
       const action = await this.action(name);
       if (!action) throw new CliError(`NodeAction ${name} does not exist`, EXIT.failed);
-      if (action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true' || performanceObserved(action))
-        return action;
-      const refusal = executedRefusal(action);
+      if (mark.marked(action) || mark.past(action)) return action;
+      const refusal = mark.refusal(action);
       if (refusal) throw new CliError(refusal, EXIT.failed);
       try {
         const marked = await this.rest.request<ActionObject>(
           `${NODE_ACTIONS_PATH}/${encodeURIComponent(name)}`,
-          {
-            method: 'PATCH',
-            contentType: 'application/merge-patch+json',
-            body: executedMark(action),
-          },
+          { method: 'PATCH', contentType: 'application/merge-patch+json', body: mark.patch(action) },
         );
         this.lastSeen.set(name, marked);
         return marked;
       } catch (error) {
         if (error instanceof KubeApiError && error.code === 409 && attempt < 5) continue;
-        throw kubeFailure(error, `mark NodeAction ${name} executed`);
-      }
-    }
-  }
-
-  async release(name: string): Promise<ActionObject> {
-    for (let attempt = 1; ; attempt++) {
-      const action = await this.action(name);
-      if (!action) throw new CliError(`NodeAction ${name} does not exist`, EXIT.failed);
-      if (isReleased(action)) return action;
-      const refusal = releaseRefusal(action);
-      if (refusal) throw new CliError(refusal, EXIT.failed);
-      try {
-        const released = await this.rest.request<ActionObject>(
-          `${NODE_ACTIONS_PATH}/${encodeURIComponent(name)}`,
-          { method: 'PATCH', contentType: 'application/merge-patch+json', body: releaseMark(action) },
-        );
-        this.lastSeen.set(name, released);
-        return released;
-      } catch (error) {
-        if (error instanceof KubeApiError && error.code === 409 && attempt < 5) continue;
-        throw kubeFailure(error, `release NodeAction ${name}`);
+        throw kubeFailure(error, mark.doing(name));
       }
     }
   }

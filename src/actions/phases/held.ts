@@ -6,18 +6,14 @@
 import { RELEASED_ANNOTATION } from '../../api/names.ts';
 import { formatDuration, parseDuration } from '../../duration.ts';
 import type { DecisionBuilder } from '../decision.ts';
-
-/** Whether the action carries the release (talos.dev/released: "true"). */
-export function isReleased(b: Pick<DecisionBuilder, 'action'>): boolean {
-  return b.action.metadata.annotations?.[RELEASED_ANNOTATION] === 'true';
-}
+import { isReleaseMarked } from '../subject.ts';
 
 export function held(b: DecisionBuilder): void {
   const { spec, node, nodeName, now, status, condition, event } = b;
   const since = Date.parse(status.phaseTime ?? now.toISOString());
   const maxDuration = spec.maintenance?.maxDuration;
   const maxMs = maxDuration === undefined ? undefined : parseDuration(maxDuration);
-  const released = isReleased(b);
+  const released = isReleaseMarked(b.action);
   const expired = maxMs !== undefined && now.getTime() - since >= maxMs;
   if (!released && !expired) {
     const why = spec.maintenance?.reason ? ` for ${spec.maintenance.reason}` : '';

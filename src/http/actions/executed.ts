@@ -6,7 +6,8 @@ import { EXECUTED_ANNOTATION } from '../../api/names.ts';
 import { PHASES, isTerminal } from '../../api/phases.ts';
 import type { Reply, Request } from '../router.ts';
 import type { ActionsContext } from './context.ts';
-import { setRequesterMark } from './mark.ts';
+import { isExecutedMarked } from '../../actions/subject.ts';
+import { setRequesterMark, type RequesterMark } from './mark.ts';
 import { phaseOf } from './view.ts';
 
 /**
@@ -51,12 +52,15 @@ export function executedRefusal(action: ActionObject): string | undefined {
   return undefined;
 }
 
+/** The executed mark, as the HTTP API and the CLI's direct backend set it. */
+export const EXECUTED: RequesterMark = {
+  doing: (name) => `mark NodeAction ${name} executed`,
+  past: performanceObserved,
+  refusal: executedRefusal,
+  marked: isExecutedMarked,
+  patch: executedMark,
+};
+
 export function markExecuted(c: ActionsContext, req: Request): Promise<Reply> {
-  return setRequesterMark(c, req, {
-    doing: (name) => `mark NodeAction ${name} executed`,
-    past: performanceObserved,
-    refusal: executedRefusal,
-    marked: (action) => action.metadata.annotations?.[EXECUTED_ANNOTATION] === 'true',
-    patch: executedMark,
-  });
+  return setRequesterMark(c, req, EXECUTED);
 }

@@ -7,13 +7,9 @@ import { RELEASED_ANNOTATION } from '../../api/names.ts';
 import { isTerminal } from '../../api/phases.ts';
 import type { Reply, Request } from '../router.ts';
 import type { ActionsContext } from './context.ts';
-import { setRequesterMark } from './mark.ts';
+import { isReleaseMarked } from '../../actions/subject.ts';
+import { setRequesterMark, type RequesterMark } from './mark.ts';
 import { phaseOf } from './view.ts';
-
-/** Whether the action carries the release already: releasing it again changes nothing. */
-export function isReleased(action: ActionObject): boolean {
-  return action.metadata.annotations?.[RELEASED_ANNOTATION] === 'true';
-}
 
 /** The merge patch that releases an action, conditional on the version judged Held. */
 export function releaseMark(action: ActionObject): Record<string, unknown> {
@@ -39,13 +35,16 @@ export function releaseRefusal(action: ActionObject): string | undefined {
   return undefined;
 }
 
+/** The release, as the HTTP API and the CLI's direct backend set it. */
+export const RELEASE: RequesterMark = {
+  doing: (name) => `release NodeAction ${name}`,
+  // Released already (the action may have gone on since, even ended): harmless again.
+  past: isReleaseMarked,
+  refusal: releaseRefusal,
+  marked: () => false,
+  patch: releaseMark,
+};
+
 export function releaseAction(c: ActionsContext, req: Request): Promise<Reply> {
-  return setRequesterMark(c, req, {
-    doing: (name) => `release NodeAction ${name}`,
-    // Released already (the action may have gone on since, even ended): harmless again.
-    past: isReleased,
-    refusal: releaseRefusal,
-    marked: () => false,
-    patch: releaseMark,
-  });
+  return setRequesterMark(c, req, RELEASE);
 }
