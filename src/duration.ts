@@ -28,10 +28,15 @@ export function parseDuration(text: string): number {
   return total;
 }
 
-/** A duration for people: 850ms, 4.2s, 12s, 3m, 3m20s. */
+/** A duration for people: 850ms, 4.2s, 12s, 3m, 3m20s, 1h30m, 24h. */
 export function formatDuration(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)}ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)}s`;
+  if (ms >= 3_600_000) {
+    const hours = Math.floor(ms / 3_600_000);
+    const minutes = Math.round((ms % 3_600_000) / 60_000);
+    return minutes === 60 ? `${hours + 1}h` : minutes ? `${hours}h${minutes}m` : `${hours}h`;
+  }
   const minutes = Math.floor(ms / 60_000);
   const seconds = Math.round((ms % 60_000) / 1000);
   return seconds ? `${minutes}m${seconds}s` : `${minutes}m`;

@@ -26,6 +26,8 @@ import {
 } from './decide.ts';
 import { TURN_RETRY_MS, enterTurn } from './instance-turn.ts';
 import { etcdAway, etcdDisruption } from './etcd-guard.ts';
+import { doNotDisruptCap, type DoNotDisruptRead } from './do-not-disrupt.ts';
+import { readDoNotDisrupt } from './do-not-disrupt-read.ts';
 import { isNew } from './admission.ts';
 import { nodeFacts } from './observations.ts';
 import { holdSilences } from './silences.ts';
@@ -230,34 +232,43 @@ export class ActionPass {
   ): Promise<ActionDecision> {
     const { o, fresh: evaluations } = this.c;
     const records = [...(action.status?.hooks ?? []), ...(action.status?.undo?.runs ?? [])];
+    const nodeObject = o.nodes.get(action.spec.nodeName);
+    const policies = policyFacts(o.policies);
     const input: ActionInput = {
       now: new Date(),
       action,
-      node: nodeFacts(o.nodes.get(action.spec.nodeName)),
+      node: nodeFacts(nodeObject),
       checks: this.checkFacts(action.spec.nodeName),
       hooks: this.hookObjects(),
       jobs: await o.runner.jobFacts(records),
       webhooks: o.runner.webhookFacts(),
       ...(o.executor ? { execution: o.executor.facts(action.metadata.uid) } : {}),
       ...(o.executor && !o.executor.talking ? { noTalos: true as const } : {}),
+      ...(nodeObject
+        ? { doNotDisruptCap: doNotDisruptCap(policies, action.spec, nodeObject.metadata.labels ?? {}) }
+        : {}),
     };
     let now = input.now;
     let decision = decide(input);
     let begun: Promise<FreshChecks> | undefined;
     if (begunOnly) {
+      // (The do-not-disrupt read is one read of the watch cache: made inline.)
       if (decision.readEtcd) return decision;
       if (decision.evaluateChecks) {
         begun = evaluations.take(action.metadata.uid, decision.evaluateChecks);
         if (!begun) return decision;
       }
     }
-    // A fresh evaluation, an etcd read, or both (in parallel), then decide again; the
-    // approval may ask for a read of its own after the health gate's, hence the rounds.
+    // A fresh evaluation, an etcd read, the node's do-not-disrupt Pods (in parallel), then
+    // decide again; the approval may ask for a read of its own after the health gate's,
+    // hence the rounds.
     let fresh: FreshChecks | undefined;
     let etcd: EtcdCheckState | undefined;
+    let pods: DoNotDisruptRead | undefined;
     let hold: (EtcdHold & { turn: TurnSection | undefined }) | undefined;
     try {
-      for (let round = 0; round < 3 && (decision.evaluateChecks || decision.readEtcd); round++) {
+      const asks = (d: ActionDecision) => d.evaluateChecks || d.readEtcd || d.readDoNotDisrupt;
+      for (let round = 0; round < 3 && asks(decision); round++) {
         const checks = decision.evaluateChecks;
         const evaluating =
           checks && !begun && !begunOnly ? await this.awaitCheckerJobs(action, checks) : undefined;
@@ -271,25 +282,37 @@ export class ActionPass {
           // Another instance has the turn: no read, no decision on one (the caller waits).
           if (hold.waiting) break;
         }
-        [fresh, etcd] = await Promise.all([
+        [fresh, etcd, pods] = await Promise.all([
           checks
             ? (begun ?? this.evaluate(action.metadata.uid, checks, action.spec.nodeName))
             : Promise.resolve(fresh),
           decision.readEtcd ? this.readEtcd(action) : Promise.resolve(etcd),
+          decision.readDoNotDisrupt
+            ? readDoNotDisrupt(o.rest, action.spec.nodeName).catch((error: unknown): DoNotDisruptRead => ({
+                at: new Date(),
+                pods: [],
+                error: String(error),
+              }))
+            : Promise.resolve(pods),
         ]);
         begun = undefined;
         now = new Date();
-        decision = decide({ ...input, now, ...(fresh ? { fresh } : {}), ...(etcd ? { etcd } : {}) });
+        decision = decide({
+          ...input,
+          now,
+          ...(fresh ? { fresh } : {}),
+          ...(etcd ? { etcd } : {}),
+          ...(pods ? { doNotDisrupt: pods } : {}),
+        });
       }
     } finally {
       // Held on to the status write when the caller takes it; else released now.
       if (hold && holdEtcd) holdEtcd(hold);
       else hold?.release();
     }
-    const nodeObject = o.nodes.get(action.spec.nodeName);
     return holdSilences(decision, action, {
       now,
-      policies: policyFacts(o.policies),
+      policies,
       nodeLabels: nodeObject ? (nodeObject.metadata.labels ?? {}) : undefined,
       facts: this.c.silences.facts(action.metadata.uid),
     });

@@ -2,8 +2,13 @@
 // rest of the gate, in one table the compiler checks: a new Completion does not compile
 // until every fact about it is written here (and its WaitingForNode handler, in
 // phases/waiting-for-node.ts).
-import type { NodeActionPhase, NodeActionStatus } from '../api/node-action.ts';
-import type { Completion } from './kinds/index.ts';
+import type {
+  ExecutionRecord,
+  NodeActionPhase,
+  NodeActionSpec,
+  NodeActionStatus,
+} from '../api/node-action.ts';
+import { completionOf, type Completion } from './kinds/index.ts';
 import type { NodeFacts } from './observations.ts';
 
 export interface CompletionRule {
@@ -89,4 +94,14 @@ export const COMPLETIONS: { readonly [C in Completion]: CompletionRule } = {
 /** What an action whose work is under way waits for, in words for its status. */
 export function waitingMessage(completion: Completion): string {
   return COMPLETIONS[completion].waiting;
+}
+
+/**
+ * Whether the action's work takes its node away — a boot, going down, held out of
+ * service — and with it every Pod on the node: what pauses remediation and what a Pod's
+ * do-not-disrupt holds.
+ */
+export function takesNodeAway(spec: NodeActionSpec, execution?: ExecutionRecord, osImage?: string): boolean {
+  const rule = COMPLETIONS[completionOf(spec, execution, osImage)];
+  return rule.away || rule.boots;
 }

@@ -23,6 +23,7 @@ import { isTerminal } from '../api/phases.ts';
 import { clip } from '../hooks/plan.ts';
 import { formatDuration } from '../duration.ts';
 import { DecisionBuilder, type ActionDecision } from './decision.ts';
+import { doNotDisruptAllowance } from './do-not-disrupt.ts';
 import type { ActionInput } from './observations.ts';
 import { PHASE_DEADLINES, phaseDeadlineMs } from './phases/deadlines.ts';
 import { requested } from './phases/pending.ts';
@@ -66,7 +67,11 @@ export function decide(input: ActionInput): ActionDecision {
   for (let steps = 0; steps < MAX_STEPS; steps++) {
     const phase = status.phase as NodeActionPhase;
     if (isTerminal(phase)) break;
-    const deadlineMs = phaseDeadlineMs(b.spec, phase);
+    const deadlineMs = phaseDeadlineMs(
+      b.spec,
+      phase,
+      phase === 'WaitingForHealth' ? doNotDisruptAllowance(input) : 0,
+    );
     const since = Date.parse(status.phaseTime ?? status.startTime ?? now.toISOString());
     if (deadlineMs !== undefined && now.getTime() - since >= deadlineMs) {
       const d = PHASE_DEADLINES[phase];

@@ -84,6 +84,8 @@ export interface ActionDecision {
   evaluateChecks?: string[];
   /** Read etcd for the action's node and decide again with the result (`etcd`). */
   readEtcd?: boolean;
+  /** Read the node's Pods that ask not to be disrupted, and decide again with them (`doNotDisrupt`). */
+  readDoNotDisrupt?: boolean;
   effects: ActionEffect[];
   requeueAfterMs?: number;
 }
@@ -105,6 +107,7 @@ export class DecisionBuilder {
   private requeueAfterMs: number | undefined;
   private evaluateChecks: string[] | undefined;
   private etcdAsked = false;
+  private podsAsked = false;
   /**
    * Set when this pass ended the action (end()): whether the node may have been
    * disrupted, decided once, then (phases/undo.ts) recorded with what is undone.
@@ -138,9 +141,14 @@ export class DecisionBuilder {
     this.etcdAsked = true;
   };
 
+  /** Read the node's Pods asking not to be disrupted now, then decide again with them (do-not-disrupt.ts). */
+  readonly readDoNotDisrupt = (): void => {
+    this.podsAsked = true;
+  };
+
   /** Whether the decision waits on a fresh evaluation or read: the pass stops there. */
   get evaluating(): boolean {
-    return this.evaluateChecks !== undefined || this.etcdAsked;
+    return this.evaluateChecks !== undefined || this.etcdAsked || this.podsAsked;
   }
 
   readonly effect = (...effects: ActionEffect[]): void => {
@@ -303,6 +311,7 @@ export class DecisionBuilder {
       ...(this.requeueAfterMs !== undefined ? { requeueAfterMs: this.requeueAfterMs } : {}),
       ...(this.evaluateChecks ? { evaluateChecks: this.evaluateChecks } : {}),
       ...(this.etcdAsked ? { readEtcd: true } : {}),
+      ...(this.podsAsked ? { readDoNotDisrupt: true } : {}),
       ...extra,
     };
   }

@@ -4,12 +4,14 @@ import type { BootAnnouncement, BootRecord } from '../api/boot-record.ts';
 import type { ClusterHealthCheckSpec } from '../api/cluster-health-check.ts';
 import {
   CORDONED_BY_ANNOTATION,
+  DO_NOT_DISRUPT_ANNOTATION,
   REMEDIATION_EXCLUDE_LABEL,
   REMEDIATION_PAUSED_BY_ANNOTATION,
 } from '../api/names.ts';
 import type { ObservedNodeAction } from '../api/node-action.ts';
 import { readBootAnnotations } from '../boots/record.ts';
 import type { CheckState } from '../checks/state.ts';
+import type { DoNotDisruptCap, DoNotDisruptRead } from './do-not-disrupt.ts';
 import type { JobFacts } from '../hooks/job.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import type { WebhookFacts } from '../hooks/plan.ts';
@@ -33,6 +35,8 @@ export interface NodeFacts {
   remediationPausedBy?: string;
   /** The node carries the preready taint (talos.dev/preready). */
   prereadyTaint?: boolean;
+  /** The value of the node's own talos.dev/do-not-disrupt annotation, if any. */
+  doNotDisrupt?: string;
   /** An action's announcement of the node's coming boot (annotation talos.dev/next-boot). */
   announcement?: BootAnnouncement;
   /** The boot reconciler's record of the node's current boot (annotation talos.dev/boot-hooks). */
@@ -53,6 +57,7 @@ export function nodeFacts(node: KubeObject | undefined): NodeFacts | undefined {
   const cordonedBy = n.metadata.annotations?.[CORDONED_BY_ANNOTATION];
   const pausedBy = n.metadata.annotations?.[REMEDIATION_PAUSED_BY_ANNOTATION];
   const boot = readBootAnnotations(n);
+  const dnd = n.metadata.annotations?.[DO_NOT_DISRUPT_ANNOTATION];
   return {
     name: n.metadata.name,
     labels: n.metadata.labels ?? {},
@@ -65,6 +70,7 @@ export function nodeFacts(node: KubeObject | undefined): NodeFacts | undefined {
       : {}),
     ...(pausedBy ? { remediationPausedBy: pausedBy } : {}),
     ...(boot.prereadyTaint ? { prereadyTaint: true } : {}),
+    ...(dnd !== undefined ? { doNotDisrupt: dnd } : {}),
     ...(boot.announcement ? { announcement: boot.announcement } : {}),
     ...(boot.record ? { boot: boot.record } : {}),
   };
@@ -95,6 +101,13 @@ export interface ActionInput {
    * whether etcd can spare the action's control-plane node now (src/actions/etcd-guard.ts).
    */
   etcd?: EtcdCheckState;
+  /**
+   * The Pods of the node carrying talos.dev/do-not-disrupt, read for this decision when it
+   * asked (ActionDecision.readDoNotDisrupt; src/actions/do-not-disrupt.ts).
+   */
+  doNotDisrupt?: DoNotDisruptRead;
+  /** The governing ActionPolicies' doNotDisruptMax (absent: the default, 24h). */
+  doNotDisruptCap?: DoNotDisruptCap;
   /**
    * The gate's fresh evaluation is still under way on checker Jobs (job probes): which
    * check waits on which Job ("NS/NAME"; absent while it is being created).

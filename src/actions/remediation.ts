@@ -8,15 +8,8 @@
 // takes it off when it resumes. A label it did not set is never touched, and none is put
 // on for an action that has ended (the writer asks the API server, not the cache).
 import { PHASES } from '../api/phases.ts';
-import { COMPLETIONS } from './completions.ts';
+import { takesNodeAway } from './completions.ts';
 import type { DecisionBuilder } from './decision.ts';
-import { completionOf } from './kinds/index.ts';
-
-/** Whether this action's work takes its node away (a boot, going down, held out of service). */
-function takesNodeAway(b: DecisionBuilder): boolean {
-  const rule = COMPLETIONS[completionOf(b.spec, b.status.execution, b.node?.osImage)];
-  return rule.away || rule.boots;
-}
 
 /**
  * In a pass that leaves the action unfinished: asks for the pause once the action is
@@ -25,7 +18,13 @@ function takesNodeAway(b: DecisionBuilder): boolean {
  */
 export function keepRemediationPaused(b: DecisionBuilder): void {
   const { node, status } = b;
-  if (!node || status.phase === undefined || !PHASES[status.phase].approved || !takesNodeAway(b)) return;
+  if (
+    !node ||
+    status.phase === undefined ||
+    !PHASES[status.phase].approved ||
+    !takesNodeAway(b.spec, status.execution, node.osImage)
+  )
+    return;
   if (node.remediationExcluded) return;
   // Recorded before it is written (the status is written before the effects), so that an
   // end after a crash knows there may be a pause to take off.

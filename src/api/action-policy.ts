@@ -201,6 +201,13 @@ export const ActionPolicySpec = Type.Object(
       }),
     ),
     alertmanagerSilence: Type.Optional(AlertmanagerSilence),
+    doNotDisruptMax: Type.Optional(
+      Duration(
+        'doNotDisruptMax',
+        'Longest an action on a governed node waits for the annotation talos.dev/do-not-disrupt on its Pods or its Node ("true" or a duration), counted from when the action first met it. 0s: the annotation is ignored. Where several policies govern an action, the shortest wins.',
+        { min: '0s', max: '720h', default: '24h' },
+      ),
+    ),
   },
   { description: 'Which nodes and actions the policy governs, how many at once, and when.' },
 );

@@ -52,6 +52,14 @@ export const REMEDIATION_EXCLUDE_LABEL = 'remediation.medik8s.io/exclude-from-re
 /** Names the NodeAction that set REMEDIATION_EXCLUDE_LABEL: only its end removes it. */
 export const REMEDIATION_PAUSED_BY_ANNOTATION = 'talos.dev/remediation-paused-by';
 
+/**
+ * A workload owner's "not now" (issue 27): on a Pod, or on a Node, "true" or a duration
+ * ("6h"). An action that would take the node away waits for it at its health gate, for
+ * at most the duration and at most its ActionPolicies' doNotDisruptMax
+ * (src/actions/do-not-disrupt.ts). Anyone who can edit the Pod can set it: it only delays.
+ */
+export const DO_NOT_DISRUPT_ANNOTATION = 'talos.dev/do-not-disrupt';
+
 /** Marks a cordon made for an action, naming it: only that action's end lifts it (src/talos/drain.ts). */
 export const CORDONED_BY_ANNOTATION = 'talos.dev/cordoned-by';
 

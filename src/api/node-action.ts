@@ -449,10 +449,11 @@ export const CheckResult = Type.Object(
   {
     name: Type.String({
       description:
-        'Name of the ClusterHealthCheck, or builtin:etcd for the etcd guard of a control-plane node (a name no ClusterHealthCheck can have).',
+        'Name of the ClusterHealthCheck, builtin:etcd for the etcd guard of a control-plane node, or builtin:do-not-disrupt for the Pods and the Node that ask not to be disrupted (annotation talos.dev/do-not-disrupt): names no ClusterHealthCheck can have.',
       minLength: 1,
       maxLength: 253,
-      pattern: '^(builtin:etcd|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$',
+      pattern:
+        '^(builtin:etcd|builtin:do-not-disrupt|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$',
     }),
     healthy: Type.Boolean({
       description: 'Whether it held at the fresh evaluation the action was judged on.',
@@ -716,6 +717,11 @@ export const NodeActionStatus = Type.Object(
       }),
     ),
     approvalTime: Type.Optional(Timestamp('When the action was approved.')),
+    doNotDisruptSince: Type.Optional(
+      Timestamp(
+        'When the health gate first found a Pod or the Node asking not to be disrupted (talos.dev/do-not-disrupt): every such hold of this action is counted from here, so that it ends within doNotDisruptMax whatever is annotated later.',
+      ),
+    ),
     remediationPaused: Type.Optional(
       Type.Boolean({
         description:

@@ -107,6 +107,11 @@ export function job(phase: JobFacts['phase'], extra: Partial<JobFacts> = {}): Jo
   return { phase, message: `job ${phase}`, deleting: false, ...extra };
 }
 
+/**
+ * A decision's input. Workload owners' do-not-disrupt is off (doNotDisruptCap 0s, as a
+ * policy can say), so that the tests of everything else see no read of the node's Pods
+ * at the gate; its own tests (actions-do-not-disrupt.test.ts) set a cap.
+ */
 export function input(partial: Partial<ActionInput> = {}): ActionInput {
   return {
     now: T0,
@@ -116,6 +121,7 @@ export function input(partial: Partial<ActionInput> = {}): ActionInput {
     hooks: [],
     jobs: new Map(),
     webhooks: new Map(),
+    doNotDisruptCap: { ms: 0, by: 'ActionPolicy fixture' },
     ...partial,
   };
 }

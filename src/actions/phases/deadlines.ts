@@ -19,9 +19,18 @@ export const PHASE_DEADLINES: Partial<
   RunningPostHooks: { field: 'runningPostHooks', default: '1h', what: 'running the boot hooks of the node' },
 };
 
-export function phaseDeadlineMs(spec: NodeActionSpec, phase: NodeActionPhase): number | undefined {
+/**
+ * The deadline of a phase, plus `extraMs`: the health gate's is longer by the cap of a
+ * workload owner's do-not-disrupt once one held the action (do-not-disrupt.ts), which it
+ * may wait for on top of its checks.
+ */
+export function phaseDeadlineMs(
+  spec: NodeActionSpec,
+  phase: NodeActionPhase,
+  extraMs = 0,
+): number | undefined {
   const deadline = PHASE_DEADLINES[phase];
   if (!deadline) return undefined;
   const value = (spec.deadlines as Record<string, string | undefined> | undefined)?.[deadline.field];
-  return parseDuration(value ?? deadline.default);
+  return parseDuration(value ?? deadline.default) + extraMs;
 }
