@@ -453,6 +453,7 @@ export class Controller {
       namespace: process.env.POD_NAMESPACE ?? 'gatehouse-system',
       actions: this.actionInformer,
       nodes: this.nodeInformer,
+      policies: this.policyInformer,
       isLeader: () => this.isLeader(),
       ...(options.instance ? { instance: options.instance } : {}),
       ...(options.informerOptions ? { informerOptions: options.informerOptions } : {}),

@@ -31,6 +31,24 @@ import { readDoNotDisrupt } from './do-not-disrupt-read.ts';
 import { isNew } from './admission.ts';
 import { nodeFacts } from './observations.ts';
 import { holdSilences } from './silences.ts';
+import { remediationPauseOff } from './remediation.ts';
+import type { PolicyFacts } from '../policies/evaluate.ts';
+import type { KubeObject } from '../kube/informer.ts';
+
+/** What the ActionPolicies governing the action on its node say beyond admission, for decide(). */
+function policyInputs(
+  policies: readonly PolicyFacts[],
+  action: ActionObject,
+  node: KubeObject | undefined,
+): Pick<ActionInput, 'doNotDisruptCap' | 'remediationPauseOff'> {
+  if (!node) return {};
+  const labels = node.metadata.labels ?? {};
+  const off = remediationPauseOff(policies, action.spec, labels);
+  return {
+    doNotDisruptCap: doNotDisruptCap(policies, action.spec, labels),
+    ...(off !== undefined ? { remediationPauseOff: off } : {}),
+  };
+}
 
 /** How long a gate waits inline for checker Jobs before saying, in the status, that it waits on them. */
 const CHECKER_JOB_SETTLE_MS = 1000;
@@ -244,9 +262,7 @@ export class ActionPass {
       webhooks: o.runner.webhookFacts(),
       ...(o.executor ? { execution: o.executor.facts(action.metadata.uid) } : {}),
       ...(o.executor && !o.executor.talking ? { noTalos: true as const } : {}),
-      ...(nodeObject
-        ? { doNotDisruptCap: doNotDisruptCap(policies, action.spec, nodeObject.metadata.labels ?? {}) }
-        : {}),
+      ...policyInputs(policies, action, nodeObject),
     };
     let now = input.now;
     let decision = decide(input);

@@ -108,6 +108,8 @@ export interface ActionInput {
   doNotDisrupt?: DoNotDisruptRead;
   /** The governing ActionPolicies' doNotDisruptMax (absent: the default, 24h). */
   doNotDisruptCap?: DoNotDisruptCap;
+  /** The governing ActionPolicy that turns the remediation pause off (pauseRemediation: false), if any. */
+  remediationPauseOff?: string;
   /**
    * The gate's fresh evaluation is still under way on checker Jobs (job probes): which
    * check waits on which Job ("NS/NAME"; absent while it is being created).

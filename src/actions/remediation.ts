@@ -7,9 +7,39 @@
 // Cancelled, undone — before it lets its finalizer go, so a controller killed in between
 // takes it off when it resumes. A label it did not set is never touched, and none is put
 // on for an action that has ended (the writer asks the API server, not the cache).
-import { PHASES } from '../api/phases.ts';
+import type { NodeActionSpec, NodeActionStatus } from '../api/node-action.ts';
+import { PHASES, isTerminal } from '../api/phases.ts';
+import { policyMatches, type PolicyFacts } from '../policies/evaluate.ts';
 import { takesNodeAway } from './completions.ts';
 import type { DecisionBuilder } from './decision.ts';
+
+/**
+ * The ActionPolicy that turns the pause off for this action (pauseRemediation: false),
+ * if one of those governing it does; undefined: the pause is on (the default).
+ */
+export function remediationPauseOff(
+  policies: readonly PolicyFacts[],
+  spec: Pick<NodeActionSpec, 'action' | 'nodeName'>,
+  labels: Record<string, string>,
+): string | undefined {
+  const ref = { name: '', node: spec.nodeName, action: spec.action };
+  return policies.find((p) => p.spec.pauseRemediation === false && policyMatches(p.spec, ref, labels))?.name;
+}
+
+/**
+ * Whether an action keeps remediation off its node now: approved, unfinished, and its work
+ * takes the node away. The Node's label (below) and, in Cluster API mode, the Machine's
+ * annotation (src/cluster-api) follow it.
+ */
+export function pausesRemediation(spec: NodeActionSpec, status: NodeActionStatus, osImage?: string): boolean {
+  const phase = status.phase;
+  return (
+    phase !== undefined &&
+    PHASES[phase].approved &&
+    !isTerminal(phase) &&
+    takesNodeAway(spec, status.execution, osImage)
+  );
+}
 
 /**
  * In a pass that leaves the action unfinished: asks for the pause once the action is
@@ -18,13 +48,8 @@ import type { DecisionBuilder } from './decision.ts';
  */
 export function keepRemediationPaused(b: DecisionBuilder): void {
   const { node, status } = b;
-  if (
-    !node ||
-    status.phase === undefined ||
-    !PHASES[status.phase].approved ||
-    !takesNodeAway(b.spec, status.execution, node.osImage)
-  )
-    return;
+  if (!node || b.input.remediationPauseOff !== undefined) return;
+  if (!pausesRemediation(b.spec, status, node.osImage)) return;
   if (node.remediationExcluded) return;
   // Recorded before it is written (the status is written before the effects), so that an
   // end after a crash knows there may be a pause to take off.

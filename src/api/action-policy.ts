@@ -201,6 +201,13 @@ export const ActionPolicySpec = Type.Object(
       }),
     ),
     alertmanagerSilence: Type.Optional(AlertmanagerSilence),
+    pauseRemediation: Type.Optional(
+      Type.Boolean({
+        description:
+          'Whether an approved action that takes a governed node away keeps node remediation off it until it ends: the label remediation.medik8s.io/exclude-from-remediation on the Node (medik8s) and, in Cluster API mode, the annotation cluster.x-k8s.io/skip-remediation on its Machine (a MachineHealthCheck), each only where gatehouse set it. Defaults to true; false on any governing policy turns it off for the action.',
+        default: true,
+      }),
+    ),
     doNotDisruptMax: Type.Optional(
       Duration(
         'doNotDisruptMax',

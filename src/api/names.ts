@@ -194,6 +194,12 @@ export const MACHINE_PRE_DRAIN_HOOK = 'pre-drain.delete.hook.machine.cluster.x-k
  * annotations. A hook of that name with any other value is not gatehouse's, and is left alone.
  */
 export const MACHINE_HOOK_OWNER = 'talos.dev/gatehouse';
+/**
+ * Cluster API's annotation that keeps a MachineHealthCheck from remediating a Machine
+ * (its presence counts). gatehouse puts it on the Machine of a node an approved action
+ * takes away, marked with REMEDIATION_PAUSED_BY_ANNOTATION, and takes off only its own.
+ */
+export const MACHINE_SKIP_REMEDIATION_ANNOTATION = 'cluster.x-k8s.io/skip-remediation';
 /** The label Cluster API puts on each Machine, naming its Cluster. */
 export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
 /**

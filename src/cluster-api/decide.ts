@@ -11,6 +11,10 @@
 //   no Node (no status.nodeRef) or whose Node is gone is let go at once;
 // - a failed, denied or cancelled action keeps holding it, and says so;
 // - a Machine without gatehouse's hook (none, or another owner's value) is never touched.
+// And beside it, the remediation pause (src/actions/remediation.ts): the Machine of a node
+// that an approved, unfinished action of gatehouse's takes away carries Cluster API's
+// skip-remediation annotation, marked as that action's; the mark comes off with it when no
+// such action is left, and an annotation someone else put on is left alone.
 import { MACHINE_HOOK_OWNER, MACHINE_PRE_DRAIN_HOOK } from '../api/names.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
 import { APPROVED_OR_SUCCEEDED } from '../api/phases.ts';
@@ -26,6 +30,10 @@ export interface MachineFacts {
   hook?: string;
   /** status.nodeRef.name: the Machine's Node in the workload cluster, once it joined. */
   nodeName?: string;
+  /** The Machine carries MACHINE_SKIP_REMEDIATION_ANNOTATION, whoever put it on. */
+  skipRemediation?: true;
+  /** The action named by REMEDIATION_PAUSED_BY_ANNOTATION: gatehouse put the skip on for it. */
+  pausedBy?: string;
 }
 
 /** The NodeAction named after the Machine (machineActionName), when it exists. */
@@ -66,6 +74,8 @@ export interface MachineInput {
    */
   node?: 'present' | 'gone';
   action?: MachineActionFacts;
+  /** The action of gatehouse's that keeps remediation off the Machine's node now, if any. */
+  pausing?: string;
 }
 
 export interface MachinePlan {
@@ -79,6 +89,11 @@ export interface MachinePlan {
   release?: true;
   /** What to tell on the Machine (recorded once per change of message). */
   event?: EventSpec;
+  /**
+   * Put the skip-remediation annotation on, marked for action `by`; or take off the one
+   * marked for `by` (conditional on the mark, on the version observed).
+   */
+  remediation?: { op: 'pause' | 'resume'; by: string };
 }
 
 /** The phases from which the action is approved: the Machine may go. */
@@ -115,8 +130,23 @@ function hold(type: 'Normal' | 'Warning', reason: MachineHeldReason, message: st
   };
 }
 
-/** What to do for one Machine now. */
+/** What to do for one Machine now: its deletion's gate, and its remediation pause. */
 export function decideMachine(input: MachineInput): MachinePlan {
+  const remediation = remediationOf(input.machine, input.pausing);
+  return { ...gate(input), ...(remediation ? { remediation } : {}) };
+}
+
+/** The remediation pause the Machine should carry: only gatehouse's own is ever touched. */
+function remediationOf(machine: MachineFacts, pausing: string | undefined): MachinePlan['remediation'] {
+  const ours = machine.pausedBy;
+  if (ours !== undefined && ours !== pausing) return { op: 'resume', by: ours };
+  if (pausing !== undefined && ours === undefined && !machine.skipRemediation)
+    return { op: 'pause', by: pausing };
+  return undefined;
+}
+
+/** Whether the Machine's deletion is held on gatehouse's pre-drain hook, or let go. */
+function gate(input: MachineInput): MachinePlan {
   const { machine, node, action } = input;
   if (!machine.deleting) return machine.hook === undefined ? { annotate: true } : {};
   // Deleting: only a Machine carrying gatehouse's own hook is gatehouse's to hold or let go.

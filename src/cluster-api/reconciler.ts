@@ -18,8 +18,13 @@ import {
   MACHINE_HELD_CONDITION,
   MACHINE_HOOK_OWNER,
   MACHINE_PRE_DRAIN_HOOK,
+  MACHINE_SKIP_REMEDIATION_ANNOTATION,
   MACHINE_UID_LABEL,
+  REMEDIATION_PAUSED_BY_ANNOTATION,
 } from '../api/names.ts';
+import { policyFacts, type PolicyObject } from '../actions/context.ts';
+import { nodeFacts } from '../actions/observations.ts';
+import { pausesRemediation, remediationPauseOff } from '../actions/remediation.ts';
 import type { ActionObject, NodeActionSpec } from '../api/node-action.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { setCondition } from '../kube/conditions.ts';
@@ -63,13 +68,17 @@ export interface MachineReconcilerOptions extends ClusterApiOptions {
   /** This controller's NodeActions (its instance's). */
   actions: Informer<ActionObject>;
   nodes: Informer<KubeObject>;
+  /** The ActionPolicies: one may turn the remediation pause off (pauseRemediation: false). */
+  policies: Informer<PolicyObject>;
   isLeader: () => boolean;
   instance?: string;
   informerOptions?: { watchTimeoutSeconds?: number; idleTimeoutMs?: number };
 }
 
 function machineFacts(m: MachineObject) {
-  const hook = m.metadata.annotations?.[MACHINE_PRE_DRAIN_HOOK];
+  const annotations = m.metadata.annotations ?? {};
+  const hook = annotations[MACHINE_PRE_DRAIN_HOOK];
+  const pausedBy = annotations[REMEDIATION_PAUSED_BY_ANNOTATION];
   const nodeName = m.status?.nodeRef?.name;
   return {
     namespace: m.metadata.namespace ?? '',
@@ -78,11 +87,21 @@ function machineFacts(m: MachineObject) {
     deleting: m.metadata.deletionTimestamp !== undefined,
     ...(hook !== undefined ? { hook } : {}),
     ...(nodeName ? { nodeName } : {}),
+    ...(annotations[MACHINE_SKIP_REMEDIATION_ANNOTATION] !== undefined
+      ? { skipRemediation: true as const }
+      : {}),
+    ...(pausedBy ? { pausedBy } : {}),
   };
 }
 
 /** `/metadata/annotations/<name>` as a JSON Pointer (RFC 6901: ~ and / escaped). */
-const HOOK_POINTER = `/metadata/annotations/${MACHINE_PRE_DRAIN_HOOK.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+function annotationPointer(name: string): string {
+  return `/metadata/annotations/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+}
+
+const HOOK_POINTER = annotationPointer(MACHINE_PRE_DRAIN_HOOK);
+const SKIP_POINTER = annotationPointer(MACHINE_SKIP_REMEDIATION_ANNOTATION);
+const PAUSED_BY_POINTER = annotationPointer(REMEDIATION_PAUSED_BY_ANNOTATION);
 
 export class MachineReconciler {
   readonly queue: WorkQueue;
@@ -122,6 +141,9 @@ export class MachineReconciler {
       this.created.delete(a.metadata.name);
       const machine = a.metadata.annotations?.[MACHINE_ANNOTATION];
       if (machine && a.metadata.labels?.[MACHINE_UID_LABEL]) this.queue.add(machine);
+      // Any action's phase may start or end the remediation pause of its node's Machine.
+      for (const m of this.remote?.machines.list() ?? [])
+        if (m.status?.nodeRef?.name === a.spec.nodeName) this.queue.add(objectKey(m));
     };
     options.actions.on('add', onAction);
     options.actions.on('update', (old, a) => {
@@ -249,6 +271,44 @@ export class MachineReconciler {
     }
   }
 
+  /**
+   * The action of this controller that keeps remediation off the node now (approved,
+   * unfinished, taking the node away; no governing policy turning the pause off), if any.
+   */
+  private pausing(nodeName: string | undefined): string | undefined {
+    if (nodeName === undefined) return undefined;
+    const node = nodeFacts(this.o.nodes.get(nodeName));
+    const labels = node?.labels ?? {};
+    const policies = policyFacts(this.o.policies);
+    const action = this.o.actions
+      .list()
+      .filter(
+        (a) =>
+          a.spec.nodeName === nodeName &&
+          a.metadata.deletionTimestamp === undefined &&
+          pausesRemediation(a.spec, a.status ?? {}, node?.osImage) &&
+          remediationPauseOff(policies, a.spec, labels) === undefined,
+      )
+      .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))[0];
+    return action?.metadata.name;
+  }
+
+  /**
+   * The action the Machine's mark names, when it still keeps remediation off the node
+   * though this cache does not say so (another instance's action, or one just approved);
+   * else what this controller's cache found.
+   */
+  private async stillPausing(
+    marked: string | undefined,
+    found: string | undefined,
+  ): Promise<string | undefined> {
+    if (marked === undefined || marked === found) return found;
+    const a = await this.actionOf(marked);
+    if (!a || a.metadata.deletionTimestamp !== undefined) return found;
+    const osImage = nodeFacts(this.o.nodes.get(a.spec.nodeName))?.osImage;
+    return pausesRemediation(a.spec, a.status ?? {}, osImage) ? marked : found;
+  }
+
   private isOurs(a: ActionObject, machine: MachineObject): boolean {
     return (
       a.metadata.labels?.[MACHINE_UID_LABEL] === machine.metadata.uid &&
@@ -298,7 +358,13 @@ export class MachineReconciler {
       ...(stored.status?.message ? { message: stored.status.message } : {}),
       ...heldOf(stored),
     };
-    const plan = decideMachine({ machine: facts, ...(node ? { node } : {}), ...(action ? { action } : {}) });
+    const pausing = await this.stillPausing(facts.pausedBy, this.pausing(facts.nodeName));
+    const plan = decideMachine({
+      machine: facts,
+      ...(node ? { node } : {}),
+      ...(action ? { action } : {}),
+      ...(pausing !== undefined ? { pausing } : {}),
+    });
     if (!this.o.isLeader()) return undefined;
     return this.apply(machine, client.rest, events, plan, stored);
   }
@@ -354,6 +420,7 @@ export class MachineReconciler {
         this.said.set(machine.metadata.uid ?? '', plan.event.message);
         log.info({ event: plan.event.reason }, plan.event.message);
       }
+      if (plan.remediation) await this.applyRemediation(machine, remote, plan.remediation, log);
       if (plan.release) {
         // Only gatehouse's own hook, on the version decided upon.
         await remote.request(path, {
@@ -374,6 +441,54 @@ export class MachineReconciler {
       throw error;
     }
     return undefined;
+  }
+
+  /**
+   * Puts the skip-remediation annotation on with its mark, or takes off the pair marked
+   * for `by` — on the version decided upon, the removal only while the mark still names it.
+   */
+  private async applyRemediation(
+    machine: MachineObject,
+    remote: RestClient,
+    change: NonNullable<MachinePlan['remediation']>,
+    log: Logger,
+  ): Promise<void> {
+    const path = `/apis/${MACHINE_API_VERSION}/namespaces/${encodeURIComponent(machine.metadata.namespace ?? '')}/machines/${encodeURIComponent(machine.metadata.name)}`;
+    const version = {
+      op: 'test',
+      path: '/metadata/resourceVersion',
+      value: machine.metadata.resourceVersion,
+    };
+    if (change.op === 'pause') {
+      const annotations = machine.metadata.annotations === undefined;
+      await remote.request(path, {
+        method: 'PATCH',
+        contentType: 'application/json-patch+json',
+        body: [
+          version,
+          ...(annotations ? [{ op: 'add', path: '/metadata/annotations', value: {} }] : []),
+          { op: 'add', path: SKIP_POINTER, value: '' },
+          { op: 'add', path: PAUSED_BY_POINTER, value: change.by },
+        ],
+      });
+      log.info(
+        { action: change.by },
+        'Cluster API mode: paused remediation of the Machine (skip-remediation)',
+      );
+      return;
+    }
+    const skip = machine.metadata.annotations?.[MACHINE_SKIP_REMEDIATION_ANNOTATION] !== undefined;
+    await remote.request(path, {
+      method: 'PATCH',
+      contentType: 'application/json-patch+json',
+      body: [
+        version,
+        { op: 'test', path: PAUSED_BY_POINTER, value: change.by },
+        { op: 'remove', path: PAUSED_BY_POINTER },
+        ...(skip ? [{ op: 'remove', path: SKIP_POINTER }] : []),
+      ],
+    });
+    log.info({ action: change.by }, 'Cluster API mode: resumed remediation of the Machine');
   }
 }
 

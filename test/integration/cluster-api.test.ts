@@ -19,13 +19,16 @@ import {
   INSTANCE_LABEL,
   MACHINE_HOOK_OWNER,
   MACHINE_PRE_DRAIN_HOOK,
+  MACHINE_SKIP_REMEDIATION_ANNOTATION,
   MACHINE_UID_LABEL,
+  REMEDIATION_PAUSED_BY_ANNOTATION,
 } from '../../src/api/names.ts';
 import type { Controller } from '../../src/controller.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   API,
+  createAction,
   createGroupHook,
   createTestNodes,
   deleteActionsAfter,
@@ -399,6 +402,54 @@ describe('Cluster API mode: gatehouse holds deleting Machines on its pre-drain h
     for (const m of [other, otherCluster, bare]) assert.deepEqual(await actionsOf(m.metadata.uid), []);
     assert.deepEqual(await machineEvents(foreign), []);
     assert.deepEqual(await machineEvents(elsewhere), []);
+  });
+
+  it('keeps MachineHealthCheck remediation off while an action takes the node away, across a restart; never touches someone else’s', async (t) => {
+    const group = uniqueName('capi-rem');
+    const [node = '', other = ''] = await createTestNodes(t, client, group, 2, {
+      'gatehouse.test/group': group,
+    });
+    const name = uniqueName('machine');
+    await createMachine(t, name, node);
+    await waitForHook(name, MACHINE_HOOK_OWNER);
+    const theirs = uniqueName('machine');
+    await createMachine(t, theirs, other, {
+      annotations: { [MACHINE_SKIP_REMEDIATION_ANNOTATION]: 'by hand' },
+    });
+    const skip = (machine: string, by: string | undefined) =>
+      waitFor(
+        `Machine ${machine}'s skip-remediation ${by ? `marked for ${by}` : 'to come off'}`,
+        async (observe) => {
+          const a = (await getMachine(machine)).metadata.annotations ?? {};
+          const value = a[MACHINE_SKIP_REMEDIATION_ANNOTATION];
+          const mark = a[REMEDIATION_PAUSED_BY_ANNOTATION];
+          observe(`skip ${value ?? '(none)'}, mark ${mark ?? '(none)'}`);
+          return (by === undefined ? value === undefined && mark === undefined : value === '' && mark === by)
+            ? true
+            : undefined;
+        },
+      );
+
+    const reboot = await createAction(client, instance, me, { nodeName: node, action: 'Reboot' });
+    deleteActionsAfter(t, client, reboot.metadata.name);
+    await waitForPhase(client, reboot.metadata.name, 'Approved');
+    await skip(name, reboot.metadata.name);
+
+    // Stopped while it holds remediation off, and the action cancelled meanwhile: the
+    // controller that comes back ends it and takes the annotation off.
+    await controller?.stop();
+    await client.request(`${API}/nodeactions/${reboot.metadata.name}`, { method: 'DELETE' });
+    controller = await startController();
+    await skip(name, undefined);
+
+    // Someone else's annotation: left as it is while an action takes that node away, and after.
+    const second = await createAction(client, instance, me, { nodeName: other, action: 'Reboot' });
+    deleteActionsAfter(t, client, second.metadata.name);
+    await waitForPhase(client, second.metadata.name, 'Approved');
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const kept = (await getMachine(theirs)).metadata.annotations ?? {};
+    assert.equal(kept[MACHINE_SKIP_REMEDIATION_ANNOTATION], 'by hand');
+    assert.equal(kept[REMEDIATION_PAUSED_BY_ANNOTATION], undefined);
   });
 
   it('keeps holding across a controller restart, with the same single NodeAction', async (t) => {

@@ -14,6 +14,7 @@ import { installGatehouseAPI } from '../support/install.ts';
 import {
   API,
   createAction,
+  createPolicy,
   deleteActionsAfter,
   events,
   markExecuted,
@@ -120,6 +121,26 @@ describe('remediation paused while an action takes the node away', () => {
     assert.equal(done.status?.remediationPaused, undefined);
     await new Promise((r) => setTimeout(r, 1000));
     assert.deepEqual(await exclusion(place.node), { label: 'true' });
+  });
+
+  it('is not put on where a governing ActionPolicy says pauseRemediation: false', async (t) => {
+    const place = await testPlace(t, client, 'rem-off');
+    const policy = await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { 'gatehouse.test/group': place.group } },
+      pauseRemediation: false,
+    });
+    // The controller has the policy once it reports on it.
+    await waitFor(`ActionPolicy ${policy} to be reported on`, async () => {
+      const p = await client.request<{ status?: { matchingNodes?: number } }>(
+        `${API}/actionpolicies/${policy}`,
+      );
+      return p.status?.matchingNodes === 1 ? true : undefined;
+    });
+    const { metadata } = await reboot(t, place.node);
+    await waitForPhase(client, metadata.name, 'Approved');
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.deepEqual(await exclusion(place.node), {});
+    assert.equal((await getStatus(metadata.name)).remediationPaused, undefined);
   });
 });
 

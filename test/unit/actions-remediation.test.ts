@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decide, type ActionInput } from '../../src/actions/decide.ts';
+import { remediationPauseOff } from '../../src/actions/remediation.ts';
 import type { NodeActionSpec, NodeActionStatus } from '../../src/api/node-action.ts';
 import { T0, action, admitted, input, node } from './action-fixtures.ts';
 
@@ -37,6 +38,20 @@ describe('the remediation pause', () => {
     assert.equal(d.status.remediationPaused, true);
     // Before approval: nothing.
     assert.deepEqual(remediation(inPhase({ action: 'Reboot' }, { phase: 'Pending' })).ops, []);
+  });
+
+  it('is not put on where a governing ActionPolicy says pauseRemediation: false', () => {
+    const off = inPhase({ action: 'Reboot' }, approvedStatus, { remediationPauseOff: 'storage' });
+    assert.deepEqual(remediation(off).ops, []);
+    const spec = { action: 'Reboot' as const, nodeName: 'w1' };
+    const storage = {
+      name: 'storage',
+      spec: { nodeSelector: { matchLabels: { pool: 'storage' } }, pauseRemediation: false },
+    };
+    const on = { name: 'all', spec: { pauseRemediation: true } };
+    assert.equal(remediationPauseOff([on, storage], spec, { pool: 'storage' }), 'storage');
+    assert.equal(remediationPauseOff([on, storage], spec, { pool: 'compute' }), undefined);
+    assert.equal(remediationPauseOff([], spec, {}), undefined, 'on by default');
   });
 
   it('is not put on for a change applied live, nor over a label someone else set', () => {

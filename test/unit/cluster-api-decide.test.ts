@@ -132,36 +132,54 @@ describe('decideMachine', () => {
   });
 });
 
-const inputs: fc.Arbitrary<MachineInput> = fc.record(
-  {
-    machine: fc.record({
-      namespace: fc.constant('default'),
-      name: fc.constant('m'),
-      uid: fc.constant(UID),
-      deleting: fc.boolean(),
-      hook: fc.option(fc.constantFrom(MACHINE_HOOK_OWNER, 'someone-else', ''), { nil: undefined }),
-      nodeName: fc.option(fc.constant('n1'), { nil: undefined }),
-    }),
-    node: fc.option(fc.constantFrom('present' as const, 'gone' as const), { nil: undefined }),
-    action: fc.option(
-      fc.record({
-        name: fc.constant(machineActionName(UID)),
-        ours: fc.boolean(),
-        phase: fc.option(fc.constantFrom(...NODE_ACTION_PHASES), { nil: undefined }),
-        message: fc.option(fc.string(), { nil: undefined }),
+const inputs: fc.Arbitrary<MachineInput> = fc
+  .record(
+    {
+      machine: fc.record({
+        namespace: fc.constant('default'),
+        name: fc.constant('m'),
+        uid: fc.constant(UID),
+        deleting: fc.boolean(),
+        hook: fc.option(fc.constantFrom(MACHINE_HOOK_OWNER, 'someone-else', ''), { nil: undefined }),
+        nodeName: fc.option(fc.constant('n1'), { nil: undefined }),
+        skipRemediation: fc.option(fc.constant(true as const), { nil: undefined }),
+        pausedBy: fc.option(fc.constantFrom('reboot-a', 'reboot-b'), { nil: undefined }),
       }),
-      { nil: undefined },
-    ),
-  },
-  { requiredKeys: ['machine'] },
-);
+      pausing: fc.option(fc.constantFrom('reboot-a', 'reboot-b'), { nil: undefined }),
+      node: fc.option(fc.constantFrom('present' as const, 'gone' as const), { nil: undefined }),
+      action: fc.option(
+        fc.record({
+          name: fc.constant(machineActionName(UID)),
+          ours: fc.boolean(),
+          phase: fc.option(fc.constantFrom(...NODE_ACTION_PHASES), { nil: undefined }),
+          message: fc.option(fc.string(), { nil: undefined }),
+        }),
+        { nil: undefined },
+      ),
+    },
+    { requiredKeys: ['machine'] },
+  )
+  .map((input) => {
+    // Written by decideMachine's caller as the Machine shows them: a mark without the
+    // annotation happens (someone took it off), the annotation alone is someone else's.
+    const { pausedBy, skipRemediation, ...rest } = input.machine;
+    return {
+      ...input,
+      machine: {
+        ...rest,
+        ...(pausedBy !== undefined ? { pausedBy } : {}),
+        ...(skipRemediation ? { skipRemediation } : {}),
+      },
+    };
+  });
 
 describe('decideMachine properties', () => {
   it('never touches a deleting Machine without gatehouse own hook', () => {
     fc.assert(
       fc.property(inputs, (input) => {
         if (!input.machine.deleting || input.machine.hook === MACHINE_HOOK_OWNER) return;
-        assert.deepEqual(decideMachine(input), {});
+        const { remediation: _, ...gate } = decideMachine(input);
+        assert.deepEqual(gate, {});
       }),
     );
   });
@@ -192,6 +210,24 @@ describe('decideMachine properties', () => {
         if (plan.annotate) assert.ok(!input.machine.deleting && input.machine.hook === undefined);
         if (plan.create)
           assert.ok(input.machine.deleting && input.action === undefined && input.node === 'present');
+      }),
+    );
+  });
+
+  it('touches only its own skip-remediation: never over someone else’s, off whenever its mark names no pausing action', () => {
+    fc.assert(
+      fc.property(inputs, (input) => {
+        const { machine, pausing } = input;
+        const r = decideMachine(input).remediation;
+        if (r?.op === 'pause') {
+          assert.ok(machine.skipRemediation === undefined && machine.pausedBy === undefined);
+          assert.equal(r.by, pausing);
+        }
+        if (r?.op === 'resume') assert.equal(r.by, machine.pausedBy, 'only the mark it finds');
+        if (machine.pausedBy !== undefined && machine.pausedBy !== pausing)
+          assert.equal(r?.op, 'resume', JSON.stringify(input));
+        if (pausing !== undefined && machine.skipRemediation === undefined && machine.pausedBy === undefined)
+          assert.equal(r?.op, 'pause', JSON.stringify(input));
       }),
     );
   });
