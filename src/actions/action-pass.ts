@@ -26,12 +26,14 @@ import {
 } from './decide.ts';
 import { TURN_RETRY_MS, enterTurn } from './instance-turn.ts';
 import { etcdAway, etcdDisruption } from './etcd-guard.ts';
-import { doNotDisruptCap, type DoNotDisruptRead } from './do-not-disrupt.ts';
-import { readDoNotDisrupt } from './do-not-disrupt-read.ts';
+import { doNotDisruptCap } from './do-not-disrupt.ts';
+import type { NodeNeighbours } from './neighbours.ts';
+import { readNeighbours } from './neighbours-read.ts';
 import { isNew } from './admission.ts';
 import { nodeFacts } from './observations.ts';
 import { holdSilences } from './silences.ts';
 import { remediationPauseOff } from './remediation.ts';
+import { foreignCordonAllowed } from './maintainers.ts';
 import type { PolicyFacts } from '../policies/evaluate.ts';
 import type { KubeObject } from '../kube/informer.ts';
 
@@ -40,13 +42,14 @@ function policyInputs(
   policies: readonly PolicyFacts[],
   action: ActionObject,
   node: KubeObject | undefined,
-): Pick<ActionInput, 'doNotDisruptCap' | 'remediationPauseOff'> {
+): Pick<ActionInput, 'doNotDisruptCap' | 'remediationPauseOff' | 'allowForeignCordon'> {
   if (!node) return {};
   const labels = node.metadata.labels ?? {};
   const off = remediationPauseOff(policies, action.spec, labels);
   return {
     doNotDisruptCap: doNotDisruptCap(policies, action.spec, labels),
     ...(off !== undefined ? { remediationPauseOff: off } : {}),
+    ...(foreignCordonAllowed(policies, action.spec, labels) ? { allowForeignCordon: true as const } : {}),
   };
 }
 
@@ -280,10 +283,10 @@ export class ActionPass {
     // hence the rounds.
     let fresh: FreshChecks | undefined;
     let etcd: EtcdCheckState | undefined;
-    let pods: DoNotDisruptRead | undefined;
+    let pods: NodeNeighbours | undefined;
     let hold: (EtcdHold & { turn: TurnSection | undefined }) | undefined;
     try {
-      const asks = (d: ActionDecision) => d.evaluateChecks || d.readEtcd || d.readDoNotDisrupt;
+      const asks = (d: ActionDecision) => d.evaluateChecks || d.readEtcd || d.readNeighbours;
       for (let round = 0; round < 3 && asks(decision); round++) {
         const checks = decision.evaluateChecks;
         const evaluating =
@@ -303,8 +306,8 @@ export class ActionPass {
             ? (begun ?? this.evaluate(action.metadata.uid, checks, action.spec.nodeName))
             : Promise.resolve(fresh),
           decision.readEtcd ? this.readEtcd(action) : Promise.resolve(etcd),
-          decision.readDoNotDisrupt
-            ? readDoNotDisrupt(o.rest, action.spec.nodeName).catch((error: unknown): DoNotDisruptRead => ({
+          decision.readNeighbours
+            ? readNeighbours(o.rest, action.spec.nodeName).catch((error: unknown): NodeNeighbours => ({
                 at: new Date(),
                 pods: [],
                 error: String(error),
@@ -318,7 +321,7 @@ export class ActionPass {
           now,
           ...(fresh ? { fresh } : {}),
           ...(etcd ? { etcd } : {}),
-          ...(pods ? { doNotDisrupt: pods } : {}),
+          ...(pods ? { neighbours: pods } : {}),
         });
       }
     } finally {

@@ -84,8 +84,8 @@ export interface ActionDecision {
   evaluateChecks?: string[];
   /** Read etcd for the action's node and decide again with the result (`etcd`). */
   readEtcd?: boolean;
-  /** Read the node's Pods that ask not to be disrupted, and decide again with them (`doNotDisrupt`). */
-  readDoNotDisrupt?: boolean;
+  /** Read the node's neighbours (do-not-disrupt Pods, NodeMaintenances), and decide again with them (`neighbours`). */
+  readNeighbours?: boolean;
   effects: ActionEffect[];
   requeueAfterMs?: number;
 }
@@ -141,8 +141,8 @@ export class DecisionBuilder {
     this.etcdAsked = true;
   };
 
-  /** Read the node's Pods asking not to be disrupted now, then decide again with them (do-not-disrupt.ts). */
-  readonly readDoNotDisrupt = (): void => {
+  /** Read the node's neighbours now, then decide again with them (neighbours.ts). */
+  readonly readNeighbours = (): void => {
     this.podsAsked = true;
   };
 
@@ -311,7 +311,7 @@ export class DecisionBuilder {
       ...(this.requeueAfterMs !== undefined ? { requeueAfterMs: this.requeueAfterMs } : {}),
       ...(this.evaluateChecks ? { evaluateChecks: this.evaluateChecks } : {}),
       ...(this.etcdAsked ? { readEtcd: true } : {}),
-      ...(this.podsAsked ? { readDoNotDisrupt: true } : {}),
+      ...(this.podsAsked ? { readNeighbours: true } : {}),
       ...extra,
     };
   }

@@ -13,6 +13,9 @@ import type { ActionPolicySpec } from '../api/action-policy.ts';
 import type { NodeActionSpec, NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
 import { formatDuration, parseDuration } from '../duration.ts';
 import { policyMatches, type PolicyFacts } from '../policies/evaluate.ts';
+import type { DoNotDisruptHolder } from './neighbours.ts';
+
+export type { DoNotDisruptHolder } from './neighbours.ts';
 
 export const DO_NOT_DISRUPT_CHECK = 'builtin:do-not-disrupt';
 
@@ -24,20 +27,6 @@ export interface DoNotDisruptCap {
   ms: number;
   /** "ActionPolicy NAME", or "the default" (no governing policy sets it). */
   by: string;
-}
-
-/** Something on the node that asks not to be disrupted: "Pod NS/NAME" or "Node NAME", and its value. */
-export interface DoNotDisruptHolder {
-  what: string;
-  value: string;
-}
-
-/** The Pods of the action's node that carry the annotation, read for this decision. */
-export interface DoNotDisruptRead {
-  at: Date;
-  pods: readonly DoNotDisruptHolder[];
-  /** Why the Pods could not be read: the gate holds this action (fail closed) and says so. */
-  error?: string;
 }
 
 type CheckResult = NonNullable<NodeActionStatus['checks']>[number];

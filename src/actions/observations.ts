@@ -11,7 +11,8 @@ import {
 import type { ObservedNodeAction } from '../api/node-action.ts';
 import { readBootAnnotations } from '../boots/record.ts';
 import type { CheckState } from '../checks/state.ts';
-import type { DoNotDisruptCap, DoNotDisruptRead } from './do-not-disrupt.ts';
+import type { DoNotDisruptCap } from './do-not-disrupt.ts';
+import type { NodeNeighbours } from './neighbours.ts';
 import type { JobFacts } from '../hooks/job.ts';
 import type { KubeObject } from '../kube/informer.ts';
 import type { WebhookFacts } from '../hooks/plan.ts';
@@ -29,6 +30,8 @@ export interface NodeFacts {
   osImage?: string;
   /** The NodeAction whose cordon the node carries (talos.dev/cordoned-by), if any. */
   cordonedBy?: string;
+  /** The node is cordoned (spec.unschedulable), by whoever. */
+  unschedulable?: true;
   /** The medik8s exclusion label is on the node (REMEDIATION_EXCLUDE_LABEL), whoever set it. */
   remediationExcluded?: true;
   /** The action that set the exclusion label (REMEDIATION_PAUSED_BY_ANNOTATION), when gatehouse did. */
@@ -65,6 +68,9 @@ export function nodeFacts(node: KubeObject | undefined): NodeFacts | undefined {
     ready: n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
     ...(n.status?.nodeInfo?.osImage ? { osImage: n.status.nodeInfo.osImage } : {}),
     ...(cordonedBy ? { cordonedBy } : {}),
+    ...((n as { spec?: { unschedulable?: boolean } }).spec?.unschedulable === true
+      ? { unschedulable: true as const }
+      : {}),
     ...(n.metadata.labels?.[REMEDIATION_EXCLUDE_LABEL] !== undefined
       ? { remediationExcluded: true as const }
       : {}),
@@ -102,14 +108,17 @@ export interface ActionInput {
    */
   etcd?: EtcdCheckState;
   /**
-   * The Pods of the node carrying talos.dev/do-not-disrupt, read for this decision when it
-   * asked (ActionDecision.readDoNotDisrupt; src/actions/do-not-disrupt.ts).
+   * Who else has a say about the node, read for the health gate when it asked
+   * (ActionDecision.readNeighbours): its Pods carrying talos.dev/do-not-disrupt
+   * (do-not-disrupt.ts) and the NodeMaintenances of other maintainers (maintainers.ts).
    */
-  doNotDisrupt?: DoNotDisruptRead;
+  neighbours?: NodeNeighbours;
   /** The governing ActionPolicies' doNotDisruptMax (absent: the default, 24h). */
   doNotDisruptCap?: DoNotDisruptCap;
   /** The governing ActionPolicy that turns the remediation pause off (pauseRemediation: false), if any. */
   remediationPauseOff?: string;
+  /** Every governing ActionPolicy says allowForeignCordon (maintainers.ts). */
+  allowForeignCordon?: true;
   /**
    * The gate's fresh evaluation is still under way on checker Jobs (job probes): which
    * check waits on which Job ("NS/NAME"; absent while it is being created).

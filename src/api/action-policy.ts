@@ -208,6 +208,13 @@ export const ActionPolicySpec = Type.Object(
         default: true,
       }),
     ),
+    allowForeignCordon: Type.Optional(
+      Type.Boolean({
+        description:
+          'Whether a Managed action may cordon and drain a governed node that someone else cordoned (they may be working on it). Without it (the default) the action waits at its health gate until the node is uncordoned; with it, the action goes on and leaves their cordon in place at its end. Every policy governing the action must allow it.',
+        default: false,
+      }),
+    ),
     doNotDisruptMax: Type.Optional(
       Duration(
         'doNotDisruptMax',

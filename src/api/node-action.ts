@@ -449,11 +449,11 @@ export const CheckResult = Type.Object(
   {
     name: Type.String({
       description:
-        'Name of the ClusterHealthCheck, builtin:etcd for the etcd guard of a control-plane node, or builtin:do-not-disrupt for the Pods and the Node that ask not to be disrupted (annotation talos.dev/do-not-disrupt): names no ClusterHealthCheck can have.',
+        'Name of the ClusterHealthCheck, builtin:etcd for the etcd guard of a control-plane node, or builtin:do-not-disrupt for the Pods and the Node that ask not to be disrupted (annotation talos.dev/do-not-disrupt), or builtin:maintainers for other maintainers holding the node (a medik8s NodeMaintenance, a cordon not made by gatehouse): names no ClusterHealthCheck can have.',
       minLength: 1,
       maxLength: 253,
       pattern:
-        '^(builtin:etcd|builtin:do-not-disrupt|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$',
+        '^(builtin:etcd|builtin:do-not-disrupt|builtin:maintainers|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$',
     }),
     healthy: Type.Boolean({
       description: 'Whether it held at the fresh evaluation the action was judged on.',

@@ -78,6 +78,8 @@ export function controllerRules(): Rule[] {
     // Drain: find the node's pods, evict them through the eviction API (PDBs respected).
     { apiGroups: [''], resources: ['pods'], verbs: READ },
     { apiGroups: [''], resources: ['pods/eviction'], verbs: ['create'] },
+    // Other maintainers: a node under a medik8s NodeMaintenance is not taken (src/actions/maintainers.ts).
+    { apiGroups: ['nodemaintenance.medik8s.io'], resources: ['nodemaintenances'], verbs: ['list'] },
     // Probes: Service references, namespace selectors, workloads, disruption budgets.
     // (EndpointSlices: a controller running outside the cluster reaches a Service
     // through a ready endpoint instead of cluster DNS.)

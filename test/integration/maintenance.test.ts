@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { HOOK_JOB_LABELS as LABELS, INSTANCE_LABEL, RELEASED_ANNOTATION } from '../../src/api/names.ts';
+import { MAINTAINERS_CHECK } from '../../src/actions/maintainers.ts';
 import type { Controller } from '../../src/controller.ts';
 import { runCli } from '../support/cli.ts';
 import { ControllerProcess } from '../support/controller-process.ts';
@@ -275,7 +276,7 @@ describe('Maintenance', () => {
     assert.match(again.stderr, new RegExp(`no action holds node ${place.node} for maintenance`));
   });
 
-  it('leaves a node cordoned by someone else cordoned, and ends by maxDuration with a Warning', async (t) => {
+  it('waits on a node cordoned by someone else until a policy allows it, leaves their cordon, and ends by maxDuration with a Warning', async (t) => {
     const place = await testPlace(t, client, 'mnt-theirs');
     await client.request(`/api/v1/nodes/${place.node}`, {
       method: 'PATCH',
@@ -284,7 +285,18 @@ describe('Maintenance', () => {
     });
     const action = await maintenance(t, place, { maintenance: { maxDuration: '10s' } });
     const name = action.metadata.name;
-    const held = await waitForPhase(client, name, 'Held');
+    // Someone may be working on the node: not taken without a policy's word.
+    const waiting = await waitFor(`${name} to wait on the foreign cordon`, async () => {
+      const a = await getAction(client, name);
+      const r = a.status?.checks?.find((c) => c.name === MAINTAINERS_CHECK);
+      return r && !r.healthy ? r : undefined;
+    });
+    assert.match(waiting.message ?? '', new RegExp(`node ${place.node} is cordoned, not by gatehouse`));
+    await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { 'gatehouse.test/group': place.group } },
+      allowForeignCordon: true,
+    });
+    const held = await waitForPhase(client, name, 'Held', 60_000);
     assert.match(held.status?.message ?? '', /or until \S+ \(maintenance\.maxDuration\)/);
     const done = await waitForPhase(client, name, 'Succeeded', 120_000);
     assert.equal(done.status?.conditions?.find((c) => c.type === 'Released')?.reason, 'MaxDurationReached');

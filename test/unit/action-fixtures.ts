@@ -109,8 +109,9 @@ export function job(phase: JobFacts['phase'], extra: Partial<JobFacts> = {}): Jo
 
 /**
  * A decision's input. Workload owners' do-not-disrupt is off (doNotDisruptCap 0s, as a
- * policy can say), so that the tests of everything else see no read of the node's Pods
- * at the gate; its own tests (actions-do-not-disrupt.test.ts) set a cap.
+ * policy can say) and the node's neighbours were read and found nobody, so that the tests
+ * of everything else see no neighbour read at the gate; the neighbours' own tests
+ * (actions-do-not-disrupt.test.ts, actions-maintainers.test.ts) set their own.
  */
 export function input(partial: Partial<ActionInput> = {}): ActionInput {
   return {
@@ -122,6 +123,7 @@ export function input(partial: Partial<ActionInput> = {}): ActionInput {
     jobs: new Map(),
     webhooks: new Map(),
     doNotDisruptCap: { ms: 0, by: 'ActionPolicy fixture' },
+    neighbours: { at: T0, pods: [], maintenances: [] },
     ...partial,
   };
 }

@@ -28,15 +28,16 @@ function gate(
   } = {},
 ): ActionDecision {
   const now = options.now ?? T0;
-  return decide(
-    input({
-      now,
-      action: action(options.spec ?? {}, { ...admitted(T0), ...options.status }),
-      doNotDisruptCap: { ms: options.capMs ?? 24 * HOUR, by: 'ActionPolicy workers' },
-      ...(options.pods ? { doNotDisrupt: { at: now, pods: options.pods } } : {}),
-      ...options.extra,
-    }),
-  );
+  const i = input({
+    now,
+    action: action(options.spec ?? {}, { ...admitted(T0), ...options.status }),
+    doNotDisruptCap: { ms: options.capMs ?? 24 * HOUR, by: 'ActionPolicy workers' },
+    ...(options.pods ? { neighbours: { at: now, pods: options.pods } } : {}),
+    ...options.extra,
+  });
+  // Without Pods given, the gate has not read the node's neighbours yet.
+  if (!options.pods) delete i.neighbours;
+  return decide(i);
 }
 
 const record = (d: ActionDecision) => d.status.checks?.find((c) => c.name === DO_NOT_DISRUPT_CHECK);
@@ -45,7 +46,7 @@ const events = (d: ActionDecision, reason: string) =>
 
 describe('do-not-disrupt', () => {
   it('asks for the node’s Pods at the gate, then holds naming them, from when it first met them', () => {
-    assert.equal(gate().readDoNotDisrupt, true);
+    assert.equal(gate().readNeighbours, true);
     const held = gate({ pods: [batch('6h')] });
     assert.equal(held.status.phase, 'WaitingForHealth');
     assert.equal(held.status.doNotDisruptSince, T0.toISOString());
@@ -101,8 +102,8 @@ describe('do-not-disrupt', () => {
     const own = gate({ pods: [], extra: { node: node('w1', { doNotDisrupt: '2h' }) } });
     assert.match(record(own)?.message ?? '', /Node w1 \("2h"\)/);
     const ignored = gate({ pods: [batch('true')], capMs: 0 });
-    assert.equal(ignored.readDoNotDisrupt, undefined, 'no read when nothing can hold');
     assert.equal(ignored.status.phase, 'Approved');
+    assert.equal(record(ignored), undefined);
   });
 
   it('holds, saying why, when the node’s Pods could not be read (fail closed, this action only)', () => {
@@ -110,7 +111,7 @@ describe('do-not-disrupt', () => {
       input({
         action: action({}, admitted(T0)),
         doNotDisruptCap: { ms: HOUR, by: 'ActionPolicy workers' },
-        doNotDisrupt: { at: T0, pods: [], error: 'KubeApiError: GET /api/v1/pods: 403 forbidden' },
+        neighbours: { at: T0, pods: [], error: 'KubeApiError: GET /api/v1/pods: 403 forbidden' },
       }),
     );
     assert.equal(d.status.phase, 'WaitingForHealth');
@@ -122,13 +123,13 @@ describe('do-not-disrupt', () => {
 
   it('does not hold a change that leaves the node and its Pods in place', () => {
     const live = gate({ spec: { action: 'ConfigChange', configChange: { mode: 'NoReboot' } } });
-    assert.equal(live.readDoNotDisrupt, undefined);
+    assert.equal(live.readNeighbours, undefined);
     assert.notEqual(live.status.phase, 'WaitingForHealth');
   });
 
   it('is passed by a bypass of the health checks, recorded with the Pods it passed', () => {
     const spec = { bypass: { healthChecks: true, reason: 'CVE fix now' } };
-    assert.equal(gate({ spec }).readDoNotDisrupt, true, 'the Pods are read for the record');
+    assert.equal(gate({ spec }).readNeighbours, true, 'the Pods are read for the record');
     const passed = gate({ spec, pods: [batch('true')] });
     assert.equal(passed.status.phase, 'Approved');
     const r = record(passed);

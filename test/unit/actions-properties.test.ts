@@ -23,7 +23,9 @@ import { planAdmissions } from '../../src/actions/admission.ts';
 import { decide, type ActionInput, type CheckFacts } from '../../src/actions/decide.ts';
 import { PRE_HOOK_KIND, completionOf } from '../../src/actions/kinds/index.ts';
 import { COMPLETIONS, takesNodeAway } from '../../src/actions/completions.ts';
-import { DO_NOT_DISRUPT_CHECK, type DoNotDisruptRead } from '../../src/actions/do-not-disrupt.ts';
+import { DO_NOT_DISRUPT_CHECK } from '../../src/actions/do-not-disrupt.ts';
+import { MAINTAINERS_CHECK } from '../../src/actions/maintainers.ts';
+import type { NodeNeighbours } from '../../src/actions/neighbours.ts';
 import { etcdGuardApplies } from '../../src/actions/etcd-guard.ts';
 import type { EtcdCheckState } from '../../src/talos/etcd-health.ts';
 import type { Action } from '../../src/api/common.ts';
@@ -75,6 +77,8 @@ type Op =
   | { type: 'notReady' }
   /** A Pod on the node gets (or loses: undefined) the annotation talos.dev/do-not-disrupt. */
   | { type: 'annotate'; value: string | undefined }
+  /** Another maintainer's NodeMaintenance of the node is created (on) or deleted. */
+  | { type: 'nodeMaintenance'; on: boolean }
   | { type: 'removeNode' }
   | { type: 'addHook'; order: number; ignore: boolean }
   | { type: 'delete' }
@@ -188,6 +192,10 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
       { weight: 1, arbitrary: fc.record({ type: fc.constant('notReady' as const) }) },
       {
         weight: 1,
+        arbitrary: fc.record({ type: fc.constant('nodeMaintenance' as const), on: fc.boolean() }),
+      },
+      {
+        weight: 1,
         arbitrary: fc.record({
           type: fc.constant('annotate' as const),
           value: fc.constantFrom(undefined, undefined, undefined, 'true', '30s', '5m', 'false', 'soon'),
@@ -279,6 +287,8 @@ const coverage = {
   /** Maintenances held out of service, and those released to the end. */
   held: 0,
   releasedToTheEnd: 0,
+  /** Gates held by another maintainer's NodeMaintenance (invariant 14). */
+  maintainerHeld: 0,
   /** Gates held by a Pod's do-not-disrupt, and passed once it was over (invariant 13). */
   dndHeld: 0,
   dndPassedAfterHold: 0,
@@ -343,6 +353,7 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
   /** The finalizer was let go (every effect of that pass carried out). */
   let released = false;
   let dndPod = s.dnd;
+  let maintained = false;
   const dndCapMs = s.dndCapSeconds * 1000;
   const jobs = new Map<string, WorldJob>();
   const jobHistory: Map<string, JobFacts>[] = [new Map<string, JobFacts>()];
@@ -386,6 +397,9 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
         break;
       case 'annotate':
         dndPod = op.value;
+        break;
+      case 'nodeMaintenance':
+        maintained = op.on;
         break;
       case 'notReady':
         if (nodeFacts) nodeFacts = { ...nodeFacts, ready: false };
@@ -484,25 +498,26 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
         let decision = decide(input);
         let fresh: Map<string, CheckState | undefined> | undefined;
         let etcd: EtcdCheckState | undefined;
-        let pods: DoNotDisruptRead | undefined;
+        let pods: NodeNeighbours | undefined;
         // As the reconciler: evaluate and read what is asked, and decide again (in rounds).
-        const asks = () => decision.evaluateChecks || decision.readEtcd || decision.readDoNotDisrupt;
+        const asks = () => decision.evaluateChecks || decision.readEtcd || decision.readNeighbours;
         for (let round = 0; round < 3 && asks(); round++) {
           if (decision.evaluateChecks)
             fresh = new Map(
               decision.evaluateChecks.map((name, i) => [name, state(op.fresh[i % op.fresh.length])]),
             );
           if (decision.readEtcd) etcd = etcdState(op.etcd ?? 'healthy', now);
-          if (decision.readDoNotDisrupt)
+          if (decision.readNeighbours)
             pods = {
               at: now,
               pods: dndPod === undefined ? [] : [{ what: 'Pod default/batch', value: dndPod }],
+              maintenances: maintained ? [{ name: 'nm-w1', deleting: false }] : [],
             };
           decision = decide({
             ...input,
             ...(fresh ? { fresh: { at: now, states: fresh } } : {}),
             ...(etcd ? { etcd } : {}),
-            ...(pods ? { doNotDisrupt: pods } : {}),
+            ...(pods ? { neighbours: pods } : {}),
           });
         }
         // Invariant 13: a workload owner's do-not-disrupt holds the gate while in force,
@@ -527,6 +542,21 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
           view.status?.phase === 'WaitingForHealth' &&
           decision.status.phase !== 'WaitingForHealth' &&
           !isTerminal(decision.status.phase);
+        // Invariant 14: never past the gate while another maintainer's NodeMaintenance holds
+        // the node, as read for this decision (a bypass passes it, on the record).
+        const maintainers = decision.status.checks?.find((c) => c.name === MAINTAINERS_CHECK);
+        if (maintainers && !maintainers.healthy && maintainers.probeTime === now.toISOString())
+          coverage.maintainerHeld++;
+        if (leftGate && !s.bypassChecks && pods?.maintenances?.length)
+          violations.push({
+            invariant: '14',
+            detail: 'passed the gate while a NodeMaintenance holds the node',
+          });
+        if (leftGate && !s.bypassChecks && maintained && !pods && takesNodeAway(view.spec))
+          violations.push({
+            invariant: '14',
+            detail: 'passed the gate without reading the node maintainers',
+          });
         if (
           leftGate &&
           !s.bypassChecks &&
@@ -727,8 +757,8 @@ describe('safety invariants (property-based)', () => {
       }),
       // A fixed seed (override with FC_SEED) so the coverage floor below judges the same
       // runs every time; the invariants themselves hold for any seed. (Chosen anew when
-      // do-not-disrupt joined the scenarios, which changed every run.)
-      { numRuns: RUNS, seed: Number(process.env.FC_SEED ?? 20261218) },
+      // other maintainers joined the scenarios, which changed every run.)
+      { numRuns: RUNS, seed: Number(process.env.FC_SEED ?? 20261222) },
     );
     // The runs explore the state machine, not just its first steps.
     const share = (n: number) => n / coverage.runs;
@@ -745,7 +775,7 @@ describe('safety invariants (property-based)', () => {
       `maintenance in ${JSON.stringify(coverage)}`,
     );
     assert.ok(
-      coverage.dndHeld > 20 && coverage.dndPassedAfterHold > 5,
+      coverage.dndHeld > 20 && coverage.dndPassedAfterHold > 5 && coverage.maintainerHeld > 10,
       `do-not-disrupt in ${JSON.stringify(coverage)}`,
     );
     assert.ok(

@@ -1,0 +1,79 @@
+// The read behind the health gate's neighbours (neighbours.ts): the Pods of a node that
+// still run and carry talos.dev/do-not-disrupt, and the medik8s NodeMaintenances of the
+// node. Made for the gate's decision, never from a cache of every Pod in the cluster.
+//
+// The Pods: their metadata only (a node's Pods may be many and large; only the annotation
+// and the name matter), served by the API server's watch cache (resourceVersion 0,
+// indexed by node): cheap, and at most a moment behind — a "not now" asked ahead of time,
+// not a lock. The NodeMaintenances: every one (one per node under maintenance at most, a
+// handful), none where the CRD is not installed.
+import { DO_NOT_DISRUPT_ANNOTATION } from '../api/names.ts';
+import { KubeApiError } from '../kube/rest.ts';
+import type { RestClient } from '../kube/rest.ts';
+import type { NodeMaintenanceFacts, NodeNeighbours } from './neighbours.ts';
+
+interface PodMetadata {
+  metadata: {
+    name: string;
+    namespace?: string;
+    annotations?: Record<string, string>;
+    deletionTimestamp?: string;
+  };
+}
+
+interface NodeMaintenanceObject {
+  metadata: { name: string; deletionTimestamp?: string };
+  spec?: { nodeName?: string; reason?: string };
+  status?: { phase?: string };
+}
+
+/** medik8s node-maintenance-operator's NodeMaintenances (cluster-scoped). */
+export const NODE_MAINTENANCES_PATH = '/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances';
+
+const METADATA_ONLY = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
+
+async function doNotDisruptPods(rest: RestClient, node: string): Promise<NodeNeighbours['pods']> {
+  // An empty PartialObjectMetadataList has `items: null`.
+  const list = await rest.request<{ items: PodMetadata[] | null }>('/api/v1/pods', {
+    query: {
+      fieldSelector: `spec.nodeName=${node},status.phase!=Succeeded,status.phase!=Failed`,
+      resourceVersion: '0',
+    },
+    headers: { Accept: METADATA_ONLY },
+  });
+  const pods = (list.items ?? []).flatMap((p) => {
+    const value = p.metadata.annotations?.[DO_NOT_DISRUPT_ANNOTATION];
+    // A Pod being deleted is leaving anyway: it holds nothing.
+    if (value === undefined || p.metadata.deletionTimestamp !== undefined) return [];
+    return [{ what: `Pod ${p.metadata.namespace ?? ''}/${p.metadata.name}`, value }];
+  });
+  return pods.sort((a, b) => a.what.localeCompare(b.what));
+}
+
+async function nodeMaintenances(rest: RestClient, node: string): Promise<NodeMaintenanceFacts[]> {
+  let list: { items: NodeMaintenanceObject[] };
+  try {
+    list = await rest.request<{ items: NodeMaintenanceObject[] }>(NODE_MAINTENANCES_PATH);
+  } catch (error) {
+    // The CRD is not installed: nobody maintains nodes that way here.
+    if (error instanceof KubeApiError && error.code === 404) return [];
+    throw error;
+  }
+  return list.items
+    .filter((m) => m.spec?.nodeName === node)
+    .map((m) => ({
+      name: m.metadata.name,
+      deleting: m.metadata.deletionTimestamp !== undefined,
+      ...(m.spec?.reason ? { note: m.spec.reason } : {}),
+      ...(m.status?.phase ? { phase: m.status.phase } : {}),
+    }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+}
+
+export async function readNeighbours(rest: RestClient, node: string): Promise<NodeNeighbours> {
+  const [pods, maintenances] = await Promise.all([
+    doNotDisruptPods(rest, node),
+    nodeMaintenances(rest, node),
+  ]);
+  return { at: new Date(), pods, maintenances };
+}

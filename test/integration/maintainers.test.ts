@@ -1,0 +1,137 @@
+// Other maintainers against the sandbox: a medik8s NodeMaintenance of a node (its CRD
+// installed here with the fields gatehouse reads: spec.nodeName, spec.reason,
+// status.phase) holds a Reboot of that node at the health gate, naming it and its
+// reason; deleting it lets the action go. A NodeMaintenance of another node holds nothing.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { MAINTAINERS_CHECK } from '../../src/actions/maintainers.ts';
+import { NODE_MAINTENANCES_PATH } from '../../src/actions/neighbours-read.ts';
+import type { Controller } from '../../src/controller.ts';
+import { installGatehouseAPI } from '../support/install.ts';
+import {
+  createAction,
+  deleteActionsAfter,
+  getAction,
+  startGateController,
+  testPlace,
+  waitForPhase,
+  whoami,
+} from '../support/gate.ts';
+import {
+  rest,
+  serverSideApply,
+  testKubeConfig,
+  uniqueName,
+  waitFor,
+  waitForEstablished,
+} from '../support/kube.ts';
+
+const kc = testKubeConfig();
+const client = rest(kc);
+const instance = uniqueName('maintainers');
+let controller: Controller | undefined;
+let me = '';
+
+const NODE_MAINTENANCE_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'nodemaintenances.nodemaintenance.medik8s.io' },
+  spec: {
+    group: 'nodemaintenance.medik8s.io',
+    scope: 'Cluster',
+    names: {
+      plural: 'nodemaintenances',
+      singular: 'nodemaintenance',
+      kind: 'NodeMaintenance',
+      shortNames: ['nm'],
+    },
+    versions: [
+      {
+        name: 'v1beta1',
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            properties: {
+              spec: {
+                type: 'object',
+                required: ['nodeName'],
+                properties: { nodeName: { type: 'string' }, reason: { type: 'string' } },
+              },
+              status: { type: 'object', properties: { phase: { type: 'string' } } },
+            },
+          },
+        },
+      },
+    ],
+  },
+};
+
+before(async () => {
+  await installGatehouseAPI(kc);
+  await serverSideApply(kc, [NODE_MAINTENANCE_CRD]);
+  await waitForEstablished(kc, [NODE_MAINTENANCE_CRD.metadata.name]);
+  me = await whoami(client);
+  controller = await startGateController(instance);
+});
+
+after(async () => {
+  await controller?.stop();
+});
+
+async function nodeMaintenance(name: string, nodeName: string, reason: string): Promise<void> {
+  await client.request(NODE_MAINTENANCES_PATH, {
+    method: 'POST',
+    body: {
+      apiVersion: 'nodemaintenance.medik8s.io/v1beta1',
+      kind: 'NodeMaintenance',
+      metadata: { name },
+      spec: { nodeName, reason },
+    },
+  });
+  await client.request(`${NODE_MAINTENANCES_PATH}/${name}/status`, {
+    method: 'PATCH',
+    contentType: 'application/merge-patch+json',
+    body: { status: { phase: 'Succeeded' } },
+  });
+}
+
+describe('other maintainers', () => {
+  it('a NodeMaintenance holds a Reboot of its node, named, until it is deleted; one of another node holds nothing', async (t) => {
+    const place = await testPlace(t, client, 'nm-held');
+    const other = await testPlace(t, client, 'nm-other');
+    const mine = uniqueName('nm');
+    const theirs = uniqueName('nm');
+    t.after(async () => {
+      for (const n of [mine, theirs])
+        await client.request(`${NODE_MAINTENANCES_PATH}/${n}`, { method: 'DELETE' }).catch(() => undefined);
+    });
+    await nodeMaintenance(mine, place.node, 'replace a DIMM');
+    await nodeMaintenance(theirs, other.node, 'firmware');
+
+    const action = await createAction(client, instance, me, { nodeName: place.node, action: 'Reboot' });
+    deleteActionsAfter(t, client, action.metadata.name);
+    const held = await waitFor(
+      `${action.metadata.name} to be held by NodeMaintenance ${mine}`,
+      async (observe) => {
+        const a = await getAction(client, action.metadata.name);
+        observe(JSON.stringify(a.status?.checks ?? a.status?.message));
+        const r = a.status?.checks?.find((c) => c.name === MAINTAINERS_CHECK);
+        return r && !r.healthy ? { a, r } : undefined;
+      },
+    );
+    assert.equal(
+      held.r.message,
+      `NodeMaintenance ${mine} ("replace a DIMM") (Succeeded) holds node ${place.node}: gatehouse waits until it is deleted`,
+    );
+    assert.equal(held.a.status?.phase, 'WaitingForHealth');
+    assert.doesNotMatch(held.a.status.message ?? '', new RegExp(theirs));
+
+    await client.request(`${NODE_MAINTENANCES_PATH}/${mine}`, { method: 'DELETE' });
+    const approved = await waitForPhase(client, action.metadata.name, 'Approved', 30_000);
+    const r = approved.status?.checks?.find((c) => c.name === MAINTAINERS_CHECK);
+    assert.equal(r?.healthy, true);
+  });
+});
