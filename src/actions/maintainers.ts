@@ -3,13 +3,14 @@
 // checks (as builtin:maintainers in status.checks), naming the holder —
 //   - a medik8s NodeMaintenance of the node (node-maintenance-operator cordons, drains and
 //     holds the node while one exists), until it is deleted;
+//   - the per-node Lease medik8s operators share, held by one of them and not expired;
 //   - a node cordoned by someone else, for an action gatehouse would cordon and drain
 //     itself (Managed), unless every ActionPolicy governing it says allowForeignCordon —
 //     and then the cordon stays theirs: gatehouse never lifts a cordon it did not make.
 // Pure: the NodeMaintenances are read for the gate (neighbours-read.ts).
 import type { NodeActionSpec, NodeActionStatus } from '../api/node-action.ts';
 import { policyMatches, type PolicyFacts } from '../policies/evaluate.ts';
-import type { NodeMaintenanceFacts } from './neighbours.ts';
+import type { MaintenanceLeaseFacts, NodeMaintenanceFacts } from './neighbours.ts';
 
 export const MAINTAINERS_CHECK = 'builtin:maintainers';
 
@@ -33,6 +34,7 @@ export function foreignCordonAllowed(
 export interface MaintainersInput {
   nodeName: string;
   maintenances: readonly NodeMaintenanceFacts[];
+  lease?: MaintenanceLeaseFacts;
   /** The node is cordoned, and not by this action. */
   foreignCordon: boolean;
   /** The action would cordon and drain the node itself (Managed). */
@@ -51,6 +53,15 @@ export function otherMaintainers(input: MaintainersInput): string[] {
     .map(
       (m) =>
         `NodeMaintenance ${m.name}${m.note ? ` ("${m.note}")` : ''}${m.phase ? ` (${m.phase})` : ''} holds node ${nodeName}: gatehouse waits until it is deleted`,
+    );
+  const lease = input.lease;
+  if (
+    lease?.holder !== undefined &&
+    lease.expires !== undefined &&
+    Date.parse(lease.expires) > input.now.getTime()
+  )
+    held.push(
+      `Lease ${lease.lease} is held by ${lease.holder} until ${lease.expires}: a medik8s operator maintains node ${nodeName}`,
     );
   if (input.foreignCordon && input.drainsItself && !input.allowForeignCordon)
     held.push(

@@ -10,7 +10,7 @@
 import { DO_NOT_DISRUPT_ANNOTATION } from '../api/names.ts';
 import { KubeApiError } from '../kube/rest.ts';
 import type { RestClient } from '../kube/rest.ts';
-import type { NodeMaintenanceFacts, NodeNeighbours } from './neighbours.ts';
+import type { MaintenanceLeaseFacts, NodeMaintenanceFacts, NodeNeighbours } from './neighbours.ts';
 
 interface PodMetadata {
   metadata: {
@@ -26,6 +26,9 @@ interface NodeMaintenanceObject {
   spec?: { nodeName?: string; reason?: string };
   status?: { phase?: string };
 }
+
+/** Where medik8s operators keep their per-node Leases (their common library's default). */
+export const MEDIK8S_LEASE_NAMESPACE = 'medik8s-leases';
 
 /** medik8s node-maintenance-operator's NodeMaintenances (cluster-scoped). */
 export const NODE_MAINTENANCES_PATH = '/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances';
@@ -70,10 +73,45 @@ async function nodeMaintenances(rest: RestClient, node: string): Promise<NodeMai
     .sort((a, b) => a.name.localeCompare(b.name));
 }
 
+interface LeaseObject {
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+  };
+}
+
+/** The node's medik8s Lease (node-<node>), undefined when there is none. */
+async function maintenanceLease(rest: RestClient, node: string): Promise<MaintenanceLeaseFacts | undefined> {
+  const name = `node-${node}`;
+  let lease: LeaseObject;
+  try {
+    lease = await rest.request<LeaseObject>(
+      `/apis/coordination.k8s.io/v1/namespaces/${MEDIK8S_LEASE_NAMESPACE}/leases/${encodeURIComponent(name)}`,
+    );
+  } catch (error) {
+    if (error instanceof KubeApiError && error.code === 404) return undefined;
+    throw error;
+  }
+  const spec = lease.spec ?? {};
+  const since = Date.parse(spec.renewTime ?? spec.acquireTime ?? '');
+  const expires =
+    Number.isNaN(since) || spec.leaseDurationSeconds === undefined
+      ? undefined
+      : new Date(since + spec.leaseDurationSeconds * 1000).toISOString();
+  return {
+    lease: `${MEDIK8S_LEASE_NAMESPACE}/${name}`,
+    ...(spec.holderIdentity ? { holder: spec.holderIdentity } : {}),
+    ...(expires ? { expires } : {}),
+  };
+}
+
 export async function readNeighbours(rest: RestClient, node: string): Promise<NodeNeighbours> {
-  const [pods, maintenances] = await Promise.all([
+  const [pods, maintenances, lease] = await Promise.all([
     doNotDisruptPods(rest, node),
     nodeMaintenances(rest, node),
+    maintenanceLease(rest, node),
   ]);
-  return { at: new Date(), pods, maintenances };
+  return { at: new Date(), pods, maintenances, ...(lease ? { lease } : {}) };
 }

@@ -1,6 +1,7 @@
 // Who else has a say about a node, read for the health gate's decision (neighbours-read.ts):
 // workload owners, through the do-not-disrupt annotation of its Pods (do-not-disrupt.ts),
-// and other maintainers, through medik8s NodeMaintenances (maintainers.ts).
+// and other maintainers, through medik8s NodeMaintenances and the per-node Lease medik8s
+// operators share (maintainers.ts).
 
 /** Something on the node that asks not to be disrupted: "Pod NS/NAME" or "Node NAME", and its value. */
 export interface DoNotDisruptHolder {
@@ -19,12 +20,26 @@ export interface NodeMaintenanceFacts {
   deleting: boolean;
 }
 
+/**
+ * The per-node Lease medik8s operators share (namespace medik8s-leases, name
+ * node-<node>): whoever holds it, unexpired, is maintaining the node.
+ */
+export interface MaintenanceLeaseFacts {
+  /** namespace/name */
+  lease: string;
+  holder?: string;
+  /** When it lapses unless renewed: (renewTime or acquireTime) + leaseDurationSeconds. */
+  expires?: string;
+}
+
 export interface NodeNeighbours {
   at: Date;
   /** The node's running Pods that carry talos.dev/do-not-disrupt. */
   pods: readonly DoNotDisruptHolder[];
   /** The NodeMaintenances of the node (none where the CRD is not installed). */
   maintenances?: readonly NodeMaintenanceFacts[];
+  /** The node's medik8s maintenance Lease, when there is one. */
+  lease?: MaintenanceLeaseFacts;
   /** Why the node's neighbours could not be read: the gate holds this action (fail closed) and says so. */
   error?: string;
 }

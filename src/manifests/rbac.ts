@@ -80,6 +80,9 @@ export function controllerRules(): Rule[] {
     { apiGroups: [''], resources: ['pods/eviction'], verbs: ['create'] },
     // Other maintainers: a node under a medik8s NodeMaintenance is not taken (src/actions/maintainers.ts).
     { apiGroups: ['nodemaintenance.medik8s.io'], resources: ['nodemaintenances'], verbs: ['list'] },
+    // ... and a node whose medik8s Lease (medik8s-leases/node-<node>) another operator holds:
+    // read only (a cluster-wide get: the namespace may not exist when gatehouse is installed).
+    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get'] },
     // Probes: Service references, namespace selectors, workloads, disruption budgets.
     // (EndpointSlices: a controller running outside the cluster reaches a Service
     // through a ready endpoint instead of cluster DNS.)

@@ -3,9 +3,9 @@
 // status.phase) holds a Reboot of that node at the health gate, naming it and its
 // reason; deleting it lets the action go. A NodeMaintenance of another node holds nothing.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import { MAINTAINERS_CHECK } from '../../src/actions/maintainers.ts';
-import { NODE_MAINTENANCES_PATH } from '../../src/actions/neighbours-read.ts';
+import { MEDIK8S_LEASE_NAMESPACE, NODE_MAINTENANCES_PATH } from '../../src/actions/neighbours-read.ts';
 import type { Controller } from '../../src/controller.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
@@ -98,6 +98,25 @@ async function nodeMaintenance(name: string, nodeName: string, reason: string): 
   });
 }
 
+/** A Lease like the one medik8s operators share for a node, held by `holder` for an hour. */
+async function medik8sLease(t: TestContext, node: string, holder: string): Promise<string> {
+  await client
+    .request('/api/v1/namespaces', { method: 'POST', body: { metadata: { name: MEDIK8S_LEASE_NAMESPACE } } })
+    .catch(() => undefined); // there already
+  const path = `/apis/coordination.k8s.io/v1/namespaces/${MEDIK8S_LEASE_NAMESPACE}/leases`;
+  const now = new Date().toISOString().replace('Z', '000Z');
+  await client.request(path, {
+    method: 'POST',
+    body: {
+      metadata: { name: `node-${node}` },
+      spec: { holderIdentity: holder, leaseDurationSeconds: 3600, acquireTime: now, renewTime: now },
+    },
+  });
+  const lease = `${path}/node-${node}`;
+  t.after(() => client.request(lease, { method: 'DELETE' }).catch(() => undefined));
+  return lease;
+}
+
 describe('other maintainers', () => {
   it('a NodeMaintenance holds a Reboot of its node, named, until it is deleted; one of another node holds nothing', async (t) => {
     const place = await testPlace(t, client, 'nm-held');
@@ -133,5 +152,23 @@ describe('other maintainers', () => {
     const approved = await waitForPhase(client, action.metadata.name, 'Approved', 30_000);
     const r = approved.status?.checks?.find((c) => c.name === MAINTAINERS_CHECK);
     assert.equal(r?.healthy, true);
+  });
+
+  it('the node’s medik8s Lease, held by another operator, holds a Reboot until it is released', async (t) => {
+    const place = await testPlace(t, client, 'nm-lease');
+    const lease = await medik8sLease(t, place.node, 'node-maintenance');
+    const action = await createAction(client, instance, me, { nodeName: place.node, action: 'Reboot' });
+    deleteActionsAfter(t, client, action.metadata.name);
+    const held = await waitFor(`${action.metadata.name} to be held by the Lease`, async () => {
+      const a = await getAction(client, action.metadata.name);
+      const r = a.status?.checks?.find((c) => c.name === MAINTAINERS_CHECK);
+      return r && !r.healthy ? r : undefined;
+    });
+    assert.match(
+      held.message ?? '',
+      new RegExp(`Lease ${MEDIK8S_LEASE_NAMESPACE}/node-${place.node} is held by node-maintenance until`),
+    );
+    await client.request(lease, { method: 'DELETE' });
+    await waitForPhase(client, action.metadata.name, 'Approved', 30_000);
   });
 });

@@ -44,6 +44,29 @@ describe('other maintainers', () => {
     assert.equal(gate([{ ...nm, deleting: true }]).status.phase, 'Approved');
   });
 
+  it('the node’s medik8s Lease, held by another operator and not expired, holds the action', () => {
+    const lease = (expires: string) =>
+      decide(
+        input({
+          action: action({}, admitted(T0)),
+          neighbours: {
+            at: T0,
+            pods: [],
+            maintenances: [],
+            lease: { lease: 'medik8s-leases/node-w1', holder: 'node-maintenance', expires },
+          },
+        }),
+      );
+    const later = new Date(T0.getTime() + 3_600_000).toISOString();
+    const held = lease(later);
+    assert.equal(held.status.phase, 'WaitingForHealth');
+    assert.equal(
+      record(held)?.message,
+      `Lease medik8s-leases/node-w1 is held by node-maintenance until ${later}: a medik8s operator maintains node w1`,
+    );
+    assert.equal(lease(T0.toISOString()).status.phase, 'Approved', 'an expired Lease holds nothing');
+  });
+
   it('says when the holder is gone, once it held the action', () => {
     const before = gate([nm]);
     const after = decide(

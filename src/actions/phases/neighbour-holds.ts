@@ -74,6 +74,7 @@ function maintainersInput(b: DecisionBuilder): MaintainersInput {
   return {
     nodeName,
     maintenances: input.neighbours?.maintenances ?? [],
+    ...(input.neighbours?.lease ? { lease: input.neighbours.lease } : {}),
     foreignCordon: node?.unschedulable === true && node.cordonedBy !== action.metadata.name,
     drainsItself: (spec.execution ?? 'Managed') === 'Managed' && drainsBeforeCall(spec, node?.osImage),
     allowForeignCordon: input.allowForeignCordon === true,
