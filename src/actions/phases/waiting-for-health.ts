@@ -56,6 +56,14 @@ function describeEvaluating(evaluating: NonNullable<DecisionBuilder['input']['ev
     .join('; ');
 }
 
+/** Nothing gates the action on its node, and nobody else holds the node: on to its pre-action hooks. */
+function noChecks(b: DecisionBuilder): void {
+  const { spec, nodeName, condition, transition } = b;
+  const none = `no health check gates ${spec.action} on ${nodeName}`;
+  condition('HealthChecksPassed', 'True', 'NoChecks', none);
+  transition('RunningPreHooks', `${none}; running pre-action hooks`);
+}
+
 export function waitingForHealth(b: DecisionBuilder): void {
   const { input, spec, node, nodeName, now, status, condition, transition } = b;
   if (!node) {
@@ -91,16 +99,7 @@ export function waitingForHealth(b: DecisionBuilder): void {
   }
   if (gating.length === 0 && !etcdApplies && !neighbours) {
     status.checks = [];
-    condition(
-      'HealthChecksPassed',
-      'True',
-      'NoChecks',
-      `no health check gates ${spec.action} on ${nodeName}`,
-    );
-    transition(
-      'RunningPreHooks',
-      `no health check gates ${spec.action} on ${nodeName}; running pre-action hooks`,
-    );
+    noChecks(b);
     return;
   }
   const fresh = input.fresh;
@@ -146,16 +145,7 @@ export function waitingForHealth(b: DecisionBuilder): void {
   status.checks = results;
   if (isTerminal(status.phase)) return; // refused by the guard (a Reset etcd cannot spare)
   if (results.length === 0) {
-    condition(
-      'HealthChecksPassed',
-      'True',
-      'NoChecks',
-      `no health check gates ${spec.action} on ${nodeName}`,
-    );
-    transition(
-      'RunningPreHooks',
-      `no health check gates ${spec.action} on ${nodeName}, and nobody holds it; running pre-action hooks`,
-    );
+    noChecks(b);
     return;
   }
   if (results.every((r) => r.healthy)) {
