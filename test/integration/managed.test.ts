@@ -24,6 +24,7 @@ import {
   createGroupHook,
   API,
   createAction,
+  createPolicy,
   deleteAfter,
   events,
   getAction,
@@ -422,6 +423,12 @@ describe('Managed execution', () => {
     await cordon(client, spare, true);
     await deployWithBudget(namespace, group, 'osd', 2, 2);
     await cordon(client, target, true); // an administrator's cordon: no talos.dev/cordoned-by
+    // Taken only where the policies say so (else it waits at its health gate: maintainers.test.ts).
+    await createPolicy(t, client, instance, {
+      nodeSelector: { matchLabels: { [GROUP_LABEL]: group } },
+      maxConcurrent: 1,
+      allowForeignCordon: true,
+    });
     const name = await managedAction(t, { nodeName: target, action: 'Reboot', drain: { timeout: '3s' } });
     const failed = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
     assert.equal(failed.status?.phase, 'Failed', failed.status?.message);
