@@ -16,6 +16,7 @@ import type { Logger } from '../log.ts';
 import { uncordonFor } from '../talos/drain.ts';
 import { REMEDIATION_EXCLUDE_LABEL } from '../api/names.ts';
 import { pauseRemediationFor, resumeRemediationFor } from './remediation-writes.ts';
+import { holdMedik8sLease, releaseMedik8sLeaseFor } from './medik8s-lease-writes.ts';
 import { ADMISSION_KEY, type ActionContext } from './context.ts';
 import type { ActionEffect } from './decision.ts';
 import { kindOf } from './kinds/index.ts';
@@ -53,6 +54,7 @@ export class ActionEffects {
     }
     // Before the Managed steps: remediation is off before the node is taken down.
     for (const e of effects) if (e.type === 'remediation') await this.remediation(e.op, action, log);
+    for (const e of effects) if (e.type === 'medik8sLease') await this.medik8sLease(e.op, action, log);
     await this.applyExecution(effects, action, log);
     for (const e of effects) if (e.type === 'announceBoot') await this.announceBoot(e, action, log);
     const hookEffects = effects.flatMap((e): HookEffect[] =>
@@ -187,6 +189,68 @@ export class ActionEffects {
           ? `${action.spec.action} of node ${node}: ${REMEDIATION_EXCLUDE_LABEL} set until the action ends, so that node remediation does not take the node for dead meanwhile`
           : `${action.spec.action} of node ${node}: ${REMEDIATION_EXCLUDE_LABEL} taken off again`,
     });
+  }
+
+  /**
+   * The node's medik8s Lease, taken, renewed or given back for the action (medik8s-lease.ts).
+   * Refused (no right to write Leases in medik8s-leases) or held by another operator: a
+   * Warning, once per action and outcome; the action goes on, as it did without medik8s.
+   */
+  private async medik8sLease(
+    op: 'take' | 'renew' | 'release',
+    action: ActionObject,
+    log: Logger,
+  ): Promise<void> {
+    const { o } = this.c;
+    if (!o.isLeader()) return;
+    const node = action.spec.nodeName;
+    const name = action.metadata.name;
+    try {
+      if (op === 'release') {
+        if (await releaseMedik8sLeaseFor(o.rest, node, name))
+          log.info('gave the medik8s Lease of the node back');
+        return;
+      }
+      // Decided on the cache: an action that has ended meanwhile takes no Lease.
+      if (!(await this.unfinished(name, action.metadata.uid))) return;
+      const outcome = await holdMedik8sLease(o.rest, node, name);
+      if (outcome === 'held') {
+        if (op === 'take') {
+          log.info('took the medik8s Lease of the node');
+          await o.events.record(action, {
+            type: 'Normal',
+            reason: 'MaintenanceLeaseTaken',
+            message: `${action.spec.action} of node ${node}: holding the Lease medik8s operators share for the node until the action ends, so that they wait for it`,
+          });
+        }
+        return;
+      }
+      if (this.firstTime(action, 'held'))
+        await o.events.record(action, {
+          type: 'Warning',
+          reason: 'MaintenanceLeaseHeld',
+          message: `${action.spec.action} of node ${node}: the node's medik8s Lease is held by another operator; gatehouse goes on without it`,
+        });
+    } catch (error) {
+      if (isConflict(error, [404, 409, 412])) return; // decided again on the next pass
+      if (this.firstTime(action, 'refused'))
+        await o.events.record(action, {
+          type: 'Warning',
+          reason: 'MaintenanceLeaseRefused',
+          message: `${action.spec.action} of node ${node}: could not ${op} the node's medik8s Lease (${error instanceof Error ? error.message : String(error)}); gatehouse goes on without it — grant the controller create, update and delete on leases in the medik8s-leases namespace`,
+        });
+    }
+  }
+
+  private readonly warned = new Set<string>();
+
+  /** Whether this is the first such Warning for the action (a retry every renewal would flood the Events). */
+  private firstTime(action: ActionObject, what: string): boolean {
+    const key = `${action.metadata.uid}/${what}`;
+    if (this.warned.has(key)) return false;
+    if (this.warned.size >= 10_000) this.warned.clear(); // bounded: a long run forgets old actions
+    this.warned.add(key);
+    return true;
   }
 
   /** Whether the action, read from the API server, is still this one and unfinished. */

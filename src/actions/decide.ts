@@ -29,6 +29,7 @@ import { PHASE_DEADLINES, phaseDeadlineMs } from './phases/deadlines.ts';
 import { requested } from './phases/pending.ts';
 import { PHASE_HANDLERS } from './phases/table.ts';
 import { settle } from './phases/undo.ts';
+import { keepMedik8sLease, releaseMedik8sLease } from './medik8s-lease.ts';
 import { keepRemediationPaused, resumeRemediation } from './remediation.ts';
 
 export type { ActionDecision, ActionEffect } from './decision.ts';
@@ -51,12 +52,14 @@ export function decide(input: ActionInput): ActionDecision {
     // remediation pause comes off the node before it goes (remediation.ts).
     const undone = settle(b);
     resumeRemediation(b, hasFinalizer);
+    releaseMedik8sLease(b, hasFinalizer);
     return b.build({ removeFinalizer: hasFinalizer && clean && undone });
   }
   if (isTerminal(status.phase)) {
     const clean = b.cleanUp();
     const undone = settle(b);
     resumeRemediation(b, hasFinalizer);
+    releaseMedik8sLease(b, hasFinalizer);
     return b.build({ removeFinalizer: hasFinalizer && clean && undone });
   }
   if (!hasFinalizer) return b.build({ addFinalizer: true });
@@ -93,8 +96,12 @@ export function decide(input: ActionInput): ActionDecision {
     const clean = b.cleanUp();
     const undone = settle(b);
     resumeRemediation(b, true);
+    releaseMedik8sLease(b, true);
     return b.build({ removeFinalizer: clean && undone });
   }
-  if (!b.evaluating) keepRemediationPaused(b);
+  if (!b.evaluating) {
+    keepRemediationPaused(b);
+    keepMedik8sLease(b);
+  }
   return b.build();
 }

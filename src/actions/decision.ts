@@ -71,6 +71,8 @@ export type ActionEffect =
    * action's), or take that off again once the action is over (src/actions/remediation.ts).
    */
   | { type: 'remediation'; op: 'pause' | 'resume' }
+  /** Take, renew or give back the node's medik8s Lease for this action (medik8s-lease.ts). */
+  | { type: 'medik8sLease'; op: 'take' | 'renew' | 'release' }
   /** Stop the executor's steps of this action that still run. */
   | { type: 'stopExecution'; reason: string }
   /** Hold (create or renew) or release an Alertmanager silence (src/silences/plan.ts). */

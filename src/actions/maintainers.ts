@@ -8,6 +8,7 @@
 //     itself (Managed), unless every ActionPolicy governing it says allowForeignCordon —
 //     and then the cordon stays theirs: gatehouse never lifts a cordon it did not make.
 // Pure: the NodeMaintenances are read for the gate (neighbours-read.ts).
+import { MEDIK8S_LEASE_HOLDER } from '../api/names.ts';
 import type { NodeActionSpec, NodeActionStatus } from '../api/node-action.ts';
 import { policyMatches, type PolicyFacts } from '../policies/evaluate.ts';
 import type { MaintenanceLeaseFacts, NodeMaintenanceFacts } from './neighbours.ts';
@@ -57,6 +58,7 @@ export function otherMaintainers(input: MaintainersInput): string[] {
   const lease = input.lease;
   if (
     lease?.holder !== undefined &&
+    lease.holder !== MEDIK8S_LEASE_HOLDER &&
     lease.expires !== undefined &&
     Date.parse(lease.expires) > input.now.getTime()
   )

@@ -7,7 +7,7 @@
 // indexed by node): cheap, and at most a moment behind — a "not now" asked ahead of time,
 // not a lock. The NodeMaintenances: every one (one per node under maintenance at most, a
 // handful), none where the CRD is not installed.
-import { DO_NOT_DISRUPT_ANNOTATION } from '../api/names.ts';
+import { DO_NOT_DISRUPT_ANNOTATION, LEASE_HELD_FOR_ANNOTATION } from '../api/names.ts';
 import { KubeApiError } from '../kube/rest.ts';
 import type { RestClient } from '../kube/rest.ts';
 import type { MaintenanceLeaseFacts, NodeMaintenanceFacts, NodeNeighbours } from './neighbours.ts';
@@ -74,6 +74,7 @@ async function nodeMaintenances(rest: RestClient, node: string): Promise<NodeMai
 }
 
 interface LeaseObject {
+  metadata?: { annotations?: Record<string, string> };
   spec?: {
     holderIdentity?: string;
     leaseDurationSeconds?: number;
@@ -82,18 +83,33 @@ interface LeaseObject {
   };
 }
 
+/** The path of the node's medik8s Lease. */
+export function medik8sLeasePath(node: string): string {
+  return `/apis/coordination.k8s.io/v1/namespaces/${MEDIK8S_LEASE_NAMESPACE}/leases/${encodeURIComponent(`node-${node}`)}`;
+}
+
+/** Whether medik8s's Lease namespace exists (asked only when the node has no Lease). */
+async function medik8sPresent(rest: RestClient): Promise<boolean> {
+  try {
+    await rest.request(`/api/v1/namespaces/${MEDIK8S_LEASE_NAMESPACE}`);
+    return true;
+  } catch (error) {
+    if (error instanceof KubeApiError && error.code === 404) return false;
+    throw error;
+  }
+}
+
 /** The node's medik8s Lease (node-<node>), undefined when there is none. */
 async function maintenanceLease(rest: RestClient, node: string): Promise<MaintenanceLeaseFacts | undefined> {
   const name = `node-${node}`;
   let lease: LeaseObject;
   try {
-    lease = await rest.request<LeaseObject>(
-      `/apis/coordination.k8s.io/v1/namespaces/${MEDIK8S_LEASE_NAMESPACE}/leases/${encodeURIComponent(name)}`,
-    );
+    lease = await rest.request<LeaseObject>(medik8sLeasePath(node));
   } catch (error) {
     if (error instanceof KubeApiError && error.code === 404) return undefined;
     throw error;
   }
+  const heldFor = lease.metadata?.annotations?.[LEASE_HELD_FOR_ANNOTATION];
   const spec = lease.spec ?? {};
   const since = Date.parse(spec.renewTime ?? spec.acquireTime ?? '');
   const expires =
@@ -103,6 +119,7 @@ async function maintenanceLease(rest: RestClient, node: string): Promise<Mainten
   return {
     lease: `${MEDIK8S_LEASE_NAMESPACE}/${name}`,
     ...(spec.holderIdentity ? { holder: spec.holderIdentity } : {}),
+    ...(heldFor ? { heldFor } : {}),
     ...(expires ? { expires } : {}),
   };
 }
@@ -113,5 +130,6 @@ export async function readNeighbours(rest: RestClient, node: string): Promise<No
     nodeMaintenances(rest, node),
     maintenanceLease(rest, node),
   ]);
-  return { at: new Date(), pods, maintenances, ...(lease ? { lease } : {}) };
+  const medik8s = lease !== undefined || (await medik8sPresent(rest));
+  return { at: new Date(), pods, maintenances, medik8s, ...(lease ? { lease } : {}) };
 }

@@ -28,6 +28,8 @@ export interface MaintenanceLeaseFacts {
   /** namespace/name */
   lease: string;
   holder?: string;
+  /** The action gatehouse holds it for (annotation talos.dev/held-for), when it does. */
+  heldFor?: string;
   /** When it lapses unless renewed: (renewTime or acquireTime) + leaseDurationSeconds. */
   expires?: string;
 }
@@ -40,6 +42,8 @@ export interface NodeNeighbours {
   maintenances?: readonly NodeMaintenanceFacts[];
   /** The node's medik8s maintenance Lease, when there is one. */
   lease?: MaintenanceLeaseFacts;
+  /** The medik8s Lease namespace exists: gatehouse takes the node's Lease while it works. */
+  medik8s?: boolean;
   /** Why the node's neighbours could not be read: the gate holds this action (fail closed) and says so. */
   error?: string;
 }

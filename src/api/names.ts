@@ -60,6 +60,14 @@ export const REMEDIATION_PAUSED_BY_ANNOTATION = 'talos.dev/remediation-paused-by
  */
 export const DO_NOT_DISRUPT_ANNOTATION = 'talos.dev/do-not-disrupt';
 
+/**
+ * The holder gatehouse writes in the per-node Lease medik8s operators share
+ * (medik8s-leases/node-<node>) while an action of its takes the node away, and the
+ * annotation on that Lease naming the action (src/actions/medik8s-lease.ts).
+ */
+export const MEDIK8S_LEASE_HOLDER = 'gatehouse';
+export const LEASE_HELD_FOR_ANNOTATION = 'talos.dev/held-for';
+
 /** Marks a cordon made for an action, naming it: only that action's end lifts it (src/talos/drain.ts). */
 export const CORDONED_BY_ANNOTATION = 'talos.dev/cordoned-by';
 

@@ -722,6 +722,17 @@ export const NodeActionStatus = Type.Object(
         'When the health gate first found a Pod or the Node asking not to be disrupted (talos.dev/do-not-disrupt): every such hold of this action is counted from here, so that it ends within doNotDisruptMax whatever is annotated later.',
       ),
     ),
+    medik8sLease: Type.Optional(
+      Type.Object(
+        {
+          renewTime: Timestamp('When the action last took or renewed it.'),
+        },
+        {
+          description:
+            'The action holds (or is taking) the Lease medik8s operators share for its node (medik8s-leases/node-<node>, holder gatehouse, annotated talos.dev/held-for), so that they wait for it; renewed while it runs, deleted when it ends, whatever the end. Recorded before it is written.',
+        },
+      ),
+    ),
     remediationPaused: Type.Optional(
       Type.Boolean({
         description:

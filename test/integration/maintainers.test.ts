@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { MAINTAINERS_CHECK } from '../../src/actions/maintainers.ts';
+import { LEASE_HELD_FOR_ANNOTATION, MEDIK8S_LEASE_HOLDER } from '../../src/api/names.ts';
 import { MEDIK8S_LEASE_NAMESPACE, NODE_MAINTENANCES_PATH } from '../../src/actions/neighbours-read.ts';
 import type { Controller } from '../../src/controller.ts';
 import { installGatehouseAPI } from '../support/install.ts';
@@ -12,6 +13,8 @@ import {
   createAction,
   deleteActionsAfter,
   getAction,
+  markExecuted,
+  rebootNode,
   startGateController,
   testPlace,
   waitForPhase,
@@ -79,6 +82,10 @@ before(async () => {
 
 after(async () => {
   await controller?.stop();
+  // The namespace the tests made for medik8s's Leases: other files' actions would take Leases there.
+  await client
+    .request(`/api/v1/namespaces/${MEDIK8S_LEASE_NAMESPACE}`, { method: 'DELETE' })
+    .catch(() => undefined);
 });
 
 async function nodeMaintenance(name: string, nodeName: string, reason: string): Promise<void> {
@@ -170,5 +177,42 @@ describe('other maintainers', () => {
     );
     await client.request(lease, { method: 'DELETE' });
     await waitForPhase(client, action.metadata.name, 'Approved', 30_000);
+  });
+
+  it('holds the node’s medik8s Lease from its approval to its end, so that medik8s operators wait for it', async (t) => {
+    await client
+      .request('/api/v1/namespaces', {
+        method: 'POST',
+        body: { metadata: { name: MEDIK8S_LEASE_NAMESPACE } },
+      })
+      .catch(() => undefined); // there already
+    const place = await testPlace(t, client, 'nm-ours');
+    const path = `/apis/coordination.k8s.io/v1/namespaces/${MEDIK8S_LEASE_NAMESPACE}/leases/node-${place.node}`;
+    t.after(() => client.request(path, { method: 'DELETE' }).catch(() => undefined));
+    const action = await createAction(client, instance, me, { nodeName: place.node, action: 'Reboot' });
+    deleteActionsAfter(t, client, action.metadata.name);
+    await waitForPhase(client, action.metadata.name, 'Approved', 30_000);
+    const lease = await waitFor('the Lease gatehouse takes', () =>
+      client
+        .request<{ metadata: { annotations?: Record<string, string> }; spec: { holderIdentity?: string } }>(
+          path,
+        )
+        .catch(() => undefined),
+    );
+    assert.equal(lease.spec.holderIdentity, MEDIK8S_LEASE_HOLDER);
+    assert.equal(lease.metadata.annotations?.[LEASE_HELD_FOR_ANNOTATION], action.metadata.name);
+    assert.equal((await getAction(client, action.metadata.name)).status?.medik8sLease !== undefined, true);
+
+    await markExecuted(client, action.metadata.name);
+    await rebootNode(client, place.node);
+    await waitForPhase(client, action.metadata.name, 'Succeeded', 60_000);
+    await waitFor('the Lease to be given back', async () =>
+      (await client.request(path).then(
+        () => false,
+        () => true,
+      ))
+        ? true
+        : undefined,
+    );
   });
 });

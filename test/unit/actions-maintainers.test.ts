@@ -119,3 +119,54 @@ describe('foreignCordonAllowed', () => {
     assert.equal(foreignCordonAllowed([allow, deny], spec, { pool: 'web' }), true);
   });
 });
+
+describe('the medik8s Lease gatehouse holds', () => {
+  const approving = (neighbours: ActionInput['neighbours'], extra: Partial<ActionInput> = {}) =>
+    decide(
+      input({
+        action: action({}, { ...admitted(T0), phase: 'RunningPreHooks', hooks: [] }),
+        ...(neighbours ? { neighbours } : {}),
+        ...extra,
+      }),
+    );
+  const ops = (d: ActionDecision) => d.effects.flatMap((e) => (e.type === 'medik8sLease' ? [e.op] : []));
+
+  it('is taken with the approval where medik8s is installed, recorded first; not where it is not', () => {
+    const taken = approving({ at: T0, pods: [], maintenances: [], medik8s: true });
+    assert.equal(taken.status.phase, 'Approved');
+    assert.deepEqual(ops(taken), ['take']);
+    assert.deepEqual(taken.status.medik8sLease, { renewTime: T0.toISOString() });
+    const none = approving({ at: T0, pods: [], maintenances: [], medik8s: false });
+    assert.equal(none.status.phase, 'Approved');
+    assert.deepEqual(ops(none), []);
+  });
+
+  it('holds the approval when another maintainer came during the pre-action hooks', () => {
+    const held = approving({ at: T0, pods: [], maintenances: [nm], medik8s: true });
+    assert.equal(held.status.phase, 'RunningPreHooks');
+    assert.match(
+      held.status.message ?? '',
+      /waiting for another maintainer before approval: NodeMaintenance nm-w1/,
+    );
+    assert.deepEqual(ops(held), []);
+  });
+
+  it('is renewed every 20 minutes while the action runs, and given back at any end', () => {
+    const running = (at: number, phase: 'Approved' | 'Succeeded' | 'Failed') =>
+      decide(
+        input({
+          now: new Date(T0.getTime() + at * 1000),
+          action: action({}, { ...admitted(T0), phase, medik8sLease: { renewTime: T0.toISOString() } }),
+        }),
+      );
+    assert.deepEqual(ops(running(60, 'Approved')), []);
+    const renewed = running(20 * 60, 'Approved');
+    assert.deepEqual(ops(renewed), ['renew']);
+    assert.notEqual(renewed.status.medik8sLease?.renewTime, T0.toISOString());
+    for (const end of ['Succeeded', 'Failed'] as const) {
+      const ended = running(60, end);
+      assert.deepEqual(ops(ended), ['release'], end);
+      assert.equal(ended.removeFinalizer, true);
+    }
+  });
+});

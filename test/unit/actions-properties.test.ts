@@ -289,6 +289,8 @@ const coverage = {
   releasedToTheEnd: 0,
   /** Gates held by another maintainer's NodeMaintenance (invariant 14). */
   maintainerHeld: 0,
+  /** medik8s Leases taken for an action (invariant 15). */
+  leaseTaken: 0,
   /** Gates held by a Pod's do-not-disrupt, and passed once it was over (invariant 13). */
   dndHeld: 0,
   dndPassedAfterHold: 0,
@@ -354,6 +356,8 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
   let released = false;
   let dndPod = s.dnd;
   let maintained = false;
+  /** The node's medik8s Lease is held for the action (taken and not given back). */
+  let leaseHeld = false;
   const dndCapMs = s.dndCapSeconds * 1000;
   const jobs = new Map<string, WorldJob>();
   const jobHistory: Map<string, JobFacts>[] = [new Map<string, JobFacts>()];
@@ -512,6 +516,7 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
               at: now,
               pods: dndPod === undefined ? [] : [{ what: 'Pod default/batch', value: dndPod }],
               maintenances: maintained ? [{ name: 'nm-w1', deleting: false }] : [],
+              medik8s: true,
             };
           decision = decide({
             ...input,
@@ -693,6 +698,26 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
             const j = jobs.get(jobKey(effect.namespace, effect.name));
             if (j) j.facts = { ...j.facts, deleting: true };
             snapshotJobs();
+          } else if (effect.type === 'medik8sLease') {
+            // Invariant 15: the node's medik8s Lease is held only for an unfinished action,
+            // and never left behind once its finalizer went.
+            const live = current();
+            const over = isTerminal(live.status?.phase) || live.metadata.deletionTimestamp !== undefined;
+            if (effect.op === 'release') leaseHeld = false;
+            else if (!over) {
+              leaseHeld = true;
+              coverage.leaseTaken++;
+            }
+            if (effect.op === 'release' && !over)
+              violations.push({
+                invariant: '15',
+                detail: `Lease given back while ${live.status?.phase ?? 'new'}`,
+              });
+            if (effect.op === 'take' && decision.status.phase !== 'Approved')
+              violations.push({
+                invariant: '15',
+                detail: `Lease taken ${decision.status.phase ?? 'new'}, not with the approval`,
+              });
           } else if (effect.type === 'remediation' && nodeFacts) {
             const live = current();
             const over = isTerminal(live.status?.phase) || live.metadata.deletionTimestamp !== undefined;
@@ -717,6 +742,8 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
     }
   }
   coverage.runs++;
+  if (released && leaseHeld)
+    violations.push({ invariant: '15', detail: 'the finalizer went with the medik8s Lease still held' });
   if (released && nodeFacts?.remediationPausedBy !== undefined)
     violations.push({
       invariant: '12',
@@ -775,7 +802,10 @@ describe('safety invariants (property-based)', () => {
       `maintenance in ${JSON.stringify(coverage)}`,
     );
     assert.ok(
-      coverage.dndHeld > 20 && coverage.dndPassedAfterHold > 5 && coverage.maintainerHeld > 10,
+      coverage.dndHeld > 20 &&
+        coverage.dndPassedAfterHold > 5 &&
+        coverage.maintainerHeld > 10 &&
+        coverage.leaseTaken > 20,
       `do-not-disrupt in ${JSON.stringify(coverage)}`,
     );
     assert.ok(

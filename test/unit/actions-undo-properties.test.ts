@@ -195,6 +195,8 @@ function simulate(s: Scenario, options: Options = {}): string[] {
       hooks,
       jobs: jobFacts(),
       webhooks: new Map(),
+      // The node's neighbours as the reconciler reads them for the approval: nobody.
+      neighbours: { at: now, pods: [], maintenances: [] },
       ...(s.spec.execution === 'Managed' ? { execution: { ...memory } } : {}),
     });
     if (decision.addFinalizer) return;

@@ -9,6 +9,7 @@ import { COMPLETIONS } from '../completions.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { ETCD_CHECK_NAME, ETCD_RETRY_MS, guardEtcd, withEtcdResult } from '../etcd-guard.ts';
 import { completionOf, kindOf } from '../kinds/index.ts';
+import { approvalTakesLease } from '../medik8s-lease.ts';
 import type { NodeFacts } from '../observations.ts';
 import { actionParameters, performsHere, targetImageOf } from '../subject.ts';
 
@@ -79,6 +80,7 @@ export function approve(b: DecisionBuilder, n: NodeFacts): void {
   const { spec, nodeName, status, condition, transition } = b;
   if (!etcdSpares(b)) return;
   if (!bootAnnounced(b, n)) return;
+  if (!approvalTakesLease(b)) return;
   status.approvalTime = b.now.toISOString();
   status.bootIDBefore = n.bootID;
   const execution = spec.execution ?? 'Managed';

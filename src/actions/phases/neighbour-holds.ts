@@ -68,7 +68,8 @@ function judgeHolds(b: DecisionBuilder): CheckResult[] {
   return j.result ? [j.result] : [];
 }
 
-function maintainersInput(b: DecisionBuilder): MaintainersInput {
+/** What the other-maintainers rule judges, as this decision sees the node. */
+export function maintainersInput(b: DecisionBuilder): MaintainersInput {
   const { node, spec, nodeName, status, now, input, action } = b;
   const recorded = status.checks?.find((c) => c.name === MAINTAINERS_CHECK);
   return {
