@@ -12,7 +12,7 @@
 import type { ActionPolicySpec } from '../api/action-policy.ts';
 import type { NodeActionSpec, NodeActionStatus, ObservedNodeAction } from '../api/node-action.ts';
 import { formatDuration, parseDuration } from '../duration.ts';
-import { policyMatches, type PolicyFacts } from '../policies/evaluate.ts';
+import { governingPolicies, type PolicyFacts } from '../policies/evaluate.ts';
 import type { DoNotDisruptHolder } from './neighbours.ts';
 
 export type { DoNotDisruptHolder } from './neighbours.ts';
@@ -49,11 +49,9 @@ export function doNotDisruptCap(
   spec: Pick<NodeActionSpec, 'action' | 'nodeName'>,
   labels: Record<string, string>,
 ): DoNotDisruptCap {
-  const ref = { name: '', node: spec.nodeName, action: spec.action };
   let cap: DoNotDisruptCap = { ms: DEFAULT_DO_NOT_DISRUPT_MAX_MS, by: 'the default' };
   let governed = false;
-  for (const p of [...policies].sort((a, b) => a.name.localeCompare(b.name))) {
-    if (!policyMatches(p.spec, ref, labels)) continue;
+  for (const p of governingPolicies(policies, spec, labels)) {
     const ms = capOf(p.spec);
     if (!governed || ms < cap.ms) cap = { ms, by: `ActionPolicy ${p.name}` };
     governed = true;

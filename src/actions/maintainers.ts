@@ -10,7 +10,7 @@
 // Pure: the NodeMaintenances are read for the gate (neighbours-read.ts).
 import { MEDIK8S_LEASE_HOLDER } from '../api/names.ts';
 import type { NodeActionSpec, NodeActionStatus } from '../api/node-action.ts';
-import { policyMatches, type PolicyFacts } from '../policies/evaluate.ts';
+import { governingPolicies, type PolicyFacts } from '../policies/evaluate.ts';
 import type { MaintenanceLeaseFacts, NodeMaintenanceFacts } from './neighbours.ts';
 
 export const MAINTAINERS_CHECK = 'builtin:maintainers';
@@ -27,8 +27,7 @@ export function foreignCordonAllowed(
   spec: Pick<NodeActionSpec, 'action' | 'nodeName'>,
   labels: Record<string, string>,
 ): boolean {
-  const ref = { name: '', node: spec.nodeName, action: spec.action };
-  const governing = policies.filter((p) => policyMatches(p.spec, ref, labels));
+  const governing = governingPolicies(policies, spec, labels);
   return governing.length > 0 && governing.every((p) => p.spec.allowForeignCordon === true);
 }
 

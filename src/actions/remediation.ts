@@ -9,7 +9,7 @@
 // on for an action that has ended (the writer asks the API server, not the cache).
 import type { NodeActionSpec, NodeActionStatus } from '../api/node-action.ts';
 import { PHASES, isTerminal } from '../api/phases.ts';
-import { policyMatches, type PolicyFacts } from '../policies/evaluate.ts';
+import { governingPolicies, type PolicyFacts } from '../policies/evaluate.ts';
 import { takesNodeAway } from './completions.ts';
 import type { DecisionBuilder } from './decision.ts';
 
@@ -22,8 +22,7 @@ export function remediationPauseOff(
   spec: Pick<NodeActionSpec, 'action' | 'nodeName'>,
   labels: Record<string, string>,
 ): string | undefined {
-  const ref = { name: '', node: spec.nodeName, action: spec.action };
-  return policies.find((p) => p.spec.pauseRemediation === false && policyMatches(p.spec, ref, labels))?.name;
+  return governingPolicies(policies, spec, labels).find((p) => p.spec.pauseRemediation === false)?.name;
 }
 
 /**

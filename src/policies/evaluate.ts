@@ -74,6 +74,22 @@ export function policyMatches(
 }
 
 /**
+ * The policies governing an action of this kind on a node with these labels, by name: what
+ * the per-action settings beyond admission (doNotDisruptMax, allowForeignCordon,
+ * pauseRemediation) are judged on.
+ */
+export function governingPolicies(
+  policies: readonly PolicyFacts[],
+  action: { action: Action; nodeName: string },
+  labels: Record<string, string>,
+): PolicyFacts[] {
+  const ref = { name: '', node: action.nodeName, action: action.action };
+  return policies
+    .filter((p) => policyMatches(p.spec, ref, labels))
+    .sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/**
  * Whether a slot holder counts against a policy. A holder whose node is gone (its
  * labels unknown) counts against every policy: the safe side, until it finishes.
  */
