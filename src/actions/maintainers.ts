@@ -35,6 +35,8 @@ export interface MaintainersInput {
   nodeName: string;
   maintenances: readonly NodeMaintenanceFacts[];
   lease?: MaintenanceLeaseFacts;
+  /** Why the node's neighbours could not be read: nobody can tell who holds it (fail closed). */
+  readError?: string;
   /** The node is cordoned, and not by this action. */
   foreignCordon: boolean;
   /** The action would cordon and drain the node itself (Managed). */
@@ -54,6 +56,8 @@ export function otherMaintainers(input: MaintainersInput): string[] {
       (m) =>
         `NodeMaintenance ${m.name}${m.note ? ` ("${m.note}")` : ''}${m.phase ? ` (${m.phase})` : ''} holds node ${nodeName}: gatehouse waits until it is deleted`,
     );
+  if (input.readError !== undefined)
+    held.push(`who else maintains node ${nodeName} could not be read: ${input.readError}`);
   const lease = input.lease;
   if (
     lease?.holder !== undefined &&

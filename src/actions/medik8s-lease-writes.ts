@@ -3,20 +3,15 @@
 // when given back — each conditional on the version read, and never over a Lease another
 // operator holds unexpired, nor deleting one held for another action.
 import { LEASE_HELD_FOR_ANNOTATION, MEDIK8S_LEASE_HOLDER } from '../api/names.ts';
-import { KubeApiError, type RestClient } from '../kube/rest.ts';
+import type { RestClient } from '../kube/rest.ts';
 import { MEDIK8S_LEASE_SECONDS } from './medik8s-lease.ts';
-import { MEDIK8S_LEASE_NAMESPACE, medik8sLeasePath } from './neighbours-read.ts';
-
-interface LeaseObject {
-  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
-  spec?: {
-    holderIdentity?: string;
-    leaseDurationSeconds?: number;
-    acquireTime?: string;
-    renewTime?: string;
-    leaseTransitions?: number;
-  };
-}
+import {
+  MEDIK8S_LEASE_NAMESPACE,
+  leaseExpiry,
+  medik8sLeasePath,
+  readMedik8sLease as read,
+  type LeaseObject,
+} from './neighbours-read.ts';
 
 /** A Lease's MicroTime: RFC 3339 with microseconds. */
 function microTime(at: Date): string {
@@ -24,18 +19,7 @@ function microTime(at: Date): string {
 }
 
 function expired(lease: LeaseObject, now: Date): boolean {
-  const spec = lease.spec ?? {};
-  const since = Date.parse(spec.renewTime ?? spec.acquireTime ?? '');
-  return Number.isNaN(since) || since + (spec.leaseDurationSeconds ?? 0) * 1000 <= now.getTime();
-}
-
-async function read(rest: RestClient, node: string): Promise<LeaseObject | undefined> {
-  try {
-    return await rest.request<LeaseObject>(medik8sLeasePath(node));
-  } catch (error) {
-    if (error instanceof KubeApiError && error.code === 404) return undefined;
-    throw error;
-  }
+  return (leaseExpiry(lease)?.getTime() ?? 0) <= now.getTime();
 }
 
 export type LeaseOutcome = 'held' | 'theirs';

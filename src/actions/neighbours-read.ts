@@ -73,14 +73,35 @@ async function nodeMaintenances(rest: RestClient, node: string): Promise<NodeMai
     .sort((a, b) => a.name.localeCompare(b.name));
 }
 
-interface LeaseObject {
-  metadata?: { annotations?: Record<string, string> };
+/** A coordination.k8s.io/v1 Lease, as far as gatehouse reads and writes it. */
+export interface LeaseObject {
+  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
   spec?: {
     holderIdentity?: string;
     leaseDurationSeconds?: number;
     acquireTime?: string;
     renewTime?: string;
+    leaseTransitions?: number;
   };
+}
+
+/** When a Lease lapses unless renewed: (renewTime or acquireTime) + leaseDurationSeconds; undefined: it has no term. */
+export function leaseExpiry(lease: LeaseObject): Date | undefined {
+  const spec = lease.spec ?? {};
+  const since = Date.parse(spec.renewTime ?? spec.acquireTime ?? '');
+  return Number.isNaN(since) || spec.leaseDurationSeconds === undefined
+    ? undefined
+    : new Date(since + spec.leaseDurationSeconds * 1000);
+}
+
+/** The node's medik8s Lease as the API server has it; undefined when there is none. */
+export async function readMedik8sLease(rest: RestClient, node: string): Promise<LeaseObject | undefined> {
+  try {
+    return await rest.request<LeaseObject>(medik8sLeasePath(node));
+  } catch (error) {
+    if (error instanceof KubeApiError && error.code === 404) return undefined;
+    throw error;
+  }
 }
 
 /** The path of the node's medik8s Lease. */
@@ -101,26 +122,16 @@ async function medik8sPresent(rest: RestClient): Promise<boolean> {
 
 /** The node's medik8s Lease (node-<node>), undefined when there is none. */
 async function maintenanceLease(rest: RestClient, node: string): Promise<MaintenanceLeaseFacts | undefined> {
-  const name = `node-${node}`;
-  let lease: LeaseObject;
-  try {
-    lease = await rest.request<LeaseObject>(medik8sLeasePath(node));
-  } catch (error) {
-    if (error instanceof KubeApiError && error.code === 404) return undefined;
-    throw error;
-  }
-  const heldFor = lease.metadata?.annotations?.[LEASE_HELD_FOR_ANNOTATION];
-  const spec = lease.spec ?? {};
-  const since = Date.parse(spec.renewTime ?? spec.acquireTime ?? '');
-  const expires =
-    Number.isNaN(since) || spec.leaseDurationSeconds === undefined
-      ? undefined
-      : new Date(since + spec.leaseDurationSeconds * 1000).toISOString();
+  const lease = await readMedik8sLease(rest, node);
+  if (!lease) return undefined;
+  const heldFor = lease.metadata.annotations?.[LEASE_HELD_FOR_ANNOTATION];
+  const holder = lease.spec?.holderIdentity;
+  const expires = leaseExpiry(lease);
   return {
-    lease: `${MEDIK8S_LEASE_NAMESPACE}/${name}`,
-    ...(spec.holderIdentity ? { holder: spec.holderIdentity } : {}),
+    lease: `${MEDIK8S_LEASE_NAMESPACE}/node-${node}`,
+    ...(holder ? { holder } : {}),
     ...(heldFor ? { heldFor } : {}),
-    ...(expires ? { expires } : {}),
+    ...(expires ? { expires: expires.toISOString() } : {}),
   };
 }
 

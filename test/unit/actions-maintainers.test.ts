@@ -67,6 +67,18 @@ describe('other maintainers', () => {
     assert.equal(lease(T0.toISOString()).status.phase, 'Approved', 'an expired Lease holds nothing');
   });
 
+  it('holds when the node’s neighbours could not be read, even where do-not-disrupt is off (fail closed)', () => {
+    const d = decide(
+      input({
+        action: action({}, admitted(T0)),
+        doNotDisruptCap: { ms: 0, by: 'ActionPolicy fixture' },
+        neighbours: { at: T0, pods: [], error: 'KubeApiError: GET /apis/nodemaintenance.medik8s.io: 500' },
+      }),
+    );
+    assert.equal(d.status.phase, 'WaitingForHealth');
+    assert.match(record(d)?.message ?? '', /who else maintains node w1 could not be read: KubeApiError/);
+  });
+
   it('says when the holder is gone, once it held the action', () => {
     const before = gate([nm]);
     const after = decide(

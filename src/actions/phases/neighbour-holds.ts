@@ -76,6 +76,7 @@ export function maintainersInput(b: DecisionBuilder): MaintainersInput {
     nodeName,
     maintenances: input.neighbours?.maintenances ?? [],
     ...(input.neighbours?.lease ? { lease: input.neighbours.lease } : {}),
+    ...(input.neighbours?.error !== undefined ? { readError: input.neighbours.error } : {}),
     foreignCordon: node?.unschedulable === true && node.cordonedBy !== action.metadata.name,
     drainsItself: (spec.execution ?? 'Managed') === 'Managed' && drainsBeforeCall(spec, node?.osImage),
     allowForeignCordon: input.allowForeignCordon === true,
