@@ -5,6 +5,8 @@
 //  - per-hook overhead: a hook Job seen Complete → the action seen in its next phase;
 //  - API requests per completed action, from the API server's own request counters.
 // (Scale, the controller's memory and sync time at 5,000 nodes, is in scale.ts.)
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Sandbox } from '../sandbox/cluster.ts';
 import { Controller } from '../src/controller.ts';
@@ -184,6 +186,68 @@ const NODE_SCOPED_SPEC = {
   },
 };
 
+/**
+ * The gate with a NotificationPolicy whose receiver accepts and never answers, against
+ * the gate without one, measured back to back in the same run (issue 27 item 5: within
+ * 10 %). Each action's steps wait on the receiver until their timeout, fill the queue and
+ * are dropped past its bound: none of it may reach the gate.
+ */
+async function measureHangingReceiver(
+  api: RestClient,
+  controller: Controller,
+  runAction: (name: string) => Promise<number>,
+  samples: number,
+): Promise<void> {
+  const sockets = new Set<import('node:net').Socket>();
+  const receiver = createServer(() => undefined); // takes every request, answers none
+  receiver.on('connection', (s) => sockets.add(s));
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${String((receiver.address() as AddressInfo).port)}/hook`;
+  try {
+    const without: number[] = [];
+    for (let i = 0; i < samples; i++) without.push(await runAction(`quiet-${String(i)}`));
+    await api.request('/api/v1/namespaces/gatehouse-system/secrets', {
+      method: 'POST',
+      body: { metadata: { name: 'bench-notify' }, stringData: { key: 'bench' } },
+    });
+    await api.request(`${API}/notificationpolicies`, {
+      method: 'POST',
+      body: {
+        apiVersion: 'talos.dev/v1alpha1',
+        kind: 'NotificationPolicy',
+        metadata: { name: 'hanging' },
+        spec: { webhook: { url, signingSecretRef: { name: 'bench-notify', key: 'key' }, timeout: '30s' } },
+      },
+    });
+    await waitFor('the controller to see the NotificationPolicy', () =>
+      controller.notificationPolicyInformer.get('hanging') ? true : undefined,
+    );
+    const withHanging: number[] = [];
+    for (let i = 0; i < samples; i++) withHanging.push(await runAction(`hanging-${String(i)}`));
+    const ratio = percentile(withHanging, 50) / percentile(without, 50);
+    report(
+      `gate latency with a NotificationPolicy whose receiver never answers (${String(samples)} actions each)`,
+      [
+        ['gate p50, no NotificationPolicy (same run)', ms(percentile(without, 50))],
+        ['gate p50, receiver hangs', ms(percentile(withHanging, 50))],
+        ['gate p99, no NotificationPolicy', ms(percentile(without, 99))],
+        ['gate p99, receiver hangs', ms(percentile(withHanging, 99))],
+        ['p50 ratio (hanging / none)', ratio.toFixed(2)],
+        ['requests the receiver holds open', String(sockets.size)],
+      ],
+    );
+    record(
+      'gate latency p50 with a hanging notification receiver, against none (same run)',
+      `${ms(percentile(withHanging, 50))} / ${ms(percentile(without, 50))} = ${ratio.toFixed(2)}`,
+      '≤ 1.10',
+    );
+  } finally {
+    await api.request(`${API}/notificationpolicies/hanging`, { method: 'DELETE' }).catch(() => undefined);
+    for (const s of sockets) s.destroy();
+    receiver.close();
+  }
+}
+
 export interface GateBenchOptions {
   /** One of the ten checks Node-scoped (a resource check over the node's Pods). */
   nodeScoped?: boolean;
@@ -306,6 +370,7 @@ export async function gateBench(
       await sleep(100 + Math.random() * 150);
       spaced.push(await runAction(`gate-spaced-${String(i)}`));
     }
+    if (!nodeScoped) await measureHangingReceiver(api, controller, runAction, samples);
     const floor = (await measureWatchRoundTrip(kc, 'bench', 200)).samples;
     const designFloor = await measureDesignFloor(api, observer, me, 50);
     // What the steps in between cost, one request at a time: the controller's reads and writes.

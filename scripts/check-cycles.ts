@@ -25,7 +25,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['duration.ts', 'redact.ts', 'log.ts', 'wait.ts', 'metrics.ts', 'cache-dir.ts', 'canonical-json.ts'],
   ['api/'],
   ['kube/'],
-  ['checks/', 'hooks/', 'talos/', 'policies/', 'silences/', 'manifests/'],
+  ['checks/', 'hooks/', 'talos/', 'policies/', 'silences/', 'manifests/', 'notifications/'],
   ['actions/', 'boots/', 'rollouts/', 'cluster-api/'],
   ['http/', 'talos-gate/'],
   ['controller.ts'],

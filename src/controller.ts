@@ -14,6 +14,7 @@ import {
   collectionPath,
   NODE_ACTIONS_PATH,
   NODE_ROLLOUTS_PATH,
+  NOTIFICATION_POLICIES_PATH,
 } from './api/paths.ts';
 import { AuditReconciler } from './boots/audit-reconciler.ts';
 import { BootReconciler } from './boots/reconciler.ts';
@@ -37,6 +38,8 @@ import { RestClient } from './kube/rest.ts';
 import { RolloutReconciler, type RolloutObject } from './rollouts/reconciler.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
+import { Notifier, type NotifierOptions } from './notifications/notifier.ts';
+import type { NotificationPolicyObject } from './notifications/status.ts';
 import type { TalosClientOptions } from './talos/client.ts';
 import type { TalosContext } from './talos/config.ts';
 import { TalosConfigReloader } from './talos/config-reload.ts';
@@ -143,6 +146,11 @@ export interface ControllerOptions {
    * External Reset NodeAction of their Node is Approved. Needs `actions`.
    */
   clusterApi?: ClusterApiOptions;
+  /**
+   * Send the steps of actions and rollouts to the receivers of NotificationPolicies
+   * (default: as `actions`); an object tunes the notifier (tests, benchmarks).
+   */
+  notifications?: boolean | Pick<NotifierOptions, 'holdGraceMs' | 'statusIntervalMs' | 'queue'>;
 }
 
 export class Controller {
@@ -178,6 +186,9 @@ export class Controller {
   readonly rolloutInformer: Informer<RolloutObject>;
   /** Undefined when the controller was started with `actions: false`: a rollout is made of actions. */
   readonly rollouts: RolloutReconciler | undefined;
+  readonly notificationPolicyInformer: Informer<NotificationPolicyObject>;
+  /** Sends NotificationPolicies' messages; undefined with `notifications: false` or `actions: false`. */
+  readonly notifier: Notifier | undefined;
   /** The Cluster API mode's reconciler, with `clusterApi` (and `actions`). */
   readonly machines: MachineReconciler | undefined;
   /** Undefined when the controller was started with `dashboard: false`. */
@@ -211,6 +222,7 @@ export class Controller {
     this.rolloutInformer = informers.rollouts;
     this.hookInformers = informers.hooks;
     this.jobInformer = informers.jobs;
+    this.notificationPolicyInformer = informers.notificationPolicies;
     this.hooks = this.hookRunner(serviceResolution, clusterCA);
     const talos = options.talos;
     const followed = talos && talos.config instanceof TalosConfigReloader ? talos.config : undefined;
@@ -229,6 +241,10 @@ export class Controller {
     const audit = options.audit ?? options.boots ?? options.actions !== false;
     this.audit = audit ? this.auditReconciler(options, audit) : undefined;
     this.rollouts = options.actions === false ? undefined : this.rolloutReconciler(options);
+    this.notifier =
+      options.actions === false || options.notifications === false
+        ? undefined
+        : this.notifierFor(options, namespace);
     this.machines =
       options.actions === false || !options.clusterApi
         ? undefined
@@ -319,6 +335,10 @@ export class Controller {
         ...common,
         path: '/apis/batch/v1/jobs',
         labelSelector: HOOK_JOB_SELECTOR,
+      }),
+      notificationPolicies: new Informer<NotificationPolicyObject>({
+        ...common,
+        path: NOTIFICATION_POLICIES_PATH,
       }),
     };
   }
@@ -442,6 +462,33 @@ export class Controller {
     });
   }
 
+  /** The notifier, tapping every Event recorded; a policy's Secrets are read when it changes. */
+  private notifierFor(options: ControllerOptions, namespace: string): Notifier {
+    const tuning = typeof options.notifications === 'object' ? options.notifications : {};
+    const policies = this.notificationPolicyInformer;
+    const notifier = new Notifier({
+      rest: this.rest,
+      log: this.log.child({ component: 'notifications' }),
+      namespace,
+      policies: () => policies.list(),
+      policy: (name) => policies.get(name),
+      nodeLabels: (name) => {
+        const node = this.nodeInformer.get(name);
+        return node ? (node.metadata.labels ?? {}) : undefined;
+      },
+      current: (kind, name) =>
+        (kind === 'NodeAction' ? this.actionInformer.get(name) : this.rolloutInformer.get(name))?.status,
+      isLeader: () => this.isLeader(),
+      ...tuning,
+    });
+    this.events.onRecord((object, event) => notifier.observe(object, event));
+    policies.on('add', (p) => void notifier.policyChanged(p));
+    policies.on('update', (old, p) => {
+      if (old.metadata.generation !== p.metadata.generation) void notifier.policyChanged(p);
+    });
+    return notifier;
+  }
+
   private machineReconciler(
     options: ControllerOptions,
     clusterApi: NonNullable<ControllerOptions['clusterApi']>,
@@ -469,6 +516,7 @@ export class Controller {
       this.rollouts?.enqueueAll();
       this.boots?.enqueueAll();
       this.audit?.enqueueAll();
+      for (const p of this.notificationPolicyInformer.list()) void this.notifier?.policyChanged(p);
     });
     // The new leader decides from the status alone (a call recorded there is not made again).
     this.leader?.on('stopped', () => {
@@ -491,6 +539,7 @@ export class Controller {
             ['actionpolicies', this.policyInformer],
             ...(this.actions ? [['nodeactions of other instances', this.foreignActionInformer]] : []),
             ...(this.rollouts ? [['noderollouts', this.rolloutInformer]] : []),
+            ...(this.notifier ? [['notificationpolicies', this.notificationPolicyInformer]] : []),
             ['jobs', this.jobInformer],
             ...[...this.hookInformers].map(([kind, i]) => [`${kind.toLowerCase()}s`, i]),
           ]
@@ -627,6 +676,7 @@ export class Controller {
     await this.turn?.stop();
     await this.leader?.stop();
     this.checks.stop();
+    this.notifier?.stop();
     await this.events.flush(2000);
     await Promise.all(this.informers().map((i) => i.stop()));
     await new Promise<void>((resolve) => {

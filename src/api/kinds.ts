@@ -5,6 +5,7 @@ import type { KindDefinition } from './common.ts';
 import { hookKinds } from './hooks.ts';
 import { nodeActionKind } from './node-action.ts';
 import { nodeRolloutKind } from './node-rollout.ts';
+import { notificationPolicyKind } from './notification-policy.ts';
 
 export const KINDS: readonly KindDefinition[] = [
   clusterHealthCheckKind,
@@ -12,4 +13,5 @@ export const KINDS: readonly KindDefinition[] = [
   nodeActionKind,
   actionPolicyKind,
   nodeRolloutKind,
+  notificationPolicyKind,
 ];

@@ -6,6 +6,7 @@ import { API_VERSION, type KindDefinition } from './common.ts';
 import { nodeActionKind } from './node-action.ts';
 import { hookKinds } from './hooks.ts';
 import { nodeRolloutKind } from './node-rollout.ts';
+import { notificationPolicyKind } from './notification-policy.ts';
 
 /** The collection path of a kind: all of a cluster-scoped kind, or one namespace's of a namespaced one. */
 export function collectionPath(kind: KindDefinition, namespace?: string): string {
@@ -23,6 +24,7 @@ export const NODE_ACTIONS_PATH = collectionPath(nodeActionKind);
 export const ACTION_POLICIES_PATH = collectionPath(actionPolicyKind);
 export const CHECKS_PATH = collectionPath(clusterHealthCheckKind);
 export const NODE_ROLLOUTS_PATH = collectionPath(nodeRolloutKind);
+export const NOTIFICATION_POLICIES_PATH = collectionPath(notificationPolicyKind);
 
 /** The path of one ClusterHealthCheck's status. */
 export function checkStatusPath(name: string): string {

@@ -38,6 +38,8 @@ export class EventRecorder {
   private dropped = 0;
   private inFlight = 0;
   private readonly waiters: (() => void)[] = [];
+  /** Sees every Event as it is recorded, before the backlog may drop it (the notifier). */
+  private observer: ((object: KubeObject, event: EventSpec) => void) | undefined;
 
   constructor(
     rest: RestClient,
@@ -51,11 +53,17 @@ export class EventRecorder {
     this.instance = instance;
   }
 
+  /** Calls `observer` synchronously for every Event recorded from now on; it must not throw. */
+  onRecord(observer: (object: KubeObject, event: EventSpec) => void): void {
+    this.observer = observer;
+  }
+
   /**
    * Records an event about `object` (cluster-scoped objects' events go to the default
    * namespace): queued at once and sent in the background. Never throws.
    */
   record(object: KubeObject, event: EventSpec): Promise<void> {
+    this.observer?.(object, event);
     if (this.backlog >= EVENT_BACKLOG) {
       if (this.dropped++ % 100 === 0)
         this.log.warn(

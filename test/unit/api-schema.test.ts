@@ -69,7 +69,7 @@ function* walk(schema: OpenAPISchema, path = '', field = false): Generator<Node>
 const schemas = KINDS.map((k) => ({ kind: k.kind, schema: openAPIV3Schema(k) }));
 
 describe('CRD schemas', () => {
-  it('cover all eleven kinds of talos.dev/v1alpha1 with distinct names', () => {
+  it('cover all twelve kinds of talos.dev/v1alpha1 with distinct names', () => {
     assert.deepEqual(KINDS.map((k) => k.kind).sort(), [
       'ActionPolicy',
       'ClusterHealthCheck',
@@ -77,6 +77,7 @@ describe('CRD schemas', () => {
       'NodePrereadyJob',
       'NodeReadyJob',
       'NodeRollout',
+      'NotificationPolicy',
       'PreMaintenanceJob',
       'PreRebootJob',
       'PreResetJob',
