@@ -27,6 +27,7 @@ import { doNotDisruptAllowance } from './do-not-disrupt.ts';
 import type { ActionInput } from './observations.ts';
 import { PHASE_DEADLINES, phaseDeadlineMs } from './phases/deadlines.ts';
 import { requested } from './phases/pending.ts';
+import { approvalAllowance } from './phases/person-approval.ts';
 import { PHASE_HANDLERS } from './phases/table.ts';
 import { settle } from './phases/undo.ts';
 import { keepMedik8sLease, releaseMedik8sLease } from './medik8s-lease.ts';
@@ -73,7 +74,11 @@ export function decide(input: ActionInput): ActionDecision {
     const deadlineMs = phaseDeadlineMs(
       b.spec,
       phase,
-      phase === 'WaitingForHealth' ? doNotDisruptAllowance(input) : 0,
+      phase === 'WaitingForHealth'
+        ? doNotDisruptAllowance(input)
+        : phase === 'RunningPreHooks'
+          ? approvalAllowance(input)
+          : 0,
     );
     const since = Date.parse(status.phaseTime ?? status.startTime ?? now.toISOString());
     if (deadlineMs !== undefined && now.getTime() - since >= deadlineMs) {

@@ -191,6 +191,8 @@ export class DecisionBuilder {
     const previous = status.phase;
     withPhaseEntered(status, next, this.now);
     status.message = message;
+    // An approval is asked for only while the pre-action hooks run: past them, none is pending.
+    if (next !== 'RunningPreHooks' && status.approval?.pending) delete status.approval.pending;
     if (isTerminal(next)) status.completionTime = this.now.toISOString();
     event(
       next === 'Failed' || next === 'Denied' || next === 'Cancelled' ? 'Warning' : 'Normal',

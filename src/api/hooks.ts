@@ -13,6 +13,7 @@ import {
   Int32,
   Int64,
   LabelSelector,
+  oneOf,
   Resource,
   StringEnum,
   StringMap,
@@ -175,6 +176,79 @@ export const Webhook = Type.Object(
 const HOOK_SPEC_DESCRIPTION =
   'When and where the hook runs, and what it runs: exactly one of template (a Job) or webhook (a callback).';
 
+/** The approval annotations name a hook so: `PreRebootJob/ceph/needs-a-person`. */
+export function approvalHookRef(hook: { kind: string; namespace: string; name: string }): string {
+  return `${hook.kind}/${hook.namespace}/${hook.name}`;
+}
+
+/**
+ * A person's approval as a pre-action hook: the action waits here, in the hook's order,
+ * until someone with the verb approve on nodeactions (and, when named, in one of the
+ * groups or users) approves or refuses it. docs/concepts.md, "Approval".
+ */
+export const Approval = Type.Object(
+  {
+    message: Type.Optional(
+      Text(
+        'What the approver is asked, shown with the waiting action (e.g. "reboots of storage nodes need the storage on-call").',
+        1024,
+      ),
+    ),
+    approvers: Type.Optional(
+      Type.Object(
+        {
+          groups: Type.Optional(
+            Type.Array(Type.String({ minLength: 1, maxLength: 256 }), {
+              description: 'Groups whose members may approve (as the API server authenticates them).',
+              maxItems: 32,
+            }),
+          ),
+          users: Type.Optional(
+            Type.Array(Type.String({ minLength: 1, maxLength: 256 }), {
+              description: 'Users who may approve.',
+              maxItems: 32,
+            }),
+          ),
+        },
+        {
+          description:
+            'Who may approve, besides holding the verb approve on nodeactions.talos.dev (always required): a member of one of the groups or one of the users. Absent: any holder of the verb.',
+        },
+      ),
+    ),
+    allowSelfApproval: Type.Optional(
+      Type.Boolean({
+        description:
+          "Whether the action's own requester may approve it. Defaults to false: a second person decides.",
+        default: false,
+      }),
+    ),
+  },
+  {
+    description:
+      "A person's approval (gatehouse approve NAME --reason, POST /v1/actions/{name}/approve, or the talos.dev/approval annotations): the hook succeeds when approved, and a refusal ends the action Denied with the approver's reason. Its timeout bounds the wait (set it: a person takes longer than 15 minutes); its failurePolicy is Fail and it has no undo.",
+  },
+);
+
+/** Exactly one of the things a pre-action hook can run. */
+const ONE_PRE_ACTION_RUNNER = rules(
+  oneOf(
+    ['template', 'webhook', 'approval'],
+    'a pre-action hook runs a Job, calls a webhook or asks a person',
+    true,
+  ),
+  {
+    rule: "!has(self.approval) || !has(self.failurePolicy) || self.failurePolicy == 'Fail'",
+    message: 'failurePolicy must be Fail in an approval hook: an approval nobody gave in time is not one',
+    fieldPath: '.failurePolicy',
+  },
+  {
+    rule: '!has(self.approval) || !has(self.undo)',
+    message: "undo must not be set in an approval hook: a person's approval has nothing to undo",
+    fieldPath: '.undo',
+  },
+);
+
 export const HookSpec = Type.Object(
   {
     nodeSelector: Type.Optional(
@@ -249,13 +323,10 @@ export const Undo = Type.Object(
 
 /** The spec of the pre-action hook kinds: a hook, and what undoes it. */
 export const PreActionHookSpec = Type.Object(
-  { ...HookSpec.properties, undo: Type.Optional(Undo) },
+  { ...HookSpec.properties, approval: Type.Optional(Approval), undo: Type.Optional(Undo) },
   {
-    description: `${HOOK_SPEC_DESCRIPTION} A pre-action hook may also say how it is undone (undo).`,
-    ...rules({
-      rule: 'has(self.template) != has(self.webhook)',
-      message: 'spec must set exactly one of template (a Job) or webhook (a callback)',
-    }),
+    description: `${HOOK_SPEC_DESCRIPTION} A pre-action hook may instead wait for a person's approval (approval), and may say how it is undone (undo).`,
+    ...ONE_PRE_ACTION_RUNNER,
   },
 );
 

@@ -35,6 +35,23 @@ export const EXECUTED_ANNOTATION = 'talos.dev/executed';
  */
 export const RELEASED_ANNOTATION = 'talos.dev/released';
 
+/**
+ * A person's answer to the approval hook an action waits for (status.approval.pending):
+ * `Approve` or `Refuse`, with who (`approval-by`, the approver's own name), why
+ * (`approval-reason`) and which hook (`approval-for`, Kind/namespace/name). The admission
+ * policy lets only a holder of the verb approve whom the pending approval names write them.
+ */
+export const APPROVAL_ANNOTATION = 'talos.dev/approval';
+export const APPROVAL_BY_ANNOTATION = 'talos.dev/approval-by';
+export const APPROVAL_REASON_ANNOTATION = 'talos.dev/approval-reason';
+export const APPROVAL_FOR_ANNOTATION = 'talos.dev/approval-for';
+export const APPROVAL_ANNOTATIONS = [
+  APPROVAL_ANNOTATION,
+  APPROVAL_BY_ANNOTATION,
+  APPROVAL_REASON_ANNOTATION,
+  APPROVAL_FOR_ANNOTATION,
+] as const;
+
 /** The boot reconciler's record of a node's boot hooks, on the Node (src/boots/record.ts). */
 export const BOOT_RECORD_ANNOTATION = 'talos.dev/boot-hooks';
 /** An action's announcement of its node's coming boot, on the Node. */

@@ -509,6 +509,56 @@ export const HookRunRecord = Type.Object(
   { description: 'One attempt of one hook for this action.' },
 );
 
+const APPROVERS = Type.Array(Type.String({ maxLength: 256 }), { maxItems: 32 });
+
+export const ApprovalDecision = Type.Object(
+  {
+    hook: Type.String({ description: 'The approval hook decided: Kind/namespace/name.', maxLength: 512 }),
+    decision: StringEnum(['Approved', 'Refused'], {
+      description: 'Approved, or Refused (the action ends Denied).',
+    }),
+    by: Type.String({ description: 'Who decided, as the API server authenticated them.', maxLength: 256 }),
+    reason: Text('Why, in their words.', 1024),
+    time: Timestamp('When the controller took the decision.'),
+  },
+  { description: "One person's decision on an approval hook." },
+);
+
+export const PersonApproval = Type.Object(
+  {
+    pending: Type.Optional(
+      Type.Object(
+        {
+          hook: Type.String({
+            description:
+              'The approval hook the action waits for, Kind/namespace/name: the value an approval must give in talos.dev/approval-for.',
+            maxLength: 512,
+          }),
+          message: Type.Optional(Text("The hook's message to its approvers.", 1024)),
+          groups: Type.Optional({ ...APPROVERS, description: 'Groups whose members may approve.' }),
+          users: Type.Optional({ ...APPROVERS, description: 'Users who may approve.' }),
+          allowSelfApproval: Type.Boolean({ description: 'Whether the requester may approve it.' }),
+          since: Timestamp('Since when the action waits for it.'),
+        },
+        {
+          description:
+            'The approval the action waits for now, written by the controller: the admission policy judges an approval against it (who may give it), so it is the one an approver answers.',
+        },
+      ),
+    ),
+    decisions: Type.Optional(
+      Type.Array(ApprovalDecision, {
+        description: "Every decision taken on the action's approval hooks, oldest first.",
+        maxItems: 32,
+      }),
+    ),
+  },
+  {
+    description:
+      'A person\'s approval of the action, asked for by approval hooks (docs/concepts.md, "Approval"): who may give the one it waits for, and who decided what, recorded like a bypass.',
+  },
+);
+
 export const UndoRecord = Type.Object(
   {
     decisionTime: Timestamp('When the action ended and the undo rule was applied (once).'),
@@ -717,6 +767,7 @@ export const NodeActionStatus = Type.Object(
       }),
     ),
     approvalTime: Type.Optional(Timestamp('When the action was approved.')),
+    approval: Type.Optional(PersonApproval),
     doNotDisruptSince: Type.Optional(
       Timestamp(
         'When the health gate first found a Pod or the Node asking not to be disrupted (talos.dev/do-not-disrupt): every such hold of this action is counted from here, so that it ends within doNotDisruptMax whatever is annotated later.',

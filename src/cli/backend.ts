@@ -72,6 +72,11 @@ export interface Backend {
   /** Releases a Maintenance held out of service (talos.dev/released); harmless when it already is. */
   release(name: string): Promise<ActionObject>;
   /**
+   * Answers the approval hook the action waits for (Approve, or Refuse: it ends Denied), in
+   * the caller's name, with their reason; throws a CliError naming the rule that refuses it.
+   */
+  approve(name: string, decision: 'Approve' | 'Refuse', reason: string): Promise<ActionObject>;
+  /**
    * Calls `onProgress` with the action and its node whenever either changes, until the
    * action is final or deleted, `until` says stop, or `signal` aborts (then rejects with
    * its reason). Every phase the action went through is seen, in order, however short.

@@ -252,6 +252,14 @@ export class HttpBackend implements Backend {
     return body as ActionObject;
   }
 
+  async approve(name: string, decision: 'Approve' | 'Refuse', reason: string): Promise<ActionObject> {
+    const path = `/v1/actions/${encodeURIComponent(name)}/approve`;
+    const { body } = await this.request('POST', path, `answer the approval of NodeAction ${name}`, {
+      body: { decision, reason },
+    });
+    return body as ActionObject;
+  }
+
   async release(name: string): Promise<ActionObject> {
     const path = `/v1/actions/${encodeURIComponent(name)}/release`;
     const { body } = await this.request('POST', path, `release NodeAction ${name}`);

@@ -19,6 +19,7 @@ import { probeTypeOf } from '../checks/probe.ts';
 import { EXECUTED } from '../http/actions/executed.ts';
 import type { RequesterMark } from '../http/actions/mark.ts';
 import { RELEASE } from '../http/actions/released.ts';
+import { approvalPatch, approvalRefusal } from '../http/actions/approve.ts';
 import { actionNamePrefix } from '../http/actions/names.ts';
 import { canonicalJson } from '../canonical-json.ts';
 import { nodeView, type NodeObject } from '../http/node-view.ts';
@@ -147,7 +148,7 @@ export class KubeBackend implements Backend {
   private readonly rest: RestClient;
   private readonly watchTiming: Pick<ObjectWatchOptions<KubeObject>, 'watchTimeoutSeconds' | 'safetyPollMs'>;
   private readonly instance: string | undefined;
-  private user: string | undefined;
+  private user: { username: string; groups: string[] } | undefined;
   /**
    * The latest version of each action this backend wrote (created, marked executed) or
    * followed. Following starts from it rather than from a fresh read, so that no phase
@@ -194,8 +195,13 @@ export class KubeBackend implements Backend {
   }
 
   async whoami(): Promise<string> {
+    return (await this.identity()).username;
+  }
+
+  /** Who the API server says we are, with our groups (SelfSubjectReview), asked once. */
+  private async identity(): Promise<{ username: string; groups: string[] }> {
     if (this.user) return this.user;
-    const review = await this.call<{ status?: { userInfo?: { username?: string } } }>(
+    const review = await this.call<{ status?: { userInfo?: { username?: string; groups?: string[] } } }>(
       'learn who you are (SelfSubjectReview)',
       '/apis/authentication.k8s.io/v1/selfsubjectreviews',
       {
@@ -205,8 +211,8 @@ export class KubeBackend implements Backend {
     );
     const name = review.status?.userInfo?.username;
     if (!name) throw new CliError('the API server did not say who you are (SelfSubjectReview)', EXIT.failed);
-    this.user = name;
-    return name;
+    this.user = { username: name, groups: review.status?.userInfo?.groups ?? [] };
+    return this.user;
   }
 
   async checks(): Promise<CheckSummary[]> {
@@ -398,6 +404,33 @@ export class KubeBackend implements Backend {
 
   release(name: string): Promise<ActionObject> {
     return this.setMark(name, RELEASE);
+  }
+
+  /** Answers the approval the action waits for, in our own name; the admission policy judges it. */
+  async approve(name: string, decision: 'Approve' | 'Refuse', reason: string): Promise<ActionObject> {
+    const caller = await this.identity();
+    for (let attempt = 1; ; attempt++) {
+      const action = await this.action(name);
+      if (!action) throw new CliError(`NodeAction ${name} does not exist`, EXIT.failed);
+      const refusal = approvalRefusal(action, caller, decision);
+      if (refusal) throw new CliError(refusal.message, EXIT.failed);
+      const hook = action.status?.approval?.pending?.hook ?? '';
+      try {
+        const answered = await this.rest.request<ActionObject>(
+          `${NODE_ACTIONS_PATH}/${encodeURIComponent(name)}`,
+          {
+            method: 'PATCH',
+            contentType: 'application/merge-patch+json',
+            body: approvalPatch(action, { decision, by: caller.username, reason, hook }),
+          },
+        );
+        this.lastSeen.set(name, answered);
+        return answered;
+      } catch (error) {
+        if (error instanceof KubeApiError && error.code === 409 && attempt < 5) continue;
+        throw kubeFailure(error, `answer the approval of NodeAction ${name}`);
+      }
+    }
   }
 
   /** A requester's mark, by the rules the HTTP API applies (src/http/actions/mark.ts). */

@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import packageJson from '../../package.json' with { type: 'json' };
 import { errorMessage } from '../wait.ts';
 import { actionsCommand } from './actions.ts';
+import { approveCommand } from './approve.ts';
 import { checkCommand } from './check.ts';
 import { addConnectionOptions } from './connection.ts';
 import { controllerCommand } from './controller.ts';
@@ -37,6 +38,7 @@ export function program(): Command {
   for (const command of nodeActionCommands()) gatehouse.addCommand(command);
   gatehouse
     .addCommand(actionsCommand())
+    .addCommand(approveCommand())
     .addCommand(rolloutCommand())
     .addCommand(gateCommand())
     .addCommand(talosctlCommand())

@@ -23,6 +23,7 @@ import {
 } from './job.ts';
 import { hookRef, orderGroups, type HookObject } from './select.ts';
 import { hookRequest, type HookRequest, type WebhookAnswer } from './protocol.ts';
+import { approvalStep, type ApprovalAnswer } from './approval.ts';
 
 export type HookRunRecord = NonNullable<NonNullable<NodeAction['status']>['hooks']>[number];
 
@@ -55,6 +56,10 @@ export interface StageInput {
    * true). An undo runs at most once: its deleted Job fails the run instead.
    */
   retryDeleted?: boolean;
+  /** A person's answer to an approval hook, from the action's annotations. */
+  approval?: ApprovalAnswer;
+  /** Who requested the action: no approver of their own action unless the hook allows it. */
+  requester?: string;
 }
 
 export type HookEffect =
@@ -82,6 +87,10 @@ export interface StagePlan {
   message: string;
   /** The hook that failed the stage (failurePolicy Fail). */
   failed?: HookRunRecord;
+  /** A person refused the action at an approval hook: it ends Denied, not Failed. */
+  refused?: ApprovalAnswer;
+  /** The answers that decided approval hooks on this pass, to record. */
+  answered: ApprovalAnswer[];
   requeueAfterMs?: number;
 }
 
@@ -176,6 +185,8 @@ type HookState = 'unstarted' | 'active' | 'succeeded' | 'ignored' | 'failed';
 class StageBuilder {
   readonly records: HookRunRecord[];
   readonly effects: HookEffect[] = [];
+  readonly answered: ApprovalAnswer[] = [];
+  refused: ApprovalAnswer | undefined;
   requeueAfterMs: number | undefined;
   readonly nowText: string;
 
@@ -223,11 +234,14 @@ class StageBuilder {
       ...(job ? { jobName: hookJobName(subject, hook, attempt), templateHash: jobHash(job) } : {}),
       message: hook.spec.template
         ? `creating Job ${hookJobName(subject, hook, attempt)}`
-        : `calling webhook Service ${hook.spec.webhook?.service.name ?? ''}`,
+        : hook.spec.approval
+          ? approvalStep(hook, undefined, undefined).message
+          : `calling webhook Service ${hook.spec.webhook?.service.name ?? ''}`,
     };
     this.records.push(record);
     this.changed(hook, record);
     if (job) this.effects.push({ type: 'createJob', record, job });
+    else if (hook.spec.approval) followApproval(this, hook, record, this.records.length - 1);
     else
       this.effects.push({
         type: 'callWebhook',
@@ -248,6 +262,8 @@ class StageBuilder {
     return {
       records: this.records,
       effects: this.effects,
+      answered: this.answered,
+      ...(this.refused ? { refused: this.refused } : {}),
       ...rest,
       ...(this.requeueAfterMs !== undefined ? { requeueAfterMs: this.requeueAfterMs } : {}),
     };
@@ -317,6 +333,27 @@ function followJob(
     b.newAttempt(hook, record.attempt + 1);
     b.wake(deadline - now.getTime());
   }
+}
+
+/**
+ * Follows an unfinished attempt of an approval hook: a person's answer for it decides it
+ * (a refusal fails it, and the stage says who refused); until then it waits, to its timeout.
+ */
+function followApproval(b: StageBuilder, hook: HookObject, record: HookRunRecord, index: number): boolean {
+  const step = approvalStep(hook, b.input.approval, b.input.requester);
+  if (step.state === 'waiting') {
+    b.update(index, hook, { ...record, phase: 'Running', message: step.message });
+    return false;
+  }
+  b.update(index, hook, {
+    ...record,
+    phase: step.state === 'approved' ? 'Succeeded' : 'Failed',
+    completionTime: b.nowText,
+    message: step.message,
+  });
+  b.answered.push(step.answer);
+  if (step.state === 'refused') b.refused = step.answer;
+  return true;
 }
 
 /** Follows an unfinished attempt that is a webhook call, calling again when due. */
@@ -437,7 +474,12 @@ export function planHookStage(input: StageInput): StagePlan {
         fail: (message: string) =>
           b.update(index, hook, { ...record, phase: 'Failed', completionTime: b.nowText, message }),
       };
-      if (record.jobName !== undefined) followJob(b, attempt);
+      if (hook.spec.approval) {
+        if (!followApproval(b, hook, record, index)) {
+          if (attempt.timedOut) attempt.fail(`${attempt.timeoutMessage} without an approval`);
+          else b.wake(deadline - now.getTime());
+        }
+      } else if (record.jobName !== undefined) followJob(b, attempt);
       else followWebhook(b, attempt);
     }
     // The hook's state is that of its newest attempt.

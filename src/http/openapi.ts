@@ -10,6 +10,7 @@ import { NODE_ACTION_PHASES } from '../api/node-action.ts';
 import { isRecord, toStructural, type OpenAPISchema } from '../manifests/openapi.ts';
 import { formatDuration } from '../duration.ts';
 import type { Router } from './router.ts';
+import { ApprovalRequest } from './actions/approve.ts';
 import { TALOS_ROLES } from '../talos/roles.ts';
 import {
   CancelResult,
@@ -407,6 +408,28 @@ function actionPaths(maxWait: string) {
         },
       },
     },
+    '/v1/actions/{name}/approve': {
+      post: {
+        operationId: 'approveAction',
+        tags: ['actions'],
+        summary: 'Approve or refuse an action waiting at an approval hook',
+        description:
+          "Answers the approval hook the action waits for (status.approval.pending): Approve lets it go on, Refuse ends it Denied with the reason. Needs the verb approve on nodeactions.talos.dev (ClusterRole gatehouse:approve), to be among the approvers the hook names (groups, users), and not to be the action's requester unless the hook sets allowSelfApproval. Recorded with the caller's name and reason in status.approval.decisions and an Event.",
+        security,
+        parameters: [nameParameter('NodeAction')],
+        requestBody: { required: true, content: json(ref('ApprovalRequest')) },
+        responses: {
+          '200': {
+            description: 'Answered: the controller takes it on its next pass.',
+            content: json(ref('NodeAction')),
+          },
+          '404': errorResponse('No such action.'),
+          '409': errorResponse('The action waits for no approval (none asked, or already ended).'),
+          '422': errorResponse('No reason, or one without words, or an unknown decision.'),
+          ...authenticatedRefusals(),
+        },
+      },
+    },
     '/v1/actions/{name}/cancel': {
       post: {
         operationId: 'cancelAction',
@@ -611,6 +634,7 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
           properties: { name: { type: 'string' }, message: { type: 'string' } },
         },
         CancelResult: forOpenApi(toStructural(CancelResult, 'CancelResult')),
+        ApprovalRequest: forOpenApi(toStructural(ApprovalRequest, 'ApprovalRequest')),
         Caller: {
           description: 'An authenticated caller.',
           type: 'object',

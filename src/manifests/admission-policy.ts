@@ -8,6 +8,11 @@ import {
   CONTROLLER_ONLY_ACTION_LABELS,
   EXECUTED_ANNOTATION,
   RELEASED_ANNOTATION,
+  APPROVAL_ANNOTATION,
+  APPROVAL_ANNOTATIONS,
+  APPROVAL_BY_ANNOTATION,
+  APPROVAL_FOR_ANNOTATION,
+  APPROVAL_REASON_ANNOTATION,
   IMMUTABLE_ACTION_ANNOTATIONS,
   IMMUTABLE_ACTION_LABELS,
   INSTANCE_LABEL as CONTROLLER_INSTANCE_LABEL,
@@ -111,7 +116,7 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
       labels: labels(),
       annotations: {
         'talos.dev/description':
-          'Refuses a NodeAction whose spec.requestedBy is not the requesting user, any bypass without the verb bypass on nodeactions.talos.dev or without a reason, an executed mark from anyone but the requester or a bypass holder, or on an action that is not Approved or not External, a release (talos.dev/released) from anyone but the requester or a bypass holder, or on an action that is not Held, any change of the labels and annotations that assign an action to a controller instance, an idempotency key or a rollout, and a rollout mark (label, bypass grantor, NodeRollout ownerReference) set by anyone but the controller.',
+          'Refuses a NodeAction whose spec.requestedBy is not the requesting user, any bypass without the verb bypass on nodeactions.talos.dev or without a reason, an executed mark from anyone but the requester or a bypass holder, or on an action that is not Approved or not External, a release (talos.dev/released) from anyone but the requester or a bypass holder, or on an action that is not Held, an answer to an approval hook (talos.dev/approval) from anyone but a holder of the verb approve the waiting approval names, in their own name, with a reason (and not the requester approving their own action unless allowed), any change of the labels and annotations that assign an action to a controller instance, an idempotency key or a rollout, and a rollout mark (label, bypass grantor, NodeRollout ownerReference) set by anyone but the controller.',
         'talos.dev/controller-exemption': CONTROLLER_EXEMPTION,
       },
     },
@@ -142,6 +147,19 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
           expression: `${metadataValue('object', 'annotations', RELEASED_ANNOTATION)} != ${metadataValue('oldObject', 'annotations', RELEASED_ANNOTATION)}`,
         },
         {
+          name: 'answering',
+          expression: APPROVAL_ANNOTATIONS.map(
+            (k) =>
+              `${metadataValue('object', 'annotations', k)} != ${metadataValue('oldObject', 'annotations', k)}`,
+          ).join(' || '),
+        },
+        {
+          // The approval the action waits for, as the controller wrote it (the stored status).
+          name: 'waitsForApproval',
+          expression:
+            'oldObject != null && has(oldObject.status) && has(oldObject.status.approval) && has(oldObject.status.approval.pending)',
+        },
+        {
           name: 'mayBypass',
           expression: `authorizer.group('${GROUP}').resource('nodeactions').check('bypass').allowed()`,
         },
@@ -159,6 +177,7 @@ export function admissionPolicyObjects(namespace: string): Record<string, unknow
       validations: [
         ...actionRules.identity,
         ...markRules(),
+        ...approvalRules(),
         // Another instance is another budget: choosing one is a kind of bypass.
         actionRules.instance,
         {
@@ -212,6 +231,53 @@ function markRules(): Validation[] {
     executedWhen,
     releasedBy,
     releasedWhen,
+  ];
+}
+
+/**
+ * A person's answer to the approval an action waits for (status.approval.pending, which
+ * the controller wrote): only a holder of the verb approve, in person (approval-by is the
+ * user writing it), one the pending approval names (its groups or users), not the
+ * requester approving their own action unless the approval allows it, with a reason, for
+ * the hook that waits. The HTTP API answers on its callers' behalf after the same checks.
+ */
+function approvalRules(): Validation[] {
+  const value = (k: string) => metadataValue('object', 'annotations', k);
+  const answering = '!variables.answering';
+  const waits = 'variables.waitsForApproval';
+  const pending = 'oldObject.status.approval.pending';
+  const user = 'request.userInfo.username';
+  return [
+    {
+      expression: `${answering} || (${waits} && ${value(APPROVAL_FOR_ANNOTATION)} == ${pending}.hook)`,
+      messageExpression: `'NodeAction ' + object.metadata.name + (!${waits} ? ' waits for no approval now: an answer (${APPROVAL_ANNOTATION}) is given while an approval hook waits' : ' waits for the approval of ' + ${pending}.hook + ': set ${APPROVAL_FOR_ANNOTATION} to it')`,
+      message: `${APPROVAL_ANNOTATION} answers the approval the action waits for (status.approval.pending), named in ${APPROVAL_FOR_ANNOTATION}`,
+      reason: 'Invalid',
+    },
+    {
+      expression: `${answering} || (${value(APPROVAL_ANNOTATION)} in ['Approve', 'Refuse'] && ${value(APPROVAL_REASON_ANNOTATION)}.matches(${VISIBLE_REASON}))`,
+      message: `${APPROVAL_ANNOTATION} is Approve or Refuse, with a reason in ${APPROVAL_REASON_ANNOTATION}: it is recorded with your name`,
+      reason: 'Invalid',
+    },
+    {
+      expression: `${answering} || variables.viaController || (authorizer.group('${GROUP}').resource('nodeactions').check('approve').allowed() && ${value(APPROVAL_BY_ANNOTATION)} == ${user})`,
+      messageExpression: `'an approval needs the verb approve on nodeactions.${GROUP} (ClusterRole gatehouse:approve) and ${APPROVAL_BY_ANNOTATION} set to your own name (' + ${user} + ')'`,
+      message: `an approval needs the verb approve on nodeactions.${GROUP} and ${APPROVAL_BY_ANNOTATION} set to the approver's own name`,
+      reason: 'Forbidden',
+    },
+    {
+      expression: `${answering} || variables.viaController || !${waits} || (!has(${pending}.groups) && !has(${pending}.users)) || (has(${pending}.groups) && request.userInfo.groups.exists(g, g in ${pending}.groups)) || (has(${pending}.users) && ${user} in ${pending}.users)`,
+      messageExpression: `${user} + ' is not among the approvers of ' + ${pending}.hook + ' (its groups and users: status.approval.pending)'`,
+      message: 'the approver is not among the groups and users the pending approval names',
+      reason: 'Forbidden',
+    },
+    {
+      expression: `${answering} || variables.viaController || !${waits} || ${value(APPROVAL_ANNOTATION)} != 'Approve' || object.spec.requestedBy != ${user} || ${pending}.allowSelfApproval`,
+      messageExpression: `${user} + ' requested NodeAction ' + object.metadata.name + ' and may not approve it: ' + ${pending}.hook + ' asks for a second person (allowSelfApproval is false)'`,
+      message:
+        'the requester may not approve their own action unless the approval hook sets allowSelfApproval',
+      reason: 'Forbidden',
+    },
   ];
 }
 

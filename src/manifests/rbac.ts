@@ -23,6 +23,7 @@ export const CLUSTER_ROLES = {
   edit: 'gatehouse:edit',
   requester: 'gatehouse:requester',
   bypass: 'gatehouse:bypass',
+  approve: 'gatehouse:approve',
 } as const;
 
 /**
@@ -233,6 +234,12 @@ export function rbacObjects(namespace: string): Record<string, unknown>[] {
       [{ apiGroups: [GROUP], resources: ['nodeactions'], verbs: ['bypass'] }],
       {},
       'Bypass health checks and hooks in a NodeAction (spec.bypass); checked by the admission policy and the HTTP API.',
+    ),
+    clusterRole(
+      CLUSTER_ROLES.approve,
+      [{ apiGroups: [GROUP], resources: ['nodeactions'], verbs: ['approve', ...READ, 'patch'] }],
+      {},
+      "Approve or refuse NodeActions waiting at an approval hook (gatehouse approve, the HTTP API, or the talos.dev/approval annotations), where the hook's approvers allow; checked by the admission policy and the HTTP API. Bind it to the people who decide.",
     ),
   ];
 }

@@ -71,6 +71,7 @@ class FakeBackend implements Backend {
   node = () => Promise.resolve(undefined);
   markExecuted = () => Promise.reject(new Error('not scripted'));
   release = () => Promise.reject(new Error('not scripted'));
+  approve = () => Promise.reject(new Error('not scripted'));
 
   createAction(spec: RequestSpec): Promise<ActionObject> {
     const refusal = this.refuse.get(spec.nodeName);

@@ -6,6 +6,7 @@ import type { DecisionBuilder } from '../decision.ts';
 import { kindOf } from '../kinds/index.ts';
 import { approve } from './approval.ts';
 import { followStage } from './hook-stage.ts';
+import { approvalAnswer, recordApprovals } from './person-approval.ts';
 
 export function runningPreHooks(b: DecisionBuilder): void {
   const { input, spec, node, nodeName, now, status, condition } = b;
@@ -30,6 +31,7 @@ export function runningPreHooks(b: DecisionBuilder): void {
     approve(b, node);
     return;
   }
+  const answer = approvalAnswer(b.action);
   const plan = planHookStage({
     now,
     subject: b.subject(node.bootID),
@@ -38,7 +40,18 @@ export function runningPreHooks(b: DecisionBuilder): void {
     records: b.records(),
     jobs: input.jobs,
     webhooks: input.webhooks,
+    ...(answer ? { approval: answer } : {}),
+    requester: spec.requestedBy,
   });
+  recordApprovals(b, plan, hooks);
+  if (plan.refused) {
+    // A person said no: the action is denied, as a policy would deny it, with their words.
+    status.hooks = plan.records;
+    b.effect(...plan.effects);
+    condition('PreHooksSucceeded', 'False', 'ApprovalRefused', plan.message);
+    b.end('Denied', `${plan.refused.for}: refused by ${plan.refused.by}: ${plan.refused.reason}`);
+    return;
+  }
   const words = {
     condition: 'PreHooksSucceeded',
     failed: 'pre-action hook failed',

@@ -23,6 +23,7 @@ import type { ActionsContext } from './context.ts';
 import { ActionCreation } from './create.ts';
 import { actionEvents } from './events.ts';
 import { releaseAction } from './released.ts';
+import { approveAction } from './approve.ts';
 import { markExecuted } from './executed.ts';
 import { getAction } from './follow.ts';
 import { Followers } from './followers.ts';
@@ -85,6 +86,11 @@ export function actionRoutes(router: Router, access: Access, options: ActionsApi
       'POST',
       '/v1/actions/{name}/release',
       access.guard('release', (req) => releaseAction(c, req)),
+    )
+    .on(
+      'POST',
+      '/v1/actions/{name}/approve',
+      access.guard('approve', (req) => approveAction(c, req)),
     )
     .on(
       'POST',
