@@ -76,6 +76,9 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // Free text: why a hook Job is deleted, what a CEL error is about.
   'src/hooks/plan.ts: reason': [],
   'src/hooks/runner.ts: reason': [],
+  // Free text: an approver's words (status.approval.decisions[].reason).
+  'src/actions/phases/person-approval.ts: answer.reason': [],
+  'src/actions/phases/person-approval.ts: reason': [],
   // Free text: why the undo of an ended action runs or not (status.undo.reason).
   'src/actions/phases/undo.ts: reason': [],
   'src/checks/cel.ts: message': [],
@@ -85,6 +88,10 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   'src/rollouts/decide.ts: s.reason': [],
   // Events planned by decide(), whose reasons are stated there; here only logged.
   'src/rollouts/reconciler.ts: event.reason': [],
+  // The notifier passes the reasons of the Events it sends on to receivers.
+  'src/notifications/notifier.ts: event.reason': [],
+  // A NotificationPolicy's Ready reason is a NotificationReadyReason (the type alias, extracted).
+  'src/notifications/status.ts: r.ready.reason': [],
 };
 
 const CAMEL_CASE = /^[A-Z][A-Za-z]*$/;
