@@ -16,6 +16,7 @@ import {
 import type { ActionObject } from '../support/gate.ts';
 import type { Controller } from '../../src/controller.ts';
 import { KubeApiError, type RestClient } from '../../src/kube/rest.ts';
+import { runCli } from '../support/cli.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   createAction,
@@ -38,6 +39,7 @@ import {
 } from '../support/kube.ts';
 
 const kc = testKubeConfig();
+const kubeconfigFile = process.env.GATEHOUSE_TEST_KUBECONFIG ?? '';
 const client = rest(kc);
 const instance = uniqueName('approval');
 const namespace = uniqueName('approvers');
@@ -265,5 +267,46 @@ describe('an approval hook', () => {
     assert.equal(own.status, 200, JSON.stringify(own.body));
     const approved = await waitForPhase(client, name, 'Approved');
     assert.equal(approved.status?.approval?.decisions?.[0]?.by, users.requester);
+  });
+
+  it('is answered with gatehouse approve, through the HTTP API or straight to the API server', async (t) => {
+    const p = await approvalPlace(t, {});
+    const action = await createAction(client, instance, me, { nodeName: p.node, execution: 'External' });
+    deleteActionsAfter(t, client, action.metadata.name);
+    await waitingFor(action.metadata.name);
+    // The requester, straight to the API server: their own action, refused with the rule.
+    const own = await runCli([
+      'approve',
+      action.metadata.name,
+      '--reason',
+      'my own action',
+      '--kubeconfig',
+      kubeconfigFile,
+    ]);
+    assert.notEqual(own.code, 0);
+    assert.match(own.stderr, /may not approve it/);
+    const unsaid = await runCli([
+      'approve',
+      action.metadata.name,
+      '--reason',
+      '--',
+      '--kubeconfig',
+      kubeconfigFile,
+    ]);
+    assert.equal(unsaid.code, 2, unsaid.stderr);
+    const approved = await runCli([
+      'approve',
+      action.metadata.name,
+      '--reason',
+      'CHG-77 approved',
+      '--server',
+      controller?.url ?? '',
+      '--token',
+      tokens.approver,
+    ]);
+    assert.equal(approved.code, 0, approved.stderr);
+    assert.match(approved.stdout, new RegExp(`${action.metadata.name}: approved \\(${p.hook}\\)`));
+    const done = await waitForPhase(client, action.metadata.name, 'Approved');
+    assert.equal(done.status?.approval?.decisions?.[0]?.reason, 'CHG-77 approved');
   });
 });
