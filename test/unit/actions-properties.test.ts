@@ -6,6 +6,9 @@
 //   5. a hook Job is created at most once per (action, hook, attempt), whatever crashes;
 //   7. no control-plane node is approved to go down but on an etcd read made for that
 //      decision that found etcd able to spare it (unless bypassed);
+//  16. an approval hook is passed only on an approval it allows (not the requester's own
+//      unless allowSelfApproval; not an answer for another hook), and a refusal ends the
+//      action Denied, never approved after it;
 //   and the approval half of 4: an action that makes a node some NodePrereadyJob selects
 //   boot is approved only once the node carries the preready taint and the announcement
 //   of that boot (src/boots keeps the taint from there).
@@ -29,7 +32,14 @@ import type { NodeNeighbours } from '../../src/actions/neighbours.ts';
 import { etcdGuardApplies } from '../../src/actions/etcd-guard.ts';
 import type { EtcdCheckState } from '../../src/talos/etcd-health.ts';
 import type { Action } from '../../src/api/common.ts';
-import { CONTROL_PLANE_LABEL, NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
+import {
+  APPROVAL_ANNOTATION,
+  APPROVAL_BY_ANNOTATION,
+  APPROVAL_FOR_ANNOTATION,
+  APPROVAL_REASON_ANNOTATION,
+  CONTROL_PLANE_LABEL,
+  NODE_ACTION_FINALIZER as FINALIZER,
+} from '../../src/api/names.ts';
 import {
   PHASE_HISTORY_LIMIT,
   type NodeActionPhase,
@@ -83,7 +93,19 @@ type Op =
   | { type: 'addHook'; order: number; ignore: boolean }
   | { type: 'delete' }
   /** The boot reconciler records the boot hooks of the node's current boot. */
-  | { type: 'bootHooks'; outcome: 'Running' | 'Succeeded' | 'Failed' };
+  | { type: 'bootHooks'; outcome: 'Running' | 'Succeeded' | 'Failed' }
+  /**
+   * Someone answers the approval the action waits for: the requester (alice) or another
+   * (bob); for the hook that waits or a stale one; through the admission policy (which
+   * refuses what it must) or where it is missing (`unguarded`: written as asked).
+   */
+  | {
+      type: 'answer';
+      decision: 'Approve' | 'Refuse';
+      by: 'alice' | 'bob';
+      stale: boolean;
+      unguarded: boolean;
+    };
 
 interface Scenario {
   action: Action;
@@ -98,7 +120,8 @@ interface Scenario {
   dnd: string | undefined;
   checks: { name: string; actions: Action[]; pool?: string }[];
   hooks: {
-    kind: 'pre' | 'other-kind' | 'other-node' | 'prepare' | 'ready';
+    /** approval: a pre-action hook asking a person (allowSelfApproval when `ignore`). */
+    kind: 'pre' | 'other-kind' | 'other-node' | 'prepare' | 'ready' | 'approval';
     order: number;
     ignore: boolean;
     timeout: string;
@@ -107,6 +130,14 @@ interface Scenario {
 }
 
 const actionArb = fc.constantFrom<Action>(...ACTIONS_FOR_TESTS);
+
+const answerArb: fc.Arbitrary<Op> = fc.record({
+  type: fc.constant('answer' as const),
+  decision: fc.constantFrom('Approve' as const, 'Approve' as const, 'Approve' as const, 'Refuse' as const),
+  by: fc.constantFrom('alice' as const, 'bob' as const),
+  stale: fc.constantFrom(false, false, false, true),
+  unguarded: fc.constantFrom(false, false, false, true),
+});
 
 const scenarioArb: fc.Arbitrary<Scenario> = fc.record({
   action: actionArb,
@@ -240,6 +271,15 @@ function hookObjects(s: Scenario): HookObject[] {
           : h.kind === 'prepare'
             ? 'NodePrereadyJob'
             : 'NodeReadyJob';
+    if (h.kind === 'approval') {
+      const asking = hook(PRE_HOOK_KIND[s.action], `h${i}`, {
+        order: h.order,
+        timeout: h.timeout,
+        approval: { allowSelfApproval: h.ignore },
+      });
+      delete asking.spec.template;
+      return asking;
+    }
     return hook(kind, `h${i}`, {
       order: h.order,
       failurePolicy: h.ignore ? 'Ignore' : 'Fail',
@@ -297,6 +337,11 @@ const coverage = {
   /** Remediation pauses put on, and actions that ended with theirs taken off (invariant 12). */
   remediationPaused: 0,
   remediationResumedAtEnd: 0,
+  /** Approval hooks passed on a person's approval, and actions a person refused (invariant 16). */
+  personApproved: 0,
+  personRefused: 0,
+  pendingSeen: 0,
+  answersWritten: 0,
 };
 
 /** What the etcd guard's read found, as the reconciler gives it to decide(). */
@@ -322,7 +367,10 @@ function dndLimitMs(value: string, capMs: number): number {
 }
 
 /** Runs a scenario against the real core; returns every invariant violation seen. */
-function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): Violation[] {
+function simulate(
+  s: Scenario,
+  options: { guard: boolean; trustSelfApproval?: boolean } = { guard: true },
+): Violation[] {
   const violations: Violation[] = [];
   let now = T0;
   const hooks = hookObjects(s);
@@ -443,6 +491,26 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
       case 'removeNode':
         nodeFacts = undefined;
         break;
+      case 'answer': {
+        const a = current();
+        const pending = a.status?.approval?.pending;
+        const admitted =
+          op.unguarded ||
+          (pending !== undefined &&
+            !op.stale &&
+            (op.decision === 'Refuse' || op.by !== a.spec.requestedBy || pending.allowSelfApproval));
+        if (!admitted) break;
+        const annotations = {
+          ...a.metadata.annotations,
+          [APPROVAL_ANNOTATION]: op.decision,
+          [APPROVAL_BY_ANNOTATION]: op.by,
+          [APPROVAL_REASON_ANNOTATION]: `${op.by} says so`,
+          [APPROVAL_FOR_ANNOTATION]: op.stale || !pending ? 'PreRebootJob/elsewhere/old' : pending.hook,
+        };
+        coverage.answersWritten++;
+        write({ ...a, metadata: { ...a.metadata, annotations } });
+        break;
+      }
       case 'addHook':
         hooks.push(
           hook(PRE_HOOK_KIND[s.action], `late${hooks.length}`, {
@@ -491,7 +559,10 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
         }
         const input: ActionInput = {
           now,
-          action: view,
+          // A controller that does not check self-approval itself: shown another requester.
+          action: options.trustSelfApproval
+            ? { ...view, spec: { ...view.spec, requestedBy: 'someone-else' } }
+            : view,
           node: nodeFacts,
           checks,
           hooks: [...hooks],
@@ -627,6 +698,20 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
                 });
             }
             if (!s.bypassHooks) {
+              // Invariant 16: every approval hook was approved, by someone it lets approve.
+              for (const h of selectHooks(hooks, PRE_HOOK_KIND[s.action], labels)) {
+                if (!h.spec.approval) continue;
+                const ref = `${h.kind}/${h.metadata.namespace}/${h.metadata.name}`;
+                const yes = (decision.status.approval?.decisions ?? []).find(
+                  (d) => d.hook === ref && d.decision === 'Approved',
+                );
+                coverage.personApproved++;
+                if (!yes || (yes.by === view.spec.requestedBy && !h.spec.approval.allowSelfApproval))
+                  violations.push({
+                    invariant: '16',
+                    detail: `approved past ${ref} ${yes ? `on ${yes.by}'s own approval` : 'without an approval'}`,
+                  });
+              }
               for (const h of selectHooks(hooks, PRE_HOOK_KIND[s.action], labels)) {
                 const mine = (decision.status.hooks ?? []).filter((r) => r.uid === h.metadata.uid);
                 const latest = mine.reduce<HookRunRecord | undefined>(
@@ -762,6 +847,21 @@ function simulate(s: Scenario, options: { guard: boolean } = { guard: true }): V
     )
       violations.push({ invariant: 'phaseHistory', detail: JSON.stringify(h.status) });
   }
+  if (history.some((h) => h.status?.approval?.pending)) coverage.pendingSeen++;
+  // Invariant 16: a person's refusal is final: the action ends Denied, never approved after it.
+  const refusedAt = history.findIndex((h) =>
+    (h.status?.approval?.decisions ?? []).some((d) => d.decision === 'Refused'),
+  );
+  if (refusedAt >= 0) {
+    coverage.personRefused++;
+    if (history[refusedAt]?.status?.phase !== 'Denied')
+      violations.push({
+        invariant: '16',
+        detail: `refused, and ${history[refusedAt]?.status?.phase ?? '?'}`,
+      });
+    if (history.slice(refusedAt).some((h) => h.status?.phase === 'Approved'))
+      violations.push({ invariant: '16', detail: 'approved after a refusal' });
+  }
   const phases = new Set(history.map((h) => h.status?.phase));
   if (phases.has('Approved')) coverage.approved++;
   if (phases.has('Succeeded')) coverage.succeeded++;
@@ -839,6 +939,61 @@ describe('safety invariants (property-based)', () => {
     assert.ok(
       delta('releasedToTheEnd') > runs * 0.02,
       `released to the end in ${String(delta('releasedToTheEnd'))}`,
+    );
+  });
+
+  it('16 holds: an action passes an approval hook only on an approval it allows, and a refusal is final', () => {
+    const before = { ...coverage };
+    fc.assert(
+      fc.property(
+        // An approval hook among the others, and people answering now and then.
+        fc
+          .tuple(scenarioArb, fc.boolean(), fc.array(answerArb, { minLength: 60, maxLength: 60 }))
+          .map(([s, self, answers]): Scenario => ({
+            ...s,
+            bypassHooks: s.bypassHooks && self,
+            hooks: [{ kind: 'approval', order: 0, ignore: self, timeout: '1h' }, ...s.hooks],
+            // An answer after every fourth step of the world, besides everything else.
+            ops: s.ops.flatMap((op, i): Op[] => (i % 4 === 3 ? [op, answers[i % 60] ?? op] : [op])),
+            // Fewer holds before the hooks (a Pod's do-not-disrupt): the runs are to reach them.
+            dnd: undefined,
+          })),
+        (s) => {
+          assert.deepEqual(simulate(s), []);
+        },
+      ),
+      { numRuns: 150, seed: Number(process.env.FC_SEED ?? 20261204) },
+    );
+    const delta = (k: keyof typeof coverage) => coverage[k] - before[k];
+    console.log(
+      `# approvals: ${String(delta('personApproved'))} passed on a person's approval, ${String(delta('personRefused'))} refused, in ${String(delta('pendingSeen'))} runs that asked (${String(delta('answersWritten'))} answers written)`,
+    );
+    assert.ok(delta('personApproved') > 10, `approved by a person in ${String(delta('personApproved'))}`);
+    assert.ok(delta('personRefused') > 10, `refused by a person in ${String(delta('personRefused'))}`);
+  });
+
+  it('can fail: without the admission policy and the controller’s own check, a requester approves their own action', () => {
+    const s: Scenario = {
+      action: 'Reboot',
+      bypassChecks: false,
+      bypassHooks: false,
+      nodeLabels: { pool: 'storage' },
+      dndCapSeconds: 0,
+      dnd: undefined,
+      checks: [],
+      hooks: [{ kind: 'approval', order: 0, ignore: false, timeout: '5m' }],
+      ops: [
+        { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] }, // waits
+        { type: 'answer', decision: 'Approve', by: 'alice', stale: false, unguarded: true },
+        { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] },
+        { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] },
+      ],
+    };
+    assert.deepEqual(simulate(s), []);
+    const selfAllowed = simulate(s, { guard: true, trustSelfApproval: true });
+    assert.deepEqual(
+      selfAllowed.map((v) => v.invariant),
+      ['16'],
     );
   });
 
