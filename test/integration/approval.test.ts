@@ -17,6 +17,7 @@ import type { ActionObject } from '../support/gate.ts';
 import type { Controller } from '../../src/controller.ts';
 import { KubeApiError, type RestClient } from '../../src/kube/rest.ts';
 import { runCli } from '../support/cli.ts';
+import { INSTANCE_LABEL } from '../../src/api/names.ts';
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   createAction,
@@ -168,6 +169,29 @@ describe('an approval hook', () => {
       return error?.code === 403 ? error : undefined;
     });
     assert.match(refused.message, /verb approve on nodeactions\.talos\.dev/);
+    // An answer brought along at creation answers nothing: refused, whoever brings it.
+    const preApproved = await client
+      .request(API, {
+        method: 'POST',
+        body: {
+          apiVersion: 'talos.dev/v1alpha1',
+          kind: 'NodeAction',
+          metadata: {
+            name: uniqueName('pre-approved'),
+            labels: { [INSTANCE_LABEL]: instance },
+            ...answer('Approve', me, p.hook).metadata,
+          },
+          spec: { action: 'Reboot', execution: 'External', requestedBy: me, nodeName: p.node },
+        },
+      })
+      .then(
+        (created: unknown) => created,
+        (error: unknown) => error,
+      );
+    if (!(preApproved instanceof KubeApiError))
+      deleteActionsAfter(t, client, (preApproved as ActionObject).metadata.name);
+    assert.ok(preApproved instanceof KubeApiError);
+    assert.match(preApproved.message, /waits for no approval now/);
 
     const self = await annotate(client, action.metadata.name, answer('Approve', me, p.hook));
     assert.equal(self?.code, 403);
