@@ -457,6 +457,7 @@ export class Controller {
       actions: this.actionInformer,
       nodes: this.nodeInformer,
       policies: this.policyInformer,
+      checks: this.checkInformer,
       isLeader: () => this.isLeader(),
       ...(options.instance ? { instance: options.instance } : {}),
     });

@@ -52,6 +52,20 @@ export const APPROVAL_ANNOTATIONS = [
   APPROVAL_FOR_ANNOTATION,
 ] as const;
 
+/**
+ * A promotion of a NodeRollout past the gate it waits at (status.gate): `promote` names
+ * the gate's id, `promoted-by` the user (their own name), `promote-reason` why. The
+ * admission policy lets only a holder of the verb promote on noderollouts write them.
+ */
+export const PROMOTE_ANNOTATION = 'talos.dev/promote';
+export const PROMOTED_BY_ANNOTATION = 'talos.dev/promoted-by';
+export const PROMOTE_REASON_ANNOTATION = 'talos.dev/promote-reason';
+export const PROMOTE_ANNOTATIONS = [
+  PROMOTE_ANNOTATION,
+  PROMOTED_BY_ANNOTATION,
+  PROMOTE_REASON_ANNOTATION,
+] as const;
+
 /** The boot reconciler's record of a node's boot hooks, on the Node (src/boots/record.ts). */
 export const BOOT_RECORD_ANNOTATION = 'talos.dev/boot-hooks';
 /** An action's announcement of its node's coming boot, on the Node. */

@@ -9,6 +9,7 @@ import {
   CATEGORY,
   Conditions,
   DnsSubdomain,
+  Duration,
   Int32,
   Int64,
   LabelSelector,
@@ -142,6 +143,58 @@ export const NodeRolloutSpec = Type.Object(
         default: 'Managed',
       }),
     ),
+    dryRun: Type.Optional(
+      Type.Boolean({
+        description:
+          'Plan only: the controller writes status.plan — the nodes in order with their groups, which are skipped and why, the policies and windows governing each, the expected duration of each and in all, the first window each can start in, and every preflight finding — and starts no node. Set it to false to start the rollout as planned. Defaults to false.',
+        default: false,
+      }),
+    ),
+    canary: Type.Optional(
+      Type.Object(
+        {
+          nodes: Int32('How many nodes go first (the first in order that are not already at the target).', {
+            minimum: 1,
+            maximum: 100,
+          }),
+          soak: Type.Optional(
+            Duration(
+              'canary.soak',
+              "How long the rollout watches its checks after the canary nodes succeeded, before any other node starts: a check that gates the rollout's action turning unhealthy (or not healthy throughout) halts it.",
+              { min: '0s', max: '168h', default: '1h' },
+            ),
+          ),
+        },
+        {
+          description:
+            'Canary nodes first: they run alone, and a failure among them halts the rollout whatever maxFailures says; once they succeeded, the soak; then the rest.',
+        },
+      ),
+    ),
+    soakBetweenGroups: Type.Optional(
+      Duration(
+        'soakBetweenGroups',
+        'How long the rollout watches its checks after one stage (a groupBy value, or the control plane) finished, before the next starts; a check turning unhealthy halts it.',
+        { min: '0s', max: '168h' },
+      ),
+    ),
+    pauseBefore: Type.Optional(
+      Type.Object(
+        {
+          nodes: Type.Optional(
+            Type.Array(DnsSubdomain('A node name.'), {
+              description: 'Nodes to pause before.',
+              maxItems: 100,
+            }),
+          ),
+          nodeSelector: Type.Optional(LabelSelector('Pause before every node with matching labels.')),
+        },
+        {
+          description:
+            'Nodes the rollout pauses before, each until promoted (gatehouse rollout promote NAME --reason, by a holder of the verb promote on noderollouts): a look at the first node of a rack, say.',
+        },
+      ),
+    ),
     drain: Type.Optional(DrainOptions),
     bypass: Type.Optional(RolloutBypass),
     deadlines: Type.Optional(Deadlines),
@@ -198,6 +251,91 @@ export const RolloutCounts = Type.Object(
   { description: 'How many nodes are where.' },
 );
 
+export const PlannedNode = Type.Object(
+  {
+    node: DnsSubdomain('Name of the node.'),
+    position: Int32('Its place in the order, from 1.', { minimum: 1 }),
+    group: Type.Optional(Type.String({ description: 'The value of the groupBy label.', maxLength: 63 })),
+    controlPlane: Type.Optional(Type.Boolean({ description: 'Whether the node is a control-plane node.' })),
+    canary: Type.Optional(Type.Boolean({ description: 'One of the canary nodes.' })),
+    pauseBefore: Type.Optional(Type.Boolean({ description: 'The rollout pauses before it until promoted.' })),
+    skip: Type.Optional(Text('Why it is skipped (already at the target), when it is.', 256)),
+    policies: Type.Optional(
+      Type.Array(Type.String({ maxLength: 253 }), {
+        description: 'The ActionPolicies that govern its action (windows marked).',
+        maxItems: 32,
+      }),
+    ),
+    expectedSeconds: Type.Optional(Int64('Its expected duration, as window fit expects it.', { minimum: 0 })),
+    basis: Type.Optional(
+      Type.String({
+        description: 'Where the expectation comes from: node (its own history), pool, or default.',
+        maxLength: 16,
+      }),
+    ),
+    start: Type.Optional(
+      Timestamp('When it can start at the earliest: its turn, a window it fits in, no freeze.'),
+    ),
+    end: Type.Optional(Timestamp('When it is expected to be done.')),
+    findings: Type.Optional(
+      Type.Array(Text('A preflight finding.', 512), { description: 'What stands in its way.', maxItems: 8 }),
+    ),
+  },
+  { description: 'One node of a planned rollout.' },
+);
+
+export const RolloutPlanRecord = Type.Object(
+  {
+    time: Timestamp('When the plan was made.'),
+    feasible: Type.Boolean({ description: 'Whether the plan can succeed: no preflight finding stops it.' }),
+    expectedEnd: Type.Optional(Timestamp('When the last node is expected to be done, if it can be.')),
+    expectedSeconds: Type.Optional(Int64('The whole rollout, expected.', { minimum: 0 })),
+    findings: Type.Optional(
+      Type.Array(Text('A finding about the rollout as a whole.', 1024), {
+        maxItems: 32,
+        description:
+          'What stands in the way of the rollout as a whole: nodes that cannot go and why, pauses that wait for a promotion, an image without a version.',
+      }),
+    ),
+    nodes: Type.Array(PlannedNode, {
+      description: 'The nodes in the order they go.',
+      maxItems: MAX_ROLLOUT_NODES,
+    }),
+  },
+  {
+    description:
+      'What the rollout would do, written while spec.dryRun is true (and kept as the record once it starts): the same order, skips and windows the rollout then follows.',
+  },
+);
+
+export const RolloutGate = Type.Object(
+  {
+    id: Type.String({
+      description:
+        'What the rollout waits at: canary-soak, soak/<stage> or pause/<node>; the value gatehouse rollout promote answers (talos.dev/promote).',
+      maxLength: 400,
+    }),
+    kind: StringEnum(['Soak', 'PauseBefore'], { description: 'Soak (watching its checks) or PauseBefore.' }),
+    since: Timestamp('Since when it waits there.'),
+    until: Type.Optional(Timestamp('When a soak ends by itself, its checks healthy throughout.')),
+    failed: Type.Optional(
+      Text('Why the soak failed (a check not healthy throughout): the rollout halts until promoted.', 1024),
+    ),
+    message: Text('What it waits for, in words.', 1024),
+  },
+  { description: 'The gate the rollout waits at now, written by the controller.' },
+);
+
+export const RolloutPromotion = Type.Object(
+  {
+    gate: Type.String({ description: 'The gate promoted past.', maxLength: 400 }),
+    by: Type.String({ description: 'Who promoted, as the API server authenticated them.', maxLength: 256 }),
+    reason: Text('Why, in their words.', 1024),
+    time: Timestamp('When the controller took it.'),
+  },
+  { description: 'A promotion past a gate.' },
+);
+
 export const NodeRolloutStatus = Type.Object(
   {
     observedGeneration: Type.Optional(Int64('The metadata.generation the status reflects.', { minimum: 0 })),
@@ -219,6 +357,20 @@ export const NodeRolloutStatus = Type.Object(
       ),
     ),
     message: Type.Optional(Text('What the rollout is doing or waiting for, in words.', 4096)),
+    plan: Type.Optional(RolloutPlanRecord),
+    gate: Type.Optional(RolloutGate),
+    passedGates: Type.Optional(
+      Type.Array(Type.String({ maxLength: 400 }), {
+        description: 'The ids of the gates passed (soaks over, pauses promoted): never waited for again.',
+        maxItems: 256,
+      }),
+    ),
+    promotions: Type.Optional(
+      Type.Array(RolloutPromotion, {
+        description: 'Every promotion, oldest first, recorded like a bypass.',
+        maxItems: 64,
+      }),
+    ),
   },
   { description: 'The progress of the rollout, written by the controller.' },
 );
@@ -235,6 +387,9 @@ export type NodeRolloutSpec = Static<typeof NodeRolloutSpec>;
 export type NodeRolloutStatus = Static<typeof NodeRolloutStatus>;
 export type RolloutNode = Static<typeof RolloutNode>;
 export type RolloutCounts = Static<typeof RolloutCounts>;
+export type PlannedNode = Static<typeof PlannedNode>;
+export type RolloutPlanRecord = Static<typeof RolloutPlanRecord>;
+export type RolloutGate = Static<typeof RolloutGate>;
 
 /** A NodeRollout as the controller reads it. */
 export interface ObservedNodeRollout {
@@ -248,6 +403,7 @@ export interface ObservedNodeRollout {
     creationTimestamp?: string;
     deletionTimestamp?: string;
     labels?: Record<string, string>;
+    annotations?: Record<string, string>;
   };
   spec: NodeRolloutSpec;
   status?: NodeRolloutStatus;

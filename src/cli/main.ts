@@ -13,6 +13,7 @@ import { gateCommand } from './gate.ts';
 import { manifestsCommand } from './manifests.ts';
 import { nodeActionCommands } from './node-actions.ts';
 import { rolloutCommand } from './node-rollouts.ts';
+import { rolloutPlanCommands } from './rollout-plan.ts';
 import { sandboxCommand } from './sandbox.ts';
 import { statusCommand } from './status.ts';
 import { talosctlCommand } from './talosctl.ts';
@@ -23,6 +24,12 @@ import { talosconfigCommand } from './talosconfig.ts';
 function usageExits(command: Command): void {
   command.exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : EXIT.usage));
   for (const sub of command.commands) usageExits(sub);
+}
+
+/** `gatehouse rollout` with plan, start and promote (rollout-plan.ts builds on node-rollouts.ts). */
+function withPlanCommands(rollout: Command): Command {
+  for (const command of rolloutPlanCommands()) rollout.addCommand(command);
+  return rollout;
 }
 
 export function program(): Command {
@@ -39,7 +46,7 @@ export function program(): Command {
   gatehouse
     .addCommand(actionsCommand())
     .addCommand(approveCommand())
-    .addCommand(rolloutCommand())
+    .addCommand(withPlanCommands(rolloutCommand()))
     .addCommand(gateCommand())
     .addCommand(talosctlCommand())
     .addCommand(talosconfigCommand())

@@ -19,7 +19,7 @@ import { colourWanted, makeStyle, type Style } from './style.ts';
 import { age, oneLine, table } from './table.ts';
 import { API_VERSION } from '../api/common.ts';
 
-type Rollout = ObservedNodeRollout & { metadata: { creationTimestamp?: string } };
+export type Rollout = ObservedNodeRollout & { metadata: { creationTimestamp?: string } };
 
 interface Connection {
   rest: RestClient;
@@ -30,7 +30,7 @@ async function client(options: ConnectionOptions): Promise<RestClient> {
   return (await connection(options)).rest;
 }
 
-async function connection(options: ConnectionOptions): Promise<Connection> {
+export async function connection(options: ConnectionOptions): Promise<Connection> {
   if (options.server !== undefined)
     throw new CliError(
       'rollout needs a kubeconfig (--kubeconfig/--context): the HTTP API does not serve NodeRollouts',
@@ -44,7 +44,7 @@ async function connection(options: ConnectionOptions): Promise<Connection> {
   }
 }
 
-async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+export async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (error) {
@@ -161,7 +161,7 @@ interface CreateFlags extends ConnectionOptions {
   drain?: boolean;
 }
 
-async function whoami(rest: RestClient): Promise<string> {
+export async function whoami(rest: RestClient): Promise<string> {
   const review = await rest.request<{ status?: { userInfo?: { username?: string } } }>(
     '/apis/authentication.k8s.io/v1/selfsubjectreviews',
     { method: 'POST', body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } },

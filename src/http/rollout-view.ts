@@ -77,6 +77,11 @@ export interface RolloutLane {
   action: string | null;
   segments: PhaseSegment[];
   marks: LaneMark[];
+  /**
+   * When the plan (status.plan) expects the node to go, while it has not started: drawn
+   * dashed. Null: started, skipped, or no plan.
+   */
+  planned: { start: string; end: string } | null;
 }
 
 export interface WindowBand {
@@ -91,8 +96,8 @@ export interface RolloutView {
   name: string;
   action: string;
   target: string | null;
-  /** Complete, Halted (with the reason in message), Paused, Progressing, or New (not processed yet). */
-  state: 'Complete' | 'Halted' | 'Paused' | 'Progressing' | 'New';
+  /** Complete, Halted (with the reason in message), Paused, Progressing, Planned (a dry run), or New (not processed yet). */
+  state: 'Complete' | 'Halted' | 'Paused' | 'Progressing' | 'Planned' | 'New';
   message: string;
   counts: RolloutCounts | null;
   groupBy: string | null;
@@ -132,6 +137,7 @@ function condition(rollout: RolloutObject, type: string): boolean {
 function rolloutState(rollout: RolloutObject): RolloutView['state'] {
   if (!rollout.status) return 'New';
   if (condition(rollout, 'Complete')) return 'Complete';
+  if (rollout.spec.dryRun) return 'Planned';
   if (rollout.spec.paused) return 'Paused';
   if (condition(rollout, 'Halted')) return 'Halted';
   return 'Progressing';
@@ -238,7 +244,17 @@ function lane(
       end: null,
       text: `unplanned ${unplanned.kind}: no gatehouse action explains it`,
     });
-  return { node: entry.node, action: entry.action ?? null, segments, marks };
+  return { node: entry.node, action: entry.action ?? null, segments, marks, planned: null };
+}
+
+/** The plan's times for the lanes not started yet. */
+function withPlan(lanes: RolloutLane[], plan: NonNullable<RolloutObject['status']>['plan']): void {
+  if (!plan) return;
+  const byNode = new Map(plan.nodes.map((p) => [p.node, p]));
+  for (const l of lanes) {
+    const p = byNode.get(l.node);
+    if (l.segments.length === 0 && p?.start && p.end) l.planned = { start: p.start, end: p.end };
+  }
 }
 
 function earliest(times: (string | undefined)[]): number | undefined {
@@ -253,6 +269,9 @@ export function rolloutView(input: RolloutViewInput, rollout: RolloutObject): Ro
   const actions = new Map(input.actions.map((a) => [a.metadata.name, a]));
   const nodes = new Map(input.nodes.map((n) => [n.metadata.name, n]));
   const lanes = entries.map((e) => lane(e, e.action ? actions.get(e.action) : undefined, nodes.get(e.node)));
+  withPlan(lanes, status.plan);
+  // A dry run is drawn over its plan: from when it was made to when it is expected to end.
+  const dryRun = rollout.spec.dryRun === true && status.plan !== undefined;
   const startMs =
     earliest([
       status.startTime,
@@ -267,15 +286,18 @@ export function rolloutView(input: RolloutViewInput, rollout: RolloutObject): Ro
     ...l.segments.map((s) => s.end ?? ''),
     ...l.marks.map((m) => m.end ?? m.time ?? ''),
   ]);
-  const end = complete
-    ? new Date(
-        Math.max(
-          startMs,
-          Date.parse(status.completionTime ?? ''),
-          ...drawnUntil.map((t) => Date.parse(t) || 0),
-        ),
-      )
-    : undefined;
+  const planEnd = dryRun && status.plan?.expectedEnd ? new Date(status.plan.expectedEnd) : undefined;
+  const end = planEnd
+    ? planEnd
+    : complete
+      ? new Date(
+          Math.max(
+            startMs,
+            Date.parse(status.completionTime ?? ''),
+            ...drawnUntil.map((t) => Date.parse(t) || 0),
+          ),
+        )
+      : undefined;
   // Windows to the full hour after the one that ends the range (still going: now's): the
   // page clips them to what it draws, and they change once an hour, not every snapshot.
   const windowsEnd = new Date((Math.floor((end ?? now).getTime() / HOUR_MS) + 2) * HOUR_MS);

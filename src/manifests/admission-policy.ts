@@ -13,6 +13,10 @@ import {
   APPROVAL_BY_ANNOTATION,
   APPROVAL_FOR_ANNOTATION,
   APPROVAL_REASON_ANNOTATION,
+  PROMOTE_ANNOTATION,
+  PROMOTE_ANNOTATIONS,
+  PROMOTED_BY_ANNOTATION,
+  PROMOTE_REASON_ANNOTATION,
   IMMUTABLE_ACTION_ANNOTATIONS,
   IMMUTABLE_ACTION_LABELS,
   INSTANCE_LABEL as CONTROLLER_INSTANCE_LABEL,
@@ -356,6 +360,30 @@ function rolloutSpecOtherwiseEqual(): string {
     .join(' && ');
 }
 
+/**
+ * A promotion past the gate a rollout waits at (status.gate, which the controller wrote):
+ * only by a holder of the verb promote on noderollouts, in their own name, with a reason,
+ * for the gate that waits. The gate is read from the stored status (the old object).
+ */
+function promotionRules(): Validation[] {
+  const value = (k: string) => metadataValue('object', 'annotations', k);
+  const waits = 'oldObject != null && has(oldObject.status) && has(oldObject.status.gate)';
+  return [
+    {
+      expression: `!variables.promoting || (${waits} && ${value(PROMOTE_ANNOTATION)} == oldObject.status.gate.id && ${value(PROMOTE_REASON_ANNOTATION)}.matches(${VISIBLE_REASON}))`,
+      messageExpression: `'NodeRollout ' + object.metadata.name + (${waits} ? ' waits at ' + oldObject.status.gate.id + ': set ${PROMOTE_ANNOTATION} to it, with a reason in ${PROMOTE_REASON_ANNOTATION}' : ' waits at no gate: there is nothing to promote')`,
+      message: `${PROMOTE_ANNOTATION} names the gate the rollout waits at (status.gate.id), with a reason in ${PROMOTE_REASON_ANNOTATION}`,
+      reason: 'Invalid',
+    },
+    {
+      expression: `!variables.promoting || variables.viaController || (authorizer.group('${GROUP}').resource('noderollouts').check('promote').allowed() && ${value(PROMOTED_BY_ANNOTATION)} == request.userInfo.username)`,
+      messageExpression: `'a promotion needs the verb promote on noderollouts.${GROUP} (ClusterRole gatehouse:promote) and ${PROMOTED_BY_ANNOTATION} set to your own name (' + request.userInfo.username + ')'`,
+      message: `a promotion needs the verb promote on noderollouts.${GROUP} and ${PROMOTED_BY_ANNOTATION} set to the promoter's own name`,
+      reason: 'Forbidden',
+    },
+  ];
+}
+
 function binding(policyName: string): Record<string, unknown> {
   return {
     apiVersion: 'admissionregistration.k8s.io/v1',
@@ -431,10 +459,18 @@ function rolloutPolicy(namespace: string): Record<string, unknown> {
           expression:
             'variables.bypassing && (variables.creating || object.spec != oldObject.spec) && !variables.onlyPausing',
         },
+        {
+          name: 'promoting',
+          expression: PROMOTE_ANNOTATIONS.map(
+            (k) =>
+              `${metadataValue('object', 'annotations', k)} != ${metadataValue('oldObject', 'annotations', k)}`,
+          ).join(' || '),
+        },
       ],
       validations: [
         ...rules.identity,
         rules.instance,
+        ...promotionRules(),
         {
           expression:
             '!variables.bypassJudged || variables.viaController || (has(object.spec.bypass.grantedBy) ? object.spec.bypass.grantedBy : object.spec.requestedBy) == request.userInfo.username',

@@ -24,6 +24,7 @@ export const CLUSTER_ROLES = {
   requester: 'gatehouse:requester',
   bypass: 'gatehouse:bypass',
   approve: 'gatehouse:approve',
+  promote: 'gatehouse:promote',
 } as const;
 
 /**
@@ -240,6 +241,12 @@ export function rbacObjects(namespace: string): Record<string, unknown>[] {
       [{ apiGroups: [GROUP], resources: ['nodeactions'], verbs: ['approve', ...READ, 'patch'] }],
       {},
       "Approve or refuse NodeActions waiting at an approval hook (gatehouse approve, the HTTP API, or the talos.dev/approval annotations), where the hook's approvers allow; checked by the admission policy and the HTTP API. Bind it to the people who decide.",
+    ),
+    clusterRole(
+      CLUSTER_ROLES.promote,
+      [{ apiGroups: [GROUP], resources: ['noderollouts'], verbs: ['promote', ...READ, 'patch'] }],
+      {},
+      'Promote a NodeRollout past the gate it waits at — a canary soak, a soak between groups, a pause before a node — (gatehouse rollout promote, or the talos.dev/promote annotations); checked by the admission policy, recorded in status.promotions and an Event.',
     ),
   ];
 }

@@ -7,7 +7,6 @@
 // unfinished) → Succeeded | Failed, or Skipped (already at the target version) or
 // Vanished (gone before it started). A node with an action, or remembered in the status
 // with one, is never started again (invariant 9).
-import type { ActionPolicySpec } from '../api/action-policy.ts';
 import type { Action } from '../api/common.ts';
 import type { RolloutConditionType } from '../api/names.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
@@ -22,62 +21,41 @@ import {
 import { setCondition, type Condition } from '../kube/conditions.ts';
 import type { EventSpec } from '../kube/event-spec.ts';
 import { matchesSelector } from '../kube/labels.ts';
-import { isControlPlane, policyMatches } from '../policies/evaluate.ts';
+import { isControlPlane } from '../policies/evaluate.ts';
 import { activeFreeze, frozenMessage } from '../policies/freeze.ts';
 import { upgradePathProblem } from '../talos/compatibility.ts';
 import { windowState } from '../policies/window.ts';
+import { talosVersionFromOsImage } from '../talos/version.ts';
+import { expectedDuration, roughDuration } from './expected-duration.ts';
 import {
-  compareTalosVersions,
-  formatTalosVersion,
-  installerVersion,
-  parseTalosVersion,
-  talosVersionFromOsImage,
-} from '../talos/version.ts';
-import { expectedDuration, roughDuration, type HistoryEntry } from './expected-duration.ts';
-import type { Impostor } from './membership.ts';
+  atTarget,
+  governingPolicies,
+  governingWindows,
+  isDone,
+  poolOf,
+  targetVersion,
+  type Entry,
+  type RolloutActionFacts,
+  type RolloutInput,
+  type RolloutNodeFacts,
+} from './facts.ts';
+import { gateBefore, gateStanding, type GateStanding } from './gates.ts';
 import { rolloutActionName } from './naming.ts';
 
-export interface RolloutNodeFacts {
-  name: string;
-  labels: Record<string, string>;
-  /** status.nodeInfo.osImage: `Talos (v1.13.0)`. */
-  osImage?: string;
-  /** status.nodeInfo.kubeletVersion: `v1.35.2`. */
-  kubeletVersion?: string;
-}
-
-/** One of the rollout's own NodeActions (made by it: membership.ts). */
-export interface RolloutActionFacts {
-  name: string;
-  node: string;
-  phase?: NodeActionPhase;
-  message?: string;
-}
-
-export interface RolloutPolicyFacts {
-  name: string;
-  spec: ActionPolicySpec;
-}
-
-export interface RolloutInput {
-  rollout: ObservedNodeRollout;
-  nodes: readonly RolloutNodeFacts[];
-  /** The rollout's NodeActions. */
-  actions: readonly RolloutActionFacts[];
-  /**
-   * Names of actions the status remembers and that are confirmed gone from the API server
-   * (not merely missing from a cache): only those may be reported as deleted.
-   */
-  deletedActions?: ReadonlySet<string>;
-  /**
-   * NodeActions that claim the rollout, or hold the name of one of its actions, without
-   * being one it made (membership.ts): never counted; their node waits while they exist.
-   */
-  impostors?: readonly Impostor[];
-  policies: readonly RolloutPolicyFacts[];
-  history: readonly HistoryEntry[];
-  now: Date;
-}
+export {
+  atTarget,
+  governingPolicies,
+  governingWindows,
+  isDone,
+  poolOf,
+  targetVersion,
+  type Entry,
+  type RolloutActionFacts,
+  type RolloutInput,
+  type RolloutNodeFacts,
+  type RolloutPolicyFacts,
+} from './facts.ts';
+import { planRollout } from './plan.ts';
 
 /** A NodeAction to create: its name and spec are fixed by the rollout and the node. */
 export interface ActionToCreate {
@@ -93,31 +71,7 @@ export interface RolloutPlan {
   requeueAfterMs?: number;
 }
 
-interface Entry extends RolloutNode {
-  /** Order: the stage (control-plane rank, group), then the name. */
-  stage: string;
-}
-
 const FAILED_ACTION_PHASES: ReadonlySet<NodeActionPhase> = new Set(['Failed', 'Denied', 'Cancelled']);
-
-/** The Talos version upgrade.image installs, if the rollout upgrades. */
-export function targetVersion(rollout: ObservedNodeRollout): string | undefined {
-  if (rollout.spec.action !== 'Upgrade' || !rollout.spec.upgrade) return undefined;
-  const version = installerVersion(rollout.spec.upgrade.image);
-  return version ? formatTalosVersion(version) : undefined;
-}
-
-/**
- * Whether the node already runs the target: its osImage names the version the image's tag
- * names. (The schematic, i.e. the extensions, is not visible on the Node; see
- * docs/decisions.md.) Unknown either way: not at target, the upgrade is made.
- */
-export function atTarget(node: RolloutNodeFacts, target: string | undefined): boolean {
-  if (target === undefined) return false;
-  const running = talosVersionFromOsImage(node.osImage);
-  const wanted = parseTalosVersion(target);
-  return running !== undefined && wanted !== undefined && compareTalosVersions(running, wanted) === 0;
-}
 
 function stageOf(
   rollout: ObservedNodeRollout,
@@ -197,11 +151,6 @@ function byOrder(a: Entry, b: Entry): number {
   return a.stage < b.stage ? -1 : a.stage > b.stage ? 1 : a.node < b.node ? -1 : a.node > b.node ? 1 : 0;
 }
 
-/** Whether a node's phase is final for the rollout. */
-export function isDone(phase: RolloutNodePhase): boolean {
-  return phase === 'Succeeded' || phase === 'Failed' || phase === 'Skipped' || phase === 'Vanished';
-}
-
 function countsOf(entries: readonly Entry[]): RolloutCounts {
   const counts: RolloutCounts = { pending: 0, running: 0, succeeded: 0, failed: 0, skipped: 0, vanished: 0 };
   for (const e of entries) {
@@ -232,9 +181,7 @@ export function windowFit(
   pool: ReadonlySet<string>,
   action: Action,
 ): WindowVerdict {
-  const matching = input.policies.filter((p) =>
-    policyMatches(p.spec, { name: '', node: node.name, action }, node.labels),
-  );
+  const matching = governingPolicies(input, node, action);
   // A freeze holds the node whatever the windows say; the rollout looks again when it ends.
   for (const policy of matching) {
     const frozen = activeFreeze(policy.spec.freezes, action, input.now);
@@ -245,15 +192,7 @@ export function windowFit(
         retryAt: frozen.end,
       };
   }
-  // Each policy's own windows, and those of its per-kind limits for this action.
-  const governing = matching.flatMap((p) =>
-    [
-      p.spec.windows,
-      ...(p.spec.perAction ?? []).filter((l) => l.actions.includes(action)).map((l) => l.windows),
-    ]
-      .filter((w) => (w?.length ?? 0) > 0)
-      .map((windows) => ({ name: p.name, windows })),
-  );
+  const governing = governingWindows(matching, action);
   if (governing.length === 0) return { fits: true };
   let expected: ReturnType<typeof expectedDuration> | undefined;
   for (const policy of governing) {
@@ -276,14 +215,6 @@ export function windowFit(
     }
   }
   return { fits: true };
-}
-
-function poolOf(entries: readonly Entry[], entry: Entry): Set<string> {
-  return new Set(
-    entries
-      .filter((e) => e.controlPlane === entry.controlPlane && e.group === entry.group)
-      .map((e) => e.node),
-  );
 }
 
 function conditionsOf(
@@ -379,15 +310,25 @@ function startNodes(
   entries: Entry[],
   nodes: ReadonlyMap<string, RolloutNodeFacts>,
   slots: number,
+  gates: GateStanding,
 ): { create: ActionToCreate[]; requeueAt: Date | undefined } {
   const create: ActionToCreate[] = [];
   let requeueAt: Date | undefined;
   const current = entries.find((e) => !isDone(e.phase))?.stage;
+  const passed = new Set(gates.passedGates);
   for (const entry of entries) {
     if (slots <= 0 || current === undefined) break;
-    if (entry.stage !== current || entry.phase !== 'Pending') continue;
+    if (entry.stage !== current || entry.phase !== 'Pending' || !gates.mayStart(entry)) continue;
     const node = nodes.get(entry.node);
     if (!node) continue;
+    // A pause before this node: it, and every node after it, waits for a promotion.
+    const pause = gateBefore(input, entry, node, passed);
+    if (pause) {
+      gates.gate = pause;
+      entry.phase = 'Waiting';
+      entry.message = pause.message;
+      break;
+    }
     const name = rolloutActionName(input.rollout.metadata.name, entry.node);
     const fit = windowFit(input, node, poolOf(entries, entry), input.rollout.spec.action);
     if (!fit.fits) {
@@ -411,7 +352,7 @@ function startNodes(
  * target's range), in words; undefined when every one can. A rollout that cannot succeed
  * starts no node, rather than fail at the first one.
  */
-function preflight(
+export function preflight(
   entries: readonly Entry[],
   nodes: ReadonlyMap<string, RolloutNodeFacts>,
   target: string | undefined,
@@ -438,6 +379,8 @@ interface Standing {
   paused: boolean;
   complete: boolean;
   haltReason: string | undefined;
+  /** The gates (gates.ts): a canary or soak that failed halts; a soak or pause waits. */
+  gates?: GateStanding;
 }
 
 /** The rollout's one-line message. */
@@ -449,6 +392,8 @@ function messageOf(entries: readonly Entry[], counts: RolloutCounts, standing: S
       : `complete: ${String(counts.succeeded)} done, ${String(counts.skipped)} skipped, ${String(counts.failed)} failed${counts.vanished ? `, ${String(counts.vanished)} vanished` : ''}`;
   if (standing.haltReason) return `halted: ${standing.haltReason}`;
   if (standing.paused) return `paused: ${String(counts.running)} running finish, none starts`;
+  const gate = standing.gates?.gate;
+  if (gate && counts.running === 0) return gate.message;
   if (waiting && counts.running === 0) return waiting.message ?? 'waiting';
   return `${String(counts.running)} running, ${String(counts.pending)} to go${waiting ? `; ${waiting.message ?? ''}` : ''}`;
 }
@@ -462,13 +407,11 @@ function rolloutConditions(
   message: string,
 ): NodeRolloutStatus['conditions'] {
   const { tooMany, halted, paused, complete, haltReason, preflight: blocked } = standing;
+  const gateHalt = standing.gates?.halt?.reason;
   const haltedBy = tooMany
     ? 'TooManyNodes'
-    : halted
-      ? 'FailureBudgetExhausted'
-      : blocked
-        ? 'PreflightFailed'
-        : undefined;
+    : (gateHalt ?? (halted ? 'FailureBudgetExhausted' : blocked ? 'PreflightFailed' : undefined));
+  const waitingAt = standing.gates?.gate && !gateHalt ? standing.gates.gate.kind : undefined;
   return conditionsOf(
     input.rollout.status?.conditions,
     {
@@ -476,13 +419,28 @@ function rolloutConditions(
         status: !complete && !haltReason && !paused && counts.running > 0,
         reason: complete
           ? 'Complete'
-          : (haltedBy ?? (paused ? 'Paused' : counts.running > 0 ? 'NodesRunning' : 'WaitingForWindow')),
+          : (haltedBy ??
+            (paused
+              ? 'Paused'
+              : counts.running > 0
+                ? 'NodesRunning'
+                : waitingAt === 'Soak'
+                  ? 'Soaking'
+                  : waitingAt === 'PauseBefore'
+                    ? 'PausedBefore'
+                    : 'WaitingForWindow')),
         message: described,
       },
       Halted: {
-        status: haltReason !== undefined || paused,
-        reason: haltedBy ?? (paused ? 'Paused' : 'NotHalted'),
-        message: haltReason ?? (paused ? 'spec.paused is true' : ''),
+        status: haltReason !== undefined || paused || waitingAt === 'PauseBefore',
+        reason: haltedBy ?? (paused ? 'Paused' : waitingAt === 'PauseBefore' ? 'PausedBefore' : 'NotHalted'),
+        message:
+          haltReason ??
+          (paused
+            ? 'spec.paused is true'
+            : waitingAt === 'PauseBefore'
+              ? (standing.gates?.gate?.message ?? '')
+              : ''),
       },
       Complete: {
         status: complete,
@@ -495,19 +453,25 @@ function rolloutConditions(
   );
 }
 
-export function decide(input: RolloutInput): RolloutPlan {
-  const { rollout, now } = input;
-  const spec = rollout.spec;
-  const previous = rollout.status?.nodes ?? [];
-  const remembered = new Map(previous.map((e) => [e.node, e]));
-  const nodes = new Map(input.nodes.map((n) => [n.name, n]));
+/** The rollout's nodes in the order they go, each where it stands (impostors held). */
+export function rolloutEntries(input: RolloutInput, nodes: ReadonlyMap<string, RolloutNodeFacts>): Entry[] {
+  const remembered = new Map((input.rollout.status?.nodes ?? []).map((e) => [e.node, e]));
   const actions = new Map(input.actions.map((a) => [a.node, a]));
-  const target = targetVersion(rollout);
-
+  const target = targetVersion(input.rollout);
   const entries = [...membersOf(input, nodes)]
     .map((name) => entryFor(input, name, nodes.get(name), actions.get(name), remembered.get(name), target))
     .sort(byOrder);
   holdImpostors(input, entries);
+  return entries;
+}
+
+export function decide(input: RolloutInput): RolloutPlan {
+  const { rollout, now } = input;
+  const spec = rollout.spec;
+  const previous = rollout.status?.nodes ?? [];
+  const nodes = new Map(input.nodes.map((n) => [n.name, n]));
+  const target = targetVersion(rollout);
+  const entries = rolloutEntries(input, nodes);
 
   const notes: string[] = [];
   const counts0 = countsOf(entries);
@@ -523,19 +487,22 @@ export function decide(input: RolloutInput): RolloutPlan {
     );
   }
   const blocked = tooMany || halted ? undefined : preflight(entries, nodes, target);
+  if (spec.dryRun === true) return planOnly(input, entries, tooMany);
+  const gates = gateStanding(input, entries, nodes);
   const { create, requeueAt } =
-    !tooMany && !halted && !paused && !blocked
-      ? startNodes(input, entries, nodes, (spec.maxParallel ?? 1) - counts0.running)
+    !tooMany && !halted && !paused && !blocked && !gates.halt
+      ? startNodes(input, entries, nodes, (spec.maxParallel ?? 1) - counts0.running, gates)
       : { create: [], requeueAt: undefined };
 
   const counts = countsOf(entries);
   const complete = !tooMany && entries.every((e) => isDone(e.phase));
   const haltReason = tooMany
     ? `the rollout selects ${String(entries.length)} nodes, more than the ${String(MAX_ROLLOUT_NODES)} one rollout can track: narrow spec.nodeSelector`
-    : halted
-      ? `${String(counts.failed)} node${counts.failed === 1 ? '' : 's'} failed, more than maxFailures (${String(maxFailures)}): first ${firstFailure?.node ?? '?'}: ${firstFailure?.message ?? ''}. Raise spec.maxFailures to go on`
-      : blocked;
-  const standing: Standing = { tooMany, halted, preflight: blocked, paused, complete, haltReason };
+    : (gates.halt?.message ??
+      (halted
+        ? `${String(counts.failed)} node${counts.failed === 1 ? '' : 's'} failed, more than maxFailures (${String(maxFailures)}): first ${firstFailure?.node ?? '?'}: ${firstFailure?.message ?? ''}. Raise spec.maxFailures to go on`
+        : blocked));
+  const standing: Standing = { tooMany, halted, preflight: blocked, paused, complete, haltReason, gates };
   const message = messageOf(entries, counts, standing);
   const described = notes.length ? `${message}; ${notes.join('; ')}` : message;
   const conditions = rolloutConditions(input, counts, standing, described, message);
@@ -550,6 +517,14 @@ export function decide(input: RolloutInput): RolloutPlan {
   if (blocked && !wasBlocked) events.push({ type: 'Warning', reason: 'PreflightFailed', message: blocked });
   const wasComplete = rollout.status?.conditions?.find((c) => c.type === 'Complete')?.status === 'True';
   if (complete && !wasComplete) events.push({ type: 'Normal', reason: 'Completed', message });
+  events.push(...gates.events);
+  const gate = gates.gate;
+  if (gate && !gate.failed && gate.id !== rollout.status?.gate?.id)
+    events.push({
+      type: 'Normal',
+      reason: gate.kind === 'Soak' ? 'Soaking' : 'PausedBefore',
+      message: gate.message,
+    });
 
   const generation = rollout.metadata.generation;
   const status: NodeRolloutStatus = {
@@ -561,11 +536,76 @@ export function decide(input: RolloutInput): RolloutPlan {
     ...(complete ? { completionTime: rollout.status?.completionTime ?? now.toISOString() } : {}),
     conditions,
     message: described.slice(0, 4096),
+    ...(rollout.status?.plan ? { plan: rollout.status.plan } : {}),
+    ...(gate && !complete ? { gate } : {}),
+    ...(gates.passedGates.length ? { passedGates: gates.passedGates } : {}),
+    ...(gates.promotions.length ? { promotions: gates.promotions } : {}),
   };
+  const wakeMs = [
+    requeueAt ? Math.max(1000, requeueAt.getTime() - now.getTime()) : undefined,
+    gates.requeueAfterMs,
+  ]
+    .filter((ms): ms is number => ms !== undefined)
+    .reduce<number | undefined>((a, b) => (a === undefined ? b : Math.min(a, b)), undefined);
+  return { create, status, events, ...(wakeMs !== undefined ? { requeueAfterMs: wakeMs } : {}) };
+}
+
+/** How long a plan stands before the controller makes it again (nodes and history change). */
+export const PLAN_REFRESH_MS = 5 * 60_000;
+
+/**
+ * spec.dryRun: the plan, and nothing started. Made again when the spec changes or it is
+ * older than PLAN_REFRESH_MS, not on every pass: each pass would be a status write.
+ */
+function planOnly(input: RolloutInput, entries: readonly Entry[], tooMany: boolean): RolloutPlan {
+  const { rollout, now } = input;
+  const generation = rollout.metadata.generation;
+  const previous = rollout.status?.plan;
+  const fresh =
+    previous !== undefined &&
+    rollout.status?.observedGeneration === generation &&
+    now.getTime() - Date.parse(previous.time) < PLAN_REFRESH_MS;
+  const made = fresh ? previous : planRollout(input, entries);
+  const plan = tooMany
+    ? {
+        ...made,
+        findings: [
+          ...(made.findings ?? []).filter((f) => !f.startsWith('the rollout selects')),
+          `the rollout selects ${String(entries.length)} nodes, more than the ${String(MAX_ROLLOUT_NODES)} one rollout can track`,
+        ],
+      }
+    : made;
+  const feasible = plan.feasible && !tooMany;
+  const counts = countsOf(entries);
+  const hours =
+    plan.expectedSeconds !== undefined ? `, expected ${roughDuration(plan.expectedSeconds * 1000)}` : '';
+  const message = `planned (spec.dryRun): ${String(plan.nodes.length)} nodes, ${String(counts.skipped)} skipped${hours}; ${feasible ? 'set spec.dryRun to false to start it' : `it cannot succeed: ${plan.findings?.join('; ') ?? ''}`}`;
+  const conditions = conditionsOf(
+    rollout.status?.conditions,
+    {
+      Progressing: { status: false, reason: 'Planned', message },
+      Halted: { status: false, reason: 'Planned', message: 'a dry run starts no node' },
+      Complete: { status: false, reason: 'Planned', message: 'a dry run starts no node' },
+    },
+    generation,
+    now,
+  );
+  const events: EventSpec[] = fresh
+    ? []
+    : [{ type: feasible ? 'Normal' : 'Warning', reason: 'Planned', message: message.slice(0, 1024) }];
+  const target = targetVersion(rollout);
   return {
-    create,
-    status,
+    create: [],
     events,
-    ...(requeueAt ? { requeueAfterMs: Math.max(1000, requeueAt.getTime() - now.getTime()) } : {}),
+    status: {
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+      ...(target !== undefined ? { targetVersion: target } : {}),
+      counts,
+      nodes: entries.slice(0, MAX_ROLLOUT_NODES).map(({ stage: _stage, ...e }) => e),
+      conditions,
+      message: message.slice(0, 4096),
+      plan: { ...plan, feasible },
+    },
+    requeueAfterMs: PLAN_REFRESH_MS,
   };
 }

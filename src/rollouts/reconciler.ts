@@ -21,7 +21,9 @@ import type { RestClient } from '../kube/rest.ts';
 import type { ReconcileResult, WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
+import type { ObservedCheck } from '../checks/runner.ts';
 import { decide, type RolloutActionFacts, type RolloutNodeFacts } from './decide.ts';
+import type { RolloutCheckFacts } from './facts.ts';
 import type { HistoryEntry } from './expected-duration.ts';
 import { claimedRollout, notMadeBy, sortClaims, type Impostor } from './membership.ts';
 import { rolloutLabelValue } from './naming.ts';
@@ -39,6 +41,8 @@ export interface RolloutReconcilerOptions {
   actions: Informer<ActionObject>;
   nodes: Informer<KubeObject>;
   policies: Informer<ActionPolicy & KubeObject>;
+  /** The ClusterHealthChecks, which a soak watches (gates.ts); absent: no check gates a soak. */
+  checks?: Informer<ObservedCheck>;
   isLeader: () => boolean;
   instance?: string;
   /** The clock, for tests. */
@@ -53,6 +57,17 @@ function historyEntry(a: ActionObject): HistoryEntry {
     phase: a.status?.phase,
     startTime: admitted?.lastTransitionTime ?? a.status?.startTime,
     completionTime: a.status?.completionTime,
+  };
+}
+
+/** A ClusterHealthCheck as a soak weighs it: its verdict, and when it last changed. */
+function checkFacts(c: ObservedCheck): RolloutCheckFacts {
+  const changedAt = c.status?.conditions?.find((k) => k.type === 'Healthy')?.lastTransitionTime;
+  return {
+    name: c.metadata.name,
+    spec: c.spec,
+    healthy: c.status?.healthy,
+    ...(changedAt ? { changedAt } : {}),
   };
 }
 
@@ -133,6 +148,11 @@ export class RolloutReconciler {
     });
     actions.on('delete', onAction);
     // A node that appears, goes, or changes labels or version may change any rollout.
+    // A soaking rollout halts as soon as a check it watches is no longer healthy.
+    this.o.checks?.on('update', (old, c) => {
+      if (old.status?.healthy === c.status?.healthy) return;
+      for (const r of rollouts.list()) if (r.status?.gate?.kind === 'Soak') this.queue.add(r.metadata.name);
+    });
     nodes.on('add', () => this.enqueueAll());
     nodes.on('delete', () => this.enqueueAll());
     nodes.on('update', (old, n) => {
@@ -332,6 +352,7 @@ export class RolloutReconciler {
       deletedActions: deleted,
       impostors: [...impostors, ...squatters],
       policies: this.o.policies.list().map((p) => ({ name: p.metadata.name, spec: p.spec })),
+      checks: (this.o.checks?.list() ?? []).map(checkFacts),
       history: this.o.actions
         .list()
         .filter((a) => isTerminal(a.status?.phase))

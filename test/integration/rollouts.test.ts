@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { ControllerProcess } from '../support/controller-process.ts';
 import { INSTANCE_LABEL, ROLLOUT_LABEL } from '../../src/api/names.ts';
-import type { NodeRollout, NodeRolloutSpec } from '../../src/api/node-rollout.ts';
 import { APPROVED_PHASES } from '../../src/api/phases.ts';
 import type { Controller } from '../../src/controller.ts';
 import { TALOS_FAULT_ANNOTATION, BOOT_DELAY_ANNOTATION } from '../../sandbox/talos-faults.ts';
@@ -20,13 +19,13 @@ import { createTalosNodes, GROUP_LABEL } from '../support/talos-nodes.ts';
 import {
   API,
   createPolicy,
-  deleteAfter,
   startGateController,
   watchActions,
   whoami,
   type ActionObject,
 } from '../support/gate.ts';
 import { rest, testKubeConfig, testSandboxState, uniqueName, waitFor } from '../support/kube.ts';
+import { ROLLOUT_IMAGE, Rollouts, complete, condition, type RolloutObject } from '../support/rollouts.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -38,10 +37,13 @@ const talos: TalosContext = await loadTalosConfig({ path: talosconfig });
 const TAINT = 'gatehouse.test/rollouts';
 const OLD = 'v1.13.0';
 const NEW = 'v1.13.1';
-const IMAGE = `ghcr.io/siderolabs/installer:${NEW}`;
 let me = '';
+const kit = new Rollouts(client);
+const createRollout = kit.createRollout.bind(kit);
+const getRollout = kit.getRollout.bind(kit);
+const rolloutActions = kit.rolloutActions.bind(kit);
+const waitForRollout = kit.waitForRollout.bind(kit);
 
-type RolloutObject = NodeRollout & { metadata: { name: string; uid: string; resourceVersion: string } };
 interface NodeView {
   metadata: { name: string; annotations?: Record<string, string> };
   status?: { nodeInfo?: { osImage?: string } };
@@ -71,85 +73,6 @@ function nodes(
   });
 }
 
-async function createRollout(
-  t: TestContext,
-  instance: string,
-  groups: string[],
-  spec: Partial<NodeRolloutSpec> = {},
-): Promise<string> {
-  const name = uniqueName('roll');
-  await client.request(`${API}/noderollouts`, {
-    method: 'POST',
-    body: {
-      apiVersion: 'talos.dev/v1alpha1',
-      kind: 'NodeRollout',
-      metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
-      spec: {
-        action: 'Upgrade',
-        upgrade: { image: IMAGE },
-        nodeSelector: { matchExpressions: [{ key: GROUP_LABEL, operator: 'In', values: groups }] },
-        requestedBy: me,
-        ...spec,
-      },
-    },
-  });
-  deleteAfter(t, client, `${API}/noderollouts/${name}`);
-  // Registered before the rollout's own deletion runs: its actions go first, cancelled by a
-  // controller still running, finalizers lifted if none runs any more.
-  t.after(() => deleteRolloutActions(name));
-  return name;
-}
-
-const getRollout = (name: string) => client.request<RolloutObject>(`${API}/noderollouts/${name}`);
-const condition = (r: RolloutObject, type: string) => r.status?.conditions?.find((c) => c.type === type);
-
-async function rolloutActions(name: string): Promise<ActionObject[]> {
-  const list = await client.request<{ items: ActionObject[] }>(
-    `${API}/nodeactions?labelSelector=${encodeURIComponent(`${ROLLOUT_LABEL}=${name}`)}`,
-  );
-  return list.items;
-}
-
-async function waitForRollout(
-  name: string,
-  what: string,
-  ok: (r: RolloutObject) => boolean,
-  timeoutMs = 240_000,
-) {
-  return waitFor(
-    `rollout ${name} ${what}`,
-    async () => {
-      const r = await getRollout(name);
-      return ok(r) ? r : undefined;
-    },
-    { timeoutMs, intervalMs: 500 },
-  );
-}
-
-/** Deletes a rollout's actions, waits for their controller to let them go, and lifts what is left's finalizers. */
-async function deleteRolloutActions(name: string): Promise<void> {
-  const names = (await rolloutActions(name)).map((a) => a.metadata.name);
-  await Promise.all(
-    names.map((n) => client.request(`${API}/nodeactions/${n}`, { method: 'DELETE' }).catch(() => undefined)),
-  );
-  const gone = async () => (await rolloutActions(name)).length === 0;
-  await waitFor('the rollout actions to go', async () => ((await gone()) ? true : undefined), {
-    timeoutMs: 15_000,
-    intervalMs: 500,
-  }).catch(async () => {
-    for (const a of await rolloutActions(name))
-      await client
-        .request(`${API}/nodeactions/${a.metadata.name}`, {
-          method: 'PATCH',
-          contentType: 'application/merge-patch+json',
-          body: { metadata: { finalizers: null } },
-        })
-        .catch(() => undefined);
-  });
-}
-
-const complete = (r: RolloutObject) => condition(r, 'Complete')?.status === 'True';
-
 async function talosCalls(node: string): Promise<Record<string, number>> {
   return talosCallCounts((await client.request<NodeView>(`/api/v1/nodes/${node}`)).metadata.annotations);
 }
@@ -166,6 +89,7 @@ async function osImage(node: string): Promise<string | undefined> {
 before(async () => {
   await installGatehouseAPI(kc);
   me = await whoami(client);
+  kit.me = me;
 });
 
 describe('NodeRollout', () => {
@@ -294,30 +218,7 @@ describe('NodeRollout', () => {
     const group = uniqueName('ro-pre');
     const [old = '', fine = ''] = await nodes(t, group, 2);
     // One node two minors behind: Talos 1.13 needs a host of 1.11.0 or later.
-    // kwok rewrites a node's status from what it last read, so a write can be undone by
-    // one of its own in flight: written until it reads back the same several times over.
-    const setOsImage = async (node: string, version: string) => {
-      const osImage = `Talos (${version})`;
-      let steady = 0;
-      await waitFor(
-        `node ${node} to keep ${osImage}`,
-        async () => {
-          const n = await client.request<{ status?: { nodeInfo?: { osImage?: string } } }>(
-            `/api/v1/nodes/${node}`,
-          );
-          if (n.status?.nodeInfo?.osImage === osImage) return ++steady >= 4 ? true : undefined;
-          steady = 0;
-          await client.request(`/api/v1/nodes/${node}/status`, {
-            method: 'PATCH',
-            contentType: 'application/merge-patch+json',
-            body: { status: { nodeInfo: { osImage } } },
-          });
-          return undefined;
-        },
-        { timeoutMs: 30_000, intervalMs: 500 },
-      );
-    };
-    await setOsImage(old, 'v1.10.7');
+    await kit.setOsImage(old, 'v1.10.7');
     const name = await createRollout(t, instance, [group], { maxParallel: 2 });
     const blocked = await waitForRollout(
       name,
@@ -333,7 +234,7 @@ describe('NodeRollout', () => {
     assert.equal((await rolloutActions(name)).length, 0, 'no node started, not even the one that could');
     assert.equal(await upgradeCalls(fine), 0);
     // The node brought to a version Talos accepts: the rollout goes on by itself.
-    await setOsImage(old, 'v1.12.5');
+    await kit.setOsImage(old, 'v1.12.5');
     const done = await waitForRollout(name, 'to complete', complete);
     assert.equal(done.status?.counts?.succeeded, 2);
   });
@@ -405,7 +306,7 @@ describe('NodeRollout and maintenance windows', () => {
           apiVersion: 'talos.dev/v1alpha1',
           kind: 'NodeAction',
           metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
-          spec: { nodeName: slow, action: 'Upgrade', upgrade: { image: IMAGE }, requestedBy: me },
+          spec: { nodeName: slow, action: 'Upgrade', upgrade: { image: ROLLOUT_IMAGE }, requestedBy: me },
         },
       });
       history.push(name);

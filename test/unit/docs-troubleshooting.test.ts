@@ -76,6 +76,11 @@ const DYNAMIC: Readonly<Record<string, readonly string[]>> = {
   // Free text: why a hook Job is deleted, what a CEL error is about.
   'src/hooks/plan.ts: reason': [],
   'src/hooks/runner.ts: reason': [],
+  // A gate that halts a rollout: a canary node failed, or a soak's checks did not stay healthy.
+  'src/rollouts/gates.ts: condition': ['CanaryFailed', 'SoakFailed'],
+  // Free text: a promoter's words (status.promotions[].reason).
+  'src/rollouts/gates.ts: promotion.reason': [],
+  'src/rollouts/gates.ts: reason': [],
   // Free text: an approver's words (status.approval.decisions[].reason).
   'src/actions/phases/person-approval.ts: answer.reason': [],
   'src/actions/phases/person-approval.ts: reason': [],

@@ -15,6 +15,11 @@ import {
 } from '../../src/rollouts/decide.ts';
 import { expectedDuration, median } from '../../src/rollouts/expected-duration.ts';
 import { rolloutActionName, rolloutLabelValue } from '../../src/rollouts/naming.ts';
+import {
+  PROMOTE_ANNOTATION,
+  PROMOTED_BY_ANNOTATION,
+  PROMOTE_REASON_ANNOTATION,
+} from '../../src/api/names.ts';
 
 const NOW = new Date('2026-03-02T10:00:00Z');
 const CP = 'node-role.kubernetes.io/control-plane';
@@ -329,6 +334,70 @@ describe('rollout decide, as a process (properties)', () => {
             } else if (running[0]) actions.set(running[0].node, { ...running[0], phase: 'Succeeded' });
           }
           assert.ok(created <= count);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a canary goes first and a pause holds: no other node before the canary succeeded, none past a pause not promoted', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 2, max: 10 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.array(fc.tuple(fc.nat(), outcome, fc.boolean(), fc.boolean()), { maxLength: 60 }),
+        (count, maxParallel, canaryCount, steps) => {
+          const nodes = Array.from({ length: count }, (_, i) => node(`n${String(i)}`));
+          const paused = `n${String(count - 1)}`;
+          const spec = {
+            maxParallel,
+            maxFailures: 9,
+            canary: { nodes: canaryCount, soak: '0s' },
+            pauseBefore: { nodes: [paused] },
+          };
+          const canary = new Set(nodes.slice(0, canaryCount).map((n) => n.name));
+          const actions = new Map<string, RolloutActionFacts>();
+          const promoted = new Set<string>();
+          let status: ObservedNodeRollout['status'];
+          let annotations: Record<string, string> | undefined;
+          for (let i = 0; i < 80; i++) {
+            const [pick = 0, next = 'Succeeded', restart = false, promote = false] =
+              steps[i % Math.max(1, steps.length)] ?? [];
+            const current = {
+              ...rollout(spec, restart ? undefined : status),
+              metadata: { name: 'r', uid: 'uid-r', generation: 1, ...(annotations ? { annotations } : {}) },
+            };
+            const plan = decide(input({ rollout: current, nodes, actions: [...actions.values()] }));
+            for (const c of plan.create) {
+              assert.ok(!actions.has(c.node), `${c.node} started twice`);
+              const canaryDone = [...canary].every((n) => actions.get(n)?.phase === 'Succeeded');
+              if (!canary.has(c.node))
+                assert.ok(
+                  canaryDone || promoted.has('canary-soak'),
+                  `${c.node} started before the canary succeeded`,
+                );
+              if (c.node === paused)
+                assert.ok(promoted.has(`pause/${paused}`), `${c.node} started past its pause`);
+              actions.set(c.node, { name: c.name, node: c.node, phase: 'Pending' });
+            }
+            status = plan.status;
+            // Someone promotes the gate the rollout waits at, now and then.
+            const gate = plan.status.gate?.id;
+            if (promote && gate) {
+              promoted.add(gate);
+              annotations = {
+                [PROMOTE_ANNOTATION]: gate,
+                [PROMOTED_BY_ANNOTATION]: 'bob',
+                [PROMOTE_REASON_ANNOTATION]: 'go on',
+              };
+            }
+            const running = [...actions.values()].filter(
+              (a) => a.phase === 'Pending' || a.phase === 'Executing',
+            );
+            const a = running[pick % Math.max(1, running.length)];
+            if (a) actions.set(a.node, { ...a, phase: next });
+          }
         },
       ),
       { numRuns: 300 },

@@ -799,10 +799,32 @@ function swimlanes(rollout, nowIso) {
       );
     });
     const state = rollout.groups.flatMap((g) => g.tiles).find((t) => t.node === lane.node);
+    // Not started yet: where the plan expects it, dashed.
+    const planned = lane.planned
+      ? [
+          (() => {
+            const p0 = x(Date.parse(lane.planned.start));
+            const p1 = Math.max(p0 + 2, x(Date.parse(lane.planned.end)));
+            const label = `${lane.node}: planned from ${formatTime(lane.planned.start)} to ${formatTime(lane.planned.end)}`;
+            return svg(
+              'g',
+              { class: 'planned', role: 'listitem', 'aria-label': label },
+              title(label),
+              svg('rect', {
+                x: p0,
+                y: top + 6,
+                width: p1 - p0,
+                height: laneHeight - 17,
+                class: 'planned-bar',
+              }),
+            );
+          })(),
+        ]
+      : [];
     parts.push(
       svg('text', { x: 8, y: top + 20, class: 'lane-label', text: lane.node }),
       // A lane with nothing drawn says why: not yet, already at target, gone.
-      segments.length + marks.length === 0 &&
+      segments.length + marks.length + planned.length === 0 &&
         state &&
         svg('text', { x: left + 4, y: top + 20, class: 'lane-note', text: state.word }),
       svg(
@@ -810,9 +832,10 @@ function swimlanes(rollout, nowIso) {
         {
           role: 'list',
           'aria-label': `Swimlane of ${lane.node}${state ? `: ${state.word}` : ''}${
-            segments.length + marks.length === 0 ? ', nothing yet' : ''
+            segments.length + marks.length + planned.length === 0 ? ', nothing yet' : ''
           }`,
         },
+        planned,
         segments,
         marks,
       ),
@@ -885,7 +908,7 @@ function legend(rollout) {
 }
 
 /** @type {Record<RolloutView['state'], string>} */
-const ROLLOUT_SYMBOLS = { Complete: '✓', Halted: '✗', Paused: '‖', Progressing: '▶', New: '○' };
+const ROLLOUT_SYMBOLS = { Complete: '✓', Halted: '✗', Paused: '‖', Progressing: '▶', Planned: '┄', New: '○' };
 
 /**
  * @param {RolloutView} rollout
@@ -903,6 +926,7 @@ function rolloutArticle(rollout, now) {
     Halted: 'Failed',
     Paused: 'Held',
     Progressing: 'Running',
+    Planned: 'Pending',
     New: 'Unknown',
   }[rollout.state];
   return h(
