@@ -374,6 +374,12 @@ function actionPaths(maxWait: string) {
         },
       },
     },
+  };
+}
+
+/** What a person or a requester does to one action: mark it executed, release it, answer its approval, cancel it. */
+function actionMarkPaths() {
+  return {
     '/v1/actions/{name}/executed': {
       post: {
         operationId: 'markActionExecuted',
@@ -552,6 +558,7 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
     ...operationPaths(),
     ...actionCollectionPaths(rules, options),
     ...actionPaths(maxWait),
+    ...actionMarkPaths(),
     ...talosPaths(),
     ...policyAndCheckPaths(),
   };
