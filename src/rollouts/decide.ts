@@ -42,19 +42,6 @@ import {
 import { gateBefore, gateStanding, type GateStanding } from './gates.ts';
 import { rolloutActionName } from './naming.ts';
 
-export {
-  atTarget,
-  governingPolicies,
-  governingWindows,
-  isDone,
-  poolOf,
-  targetVersion,
-  type Entry,
-  type RolloutActionFacts,
-  type RolloutInput,
-  type RolloutNodeFacts,
-  type RolloutPolicyFacts,
-} from './facts.ts';
 import { planRollout } from './plan.ts';
 
 /** A NodeAction to create: its name and spec are fixed by the rollout and the node. */

@@ -33,8 +33,8 @@ import {
   testSandboxState,
   uniqueName,
 } from '../support/kube.ts';
-import { ROLLOUT_IMAGE, Rollouts, complete, condition } from '../support/rollouts.ts';
-import { GROUP_LABEL, createTalosNodes } from '../support/talos-nodes.ts';
+import { Rollouts, complete, condition, upgradeOf } from '../support/rollouts.ts';
+import { createTalosNodes } from '../support/talos-nodes.ts';
 
 const kc = testKubeConfig();
 const client = rest(kc);
@@ -102,11 +102,7 @@ describe('a rollout planned first', () => {
         apiVersion: 'talos.dev/v1alpha1',
         kind: 'NodeRollout',
         metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
-        spec: {
-          action: 'Upgrade',
-          upgrade: { image: ROLLOUT_IMAGE },
-          nodeSelector: { matchExpressions: [{ key: GROUP_LABEL, operator: 'In', values: groups }] },
-        },
+        spec: upgradeOf(groups),
       });
     const refused = uniqueName('refused');
     t.after(() =>

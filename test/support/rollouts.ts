@@ -16,6 +16,15 @@ export type RolloutObject = NodeRollout & {
   metadata: { name: string; uid: string; resourceVersion: string };
 };
 
+/** An upgrade to ROLLOUT_IMAGE of the nodes of these test groups. */
+export function upgradeOf(groups: string[]): Pick<NodeRolloutSpec, 'action' | 'upgrade' | 'nodeSelector'> {
+  return {
+    action: 'Upgrade',
+    upgrade: { image: ROLLOUT_IMAGE },
+    nodeSelector: { matchExpressions: [{ key: GROUP_LABEL, operator: 'In', values: groups }] },
+  };
+}
+
 export const condition = (r: RolloutObject, type: string) =>
   r.status?.conditions?.find((c) => c.type === type);
 
@@ -43,9 +52,7 @@ export class Rollouts {
         kind: 'NodeRollout',
         metadata: { name, labels: { [INSTANCE_LABEL]: instance } },
         spec: {
-          action: 'Upgrade',
-          upgrade: { image: ROLLOUT_IMAGE },
-          nodeSelector: { matchExpressions: [{ key: GROUP_LABEL, operator: 'In', values: groups }] },
+          ...upgradeOf(groups),
           requestedBy: this.me,
           ...spec,
         },

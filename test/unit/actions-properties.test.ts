@@ -29,6 +29,7 @@ import { COMPLETIONS, takesNodeAway } from '../../src/actions/completions.ts';
 import { DO_NOT_DISRUPT_CHECK } from '../../src/actions/do-not-disrupt.ts';
 import { MAINTAINERS_CHECK } from '../../src/actions/maintainers.ts';
 import type { NodeNeighbours } from '../../src/actions/neighbours.ts';
+import type { DrainForecastRead } from '../../src/actions/drain-forecast.ts';
 import { etcdGuardApplies } from '../../src/actions/etcd-guard.ts';
 import type { EtcdCheckState } from '../../src/talos/etcd-health.ts';
 import type { Action } from '../../src/api/common.ts';
@@ -60,7 +61,7 @@ import {
   policyMatches,
   type PolicyFacts,
 } from '../../src/policies/evaluate.ts';
-import { ACTIONS_FOR_TESTS, T0, action, hook, node, state } from './action-fixtures.ts';
+import { ACTIONS_FOR_TESTS, EMPTY_FORECAST, T0, action, hook, node, state } from './action-fixtures.ts';
 
 const RUNS = Number(process.env.GATEHOUSE_PROPERTY_RUNS ?? 300);
 
@@ -574,14 +575,21 @@ function simulate(
         let fresh: Map<string, CheckState | undefined> | undefined;
         let etcd: EtcdCheckState | undefined;
         let pods: NodeNeighbours | undefined;
+        let forecast: DrainForecastRead | undefined;
         // As the reconciler: evaluate and read what is asked, and decide again (in rounds).
-        const asks = () => decision.evaluateChecks || decision.readEtcd || decision.readNeighbours;
+        const asks = () =>
+          decision.evaluateChecks ||
+          decision.readEtcd ||
+          decision.readNeighbours ||
+          decision.readDrainForecast;
         for (let round = 0; round < 3 && asks(); round++) {
           if (decision.evaluateChecks)
             fresh = new Map(
               decision.evaluateChecks.map((name, i) => [name, state(op.fresh[i % op.fresh.length])]),
             );
           if (decision.readEtcd) etcd = etcdState(op.etcd ?? 'healthy', now);
+          // The drain forecast finds nothing to evict (actions-drain-forecast.test.ts judges it).
+          if (decision.readDrainForecast) forecast = EMPTY_FORECAST;
           if (decision.readNeighbours)
             pods = {
               at: now,
@@ -594,6 +602,7 @@ function simulate(
             ...(fresh ? { fresh: { at: now, states: fresh } } : {}),
             ...(etcd ? { etcd } : {}),
             ...(pods ? { neighbours: pods } : {}),
+            ...(forecast ? { drainForecast: forecast } : {}),
           });
         }
         // Invariant 13: a workload owner's do-not-disrupt holds the gate while in force,
@@ -876,6 +885,21 @@ function simulate(
   return violations;
 }
 
+/** A Reboot of a storage node with these hooks, through these steps: the can-fail controls. */
+function oneReboot(hooks: Scenario['hooks'], ops: Op[]): Scenario {
+  return {
+    action: 'Reboot',
+    bypassChecks: false,
+    bypassHooks: false,
+    nodeLabels: { pool: 'storage' },
+    dndCapSeconds: 0,
+    dnd: undefined,
+    checks: [],
+    hooks,
+    ops,
+  };
+}
+
 describe('safety invariants (property-based)', () => {
   it('1, 2 and 5 hold for one action in any interleaving of stale caches, crashes and world changes', () => {
     fc.assert(
@@ -973,22 +997,15 @@ describe('safety invariants (property-based)', () => {
   });
 
   it('can fail: without the admission policy and the controller’s own check, a requester approves their own action', () => {
-    const s: Scenario = {
-      action: 'Reboot',
-      bypassChecks: false,
-      bypassHooks: false,
-      nodeLabels: { pool: 'storage' },
-      dndCapSeconds: 0,
-      dnd: undefined,
-      checks: [],
-      hooks: [{ kind: 'approval', order: 0, ignore: false, timeout: '5m' }],
-      ops: [
+    const s = oneReboot(
+      [{ kind: 'approval', order: 0, ignore: false, timeout: '5m' }],
+      [
         { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] }, // waits
         { type: 'answer', decision: 'Approve', by: 'alice', stale: false, unguarded: true },
         { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] },
         { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] },
       ],
-    };
+    );
     assert.deepEqual(simulate(s), []);
     const selfAllowed = simulate(s, { guard: true, trustSelfApproval: true });
     assert.deepEqual(
@@ -998,23 +1015,16 @@ describe('safety invariants (property-based)', () => {
   });
 
   it('can fail: without the create guard, a stale cache after a cancellation creates a Job twice', () => {
-    const s: Scenario = {
-      action: 'Reboot',
-      bypassChecks: false,
-      bypassHooks: false,
-      nodeLabels: { pool: 'storage' },
-      dndCapSeconds: 0,
-      dnd: undefined,
-      checks: [],
-      hooks: [{ kind: 'pre', order: 0, ignore: false, timeout: '5m' }],
-      ops: [
+    const s = oneReboot(
+      [{ kind: 'pre', order: 0, ignore: false, timeout: '5m' }],
+      [
         { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] }, // record, then Job
         { type: 'delete' },
         { type: 'reconcile', statusLag: 0, jobLag: 0, crashAfter: -1, fresh: [true] }, // Cancelled, Job deleted
         { type: 'jobVanish', index: 0 },
         { type: 'reconcile', statusLag: 2, jobLag: 0, crashAfter: -1, fresh: [true] }, // a cache from before
       ],
-    };
+    );
     assert.deepEqual(simulate(s), []);
     assert.deepEqual(
       simulate(s, { guard: false }).map((v) => v.invariant),

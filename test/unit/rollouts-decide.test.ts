@@ -7,12 +7,12 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { NodeActionPhase } from '../../src/api/node-action.ts';
 import type { NodeRolloutSpec, ObservedNodeRollout } from '../../src/api/node-rollout.ts';
+import { decide } from '../../src/rollouts/decide.ts';
 import {
-  decide,
   type RolloutActionFacts,
   type RolloutInput,
   type RolloutNodeFacts,
-} from '../../src/rollouts/decide.ts';
+} from '../../src/rollouts/facts.ts';
 import { expectedDuration, median } from '../../src/rollouts/expected-duration.ts';
 import { rolloutActionName, rolloutLabelValue } from '../../src/rollouts/naming.ts';
 import {

@@ -11,13 +11,13 @@ import {
   PROMOTE_REASON_ANNOTATION,
 } from '../../src/api/names.ts';
 import type { NodeRolloutSpec, ObservedNodeRollout } from '../../src/api/node-rollout.ts';
+import { decide } from '../../src/rollouts/decide.ts';
 import {
-  decide,
   type RolloutActionFacts,
   type RolloutInput,
   type RolloutNodeFacts,
-} from '../../src/rollouts/decide.ts';
-import type { RolloutCheckFacts } from '../../src/rollouts/facts.ts';
+  type RolloutCheckFacts,
+} from '../../src/rollouts/facts.ts';
 
 const NOW = new Date('2026-03-02T10:00:00Z');
 const at = (minutes: number) => new Date(NOW.getTime() + minutes * 60_000);
