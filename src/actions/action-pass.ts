@@ -29,6 +29,9 @@ import { etcdAway, etcdDisruption } from './etcd-guard.ts';
 import { doNotDisruptCap } from './do-not-disrupt.ts';
 import type { NodeNeighbours } from './neighbours.ts';
 import { readNeighbours } from './neighbours-read.ts';
+import type { DrainForecastRead } from './drain-forecast.ts';
+import { readDrainForecast } from './drain-forecast-read.ts';
+import { drainForecastBlockedBy } from './phases/drain-forecast-gate.ts';
 import { isNew } from './admission.ts';
 import { nodeFacts } from './observations.ts';
 import { holdSilences } from './silences.ts';
@@ -42,11 +45,16 @@ function policyInputs(
   policies: readonly PolicyFacts[],
   action: ActionObject,
   node: KubeObject | undefined,
-): Pick<ActionInput, 'doNotDisruptCap' | 'remediationPauseOff' | 'allowForeignCordon'> {
+): Pick<
+  ActionInput,
+  'doNotDisruptCap' | 'remediationPauseOff' | 'allowForeignCordon' | 'drainForecastBlock'
+> {
   if (!node) return {};
   const labels = node.metadata.labels ?? {};
   const off = remediationPauseOff(policies, action.spec, labels);
+  const block = drainForecastBlockedBy(policies, action.spec, labels);
   return {
+    ...(block !== undefined ? { drainForecastBlock: block } : {}),
     doNotDisruptCap: doNotDisruptCap(policies, action.spec, labels),
     ...(off !== undefined ? { remediationPauseOff: off } : {}),
     ...(foreignCordonAllowed(policies, action.spec, labels) ? { allowForeignCordon: true as const } : {}),
@@ -190,6 +198,12 @@ export class ActionPass {
     return o.etcd.check(action.spec.nodeName, etcdAway(list.items, action), etcdDisruption(action.spec));
   }
 
+  /** The drain forecast of the action's node (drain-forecast-read.ts), over the nodes the cache has. */
+  private forecastDrain(action: ActionObject): Promise<DrainForecastRead> {
+    const { rest, nodes } = this.c.o;
+    return readDrainForecast(rest, action.spec.nodeName, nodes.list(), action.spec.drain?.podSelector);
+  }
+
   /** The checks that gate the action on its node, as the cache has them; undefined without a node. */
   gatingChecks(action: ActionObject): string[] | undefined {
     const node = this.c.o.nodes.get(action.spec.nodeName);
@@ -271,22 +285,24 @@ export class ActionPass {
     let decision = decide(input);
     let begun: Promise<FreshChecks> | undefined;
     if (begunOnly) {
-      // (The do-not-disrupt read is one read of the watch cache: made inline.)
+      // (The do-not-disrupt read and the drain forecast are a few reads of the watch cache: made inline.)
       if (decision.readEtcd) return decision;
       if (decision.evaluateChecks) {
         begun = evaluations.take(action.metadata.uid, decision.evaluateChecks);
         if (!begun) return decision;
       }
     }
-    // A fresh evaluation, an etcd read, the node's do-not-disrupt Pods (in parallel), then
+    // A fresh evaluation, an etcd read, the node's neighbours, its drain forecast (in parallel), then
     // decide again; the approval may ask for a read of its own after the health gate's,
     // hence the rounds.
     let fresh: FreshChecks | undefined;
     let etcd: EtcdCheckState | undefined;
     let pods: NodeNeighbours | undefined;
+    let forecast: DrainForecastRead | undefined;
     let hold: (EtcdHold & { turn: TurnSection | undefined }) | undefined;
     try {
-      const asks = (d: ActionDecision) => d.evaluateChecks || d.readEtcd || d.readNeighbours;
+      const asks = (d: ActionDecision) =>
+        d.evaluateChecks || d.readEtcd || d.readNeighbours || d.readDrainForecast;
       for (let round = 0; round < 3 && asks(decision); round++) {
         const checks = decision.evaluateChecks;
         const evaluating =
@@ -301,7 +317,7 @@ export class ActionPass {
           // Another instance has the turn: no read, no decision on one (the caller waits).
           if (hold.waiting) break;
         }
-        [fresh, etcd, pods] = await Promise.all([
+        [fresh, etcd, pods, forecast] = await Promise.all([
           checks
             ? (begun ?? this.evaluate(action.metadata.uid, checks, action.spec.nodeName))
             : Promise.resolve(fresh),
@@ -313,6 +329,7 @@ export class ActionPass {
                 error: String(error),
               }))
             : Promise.resolve(pods),
+          decision.readDrainForecast ? this.forecastDrain(action) : Promise.resolve(forecast),
         ]);
         begun = undefined;
         now = new Date();
@@ -322,6 +339,7 @@ export class ActionPass {
           ...(fresh ? { fresh } : {}),
           ...(etcd ? { etcd } : {}),
           ...(pods ? { neighbours: pods } : {}),
+          ...(forecast ? { drainForecast: forecast } : {}),
         });
       }
     } finally {

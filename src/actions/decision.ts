@@ -88,6 +88,8 @@ export interface ActionDecision {
   readEtcd?: boolean;
   /** Read the node's neighbours (do-not-disrupt Pods, NodeMaintenances), and decide again with them (`neighbours`). */
   readNeighbours?: boolean;
+  /** Forecast the drain of the node, and decide again with it (`drainForecast`, drain-forecast.ts). */
+  readDrainForecast?: boolean;
   effects: ActionEffect[];
   requeueAfterMs?: number;
 }
@@ -110,6 +112,7 @@ export class DecisionBuilder {
   private evaluateChecks: string[] | undefined;
   private etcdAsked = false;
   private podsAsked = false;
+  private forecastAsked = false;
   /**
    * Set when this pass ended the action (end()): whether the node may have been
    * disrupted, decided once, then (phases/undo.ts) recorded with what is undone.
@@ -148,9 +151,14 @@ export class DecisionBuilder {
     this.podsAsked = true;
   };
 
+  /** Forecast the drain of the node now, then decide again with it (drain-forecast.ts). */
+  readonly forecastDrain = (): void => {
+    this.forecastAsked = true;
+  };
+
   /** Whether the decision waits on a fresh evaluation or read: the pass stops there. */
   get evaluating(): boolean {
-    return this.evaluateChecks !== undefined || this.etcdAsked || this.podsAsked;
+    return this.evaluateChecks !== undefined || this.etcdAsked || this.podsAsked || this.forecastAsked;
   }
 
   readonly effect = (...effects: ActionEffect[]): void => {
@@ -316,6 +324,7 @@ export class DecisionBuilder {
       ...(this.evaluateChecks ? { evaluateChecks: this.evaluateChecks } : {}),
       ...(this.etcdAsked ? { readEtcd: true } : {}),
       ...(this.podsAsked ? { readNeighbours: true } : {}),
+      ...(this.forecastAsked ? { readDrainForecast: true } : {}),
       ...extra,
     };
   }

@@ -12,6 +12,7 @@ import type { ObservedNodeAction } from '../api/node-action.ts';
 import { readBootAnnotations } from '../boots/record.ts';
 import type { CheckState } from '../checks/state.ts';
 import type { DoNotDisruptCap } from './do-not-disrupt.ts';
+import type { DrainForecastRead } from './drain-forecast.ts';
 import type { NodeNeighbours } from './neighbours.ts';
 import type { JobFacts } from '../hooks/job.ts';
 import type { KubeObject } from '../kube/informer.ts';
@@ -113,6 +114,13 @@ export interface ActionInput {
    * (do-not-disrupt.ts) and the NodeMaintenances of other maintainers (maintainers.ts).
    */
   neighbours?: NodeNeighbours;
+  /**
+   * The drain forecast of the node, made for the health gate of an action that drains it
+   * when it asked (ActionDecision.readDrainForecast; drain-forecast.ts).
+   */
+  drainForecast?: DrainForecastRead;
+  /** The governing ActionPolicy that says drainForecast: Block, if any (absent: Warn). */
+  drainForecastBlock?: string;
   /** The governing ActionPolicies' doNotDisruptMax (absent: the default, 24h). */
   doNotDisruptCap?: DoNotDisruptCap;
   /** The governing ActionPolicy that turns the remediation pause off (pauseRemediation: false), if any. */

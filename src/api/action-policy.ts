@@ -222,6 +222,13 @@ export const ActionPolicySpec = Type.Object(
         { min: '0s', max: '720h', default: '24h' },
       ),
     ),
+    drainForecast: Type.Optional(
+      StringEnum(['Warn', 'Block'], {
+        description:
+          'What the drain forecast of an action that drains a governed node does at the health gate (docs/concepts.md, "The drain forecast"). Warn: it is recorded in status.drainForecast and shown, with a Warning Event when a Pod would hold the drain or fits on no other node. Block: the action also waits at the health gate (builtin:drain-forecast in status.checks) while a Pod is held by a PodDisruptionBudget at its limit or fits on no other node. Where several policies govern an action, Block wins. Defaults to Warn.',
+        default: 'Warn',
+      }),
+    ),
   },
   { description: 'Which nodes and actions the policy governs, how many at once, and when.' },
 );

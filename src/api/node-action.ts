@@ -449,11 +449,11 @@ export const CheckResult = Type.Object(
   {
     name: Type.String({
       description:
-        'Name of the ClusterHealthCheck, builtin:etcd for the etcd guard of a control-plane node, or builtin:do-not-disrupt for the Pods and the Node that ask not to be disrupted (annotation talos.dev/do-not-disrupt), or builtin:maintainers for other maintainers holding the node (a medik8s NodeMaintenance, a cordon not made by gatehouse): names no ClusterHealthCheck can have.',
+        'Name of the ClusterHealthCheck, builtin:etcd for the etcd guard of a control-plane node, or builtin:do-not-disrupt for the Pods and the Node that ask not to be disrupted (annotation talos.dev/do-not-disrupt), or builtin:maintainers for other maintainers holding the node (a medik8s NodeMaintenance, a cordon not made by gatehouse), or builtin:drain-forecast for the drain forecast under an ActionPolicy with drainForecast: Block: names no ClusterHealthCheck can have.',
       minLength: 1,
       maxLength: 253,
       pattern:
-        '^(builtin:etcd|builtin:do-not-disrupt|builtin:maintainers|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$',
+        '^(builtin:etcd|builtin:do-not-disrupt|builtin:maintainers|builtin:drain-forecast|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$',
     }),
     healthy: Type.Boolean({
       description: 'Whether it held at the fresh evaluation the action was judged on.',
@@ -617,6 +617,79 @@ export const DrainRecord = Type.Object(
   {
     description:
       'Managed execution: what holds the drain while PodDisruptionBudgets refuse evictions (with the condition DrainBlocked), refreshed as it changes; the drain never forces a pod out.',
+  },
+);
+
+/** How many Pods status.drainForecast names; the rest are only counted (morePods). */
+export const DRAIN_FORECAST_PODS_LISTED = 10;
+
+export const DrainForecastPod = Type.Object(
+  {
+    namespace: Type.String({ description: "The Pod's namespace.", maxLength: 63 }),
+    pod: Type.String({ description: 'The name of the Pod the forecast names.', maxLength: 253 }),
+    podDisruptionBudget: Type.Optional(
+      Type.String({
+        description:
+          "A PodDisruptionBudget (in the Pod's namespace) that selects it and allows no disruption now: its eviction would be refused.",
+        maxLength: 253,
+      }),
+    ),
+    unmanaged: Type.Optional(
+      Type.Boolean({
+        description:
+          'The Pod has no controller (no ownerReference with controller: true): a drain deletes it and nothing recreates it.',
+      }),
+    ),
+    fitsNowhere: Type.Optional(
+      Text(
+        'Why no other node could take the Pod, in the scheduler\'s words (e.g. "3 nodes: node selector or required affinity does not match; 1 node: taint dedicated=db:NoSchedule not tolerated"). Absent: it fits somewhere, or was not judged.',
+        1024,
+      ),
+    ),
+  },
+  { description: 'One Pod the forecast names, and what is wrong with its leaving.' },
+);
+
+export const DrainForecast = Type.Object(
+  {
+    time: Timestamp('When the forecast was made.'),
+    evicted: Int32('The Pods a drain of the node would evict now.', { minimum: 0 }),
+    leftInPlace: Type.Optional(
+      Int32(
+        'The Pods a drain leaves in place: DaemonSet and mirror (static) Pods, finished Pods, gatehouse hook Pods, Pods spec.drain.podSelector does not select.',
+        { minimum: 0 },
+      ),
+    ),
+    blockedByPDB: Int32(
+      'Of the evicted Pods, those a PodDisruptionBudget at its limit (0 disruptions allowed) selects.',
+      {
+        minimum: 0,
+      },
+    ),
+    unmanaged: Int32('Of the evicted Pods, those without a controller: nothing recreates them.', {
+      minimum: 0,
+    }),
+    fitsNowhere: Int32('Of the evicted Pods, those no other schedulable node could take.', { minimum: 0 }),
+    notJudged: Type.Optional(
+      Int32(
+        'Of the evicted Pods, those that fit on none of the nodes whose Pods were read, while other nodes could take them: the forecast reads a bounded number of nodes and does not say.',
+        { minimum: 1 },
+      ),
+    ),
+    pods: Type.Optional(
+      Type.Array(DrainForecastPod, {
+        description: `The Pods with something wrong, PodDisruptionBudget and nowhere to go first (at most ${String(DRAIN_FORECAST_PODS_LISTED)}).`,
+        maxItems: DRAIN_FORECAST_PODS_LISTED,
+      }),
+    ),
+    morePods: Type.Optional(
+      Int32('How many more Pods have something wrong than pods lists.', { minimum: 1 }),
+    ),
+    message: Text('The forecast in words, with what it simulates and what it does not.', 4096),
+  },
+  {
+    description:
+      'What a drain of the node would meet, forecast at the health gate before approval for an action that drains it (docs/concepts.md, "The drain forecast"): Pods a PodDisruptionBudget holds, Pods nothing recreates, Pods no other node could take. Recorded and shown; under an ActionPolicy with drainForecast: Block, it holds the gate as builtin:drain-forecast.',
   },
 );
 
@@ -795,6 +868,7 @@ export const NodeActionStatus = Type.Object(
     ),
     execution: Type.Optional(ExecutionRecord),
     drain: Type.Optional(DrainRecord),
+    drainForecast: Type.Optional(DrainForecast),
     undo: Type.Optional(UndoRecord),
     completionTime: Type.Optional(Timestamp('When the action finished, whatever the outcome.')),
     silences: Type.Optional(
@@ -825,6 +899,8 @@ export type ExecutionRecord = Static<typeof ExecutionRecord>;
 export type UndoRecord = Static<typeof UndoRecord>;
 export type DrainBlocker = Static<typeof DrainBlocker>;
 export type DrainRecord = Static<typeof DrainRecord>;
+export type DrainForecast = Static<typeof DrainForecast>;
+export type DrainForecastPod = Static<typeof DrainForecastPod>;
 export type SilenceRecord = Static<typeof SilenceRecord>;
 export type PhaseEntry = Static<typeof PhaseEntry>;
 

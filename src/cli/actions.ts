@@ -6,6 +6,7 @@ import type { ActionObject, Backend, Progress } from './backend.ts';
 import { clusterCommand, connect, type ConnectionOptions } from './connection.ts';
 import { LiveDisplay } from './display.ts';
 import { CliError, EXIT, EXIT_CODES_HELP, handled, type ExitCode } from './exit.ts';
+import { forecastLines } from './forecast.ts';
 import { formatDocument, type Format } from './output.ts';
 import { DRAIN_BLOCKERS_LISTED } from '../api/node-action.ts';
 import { drainLines, hookLine, nodeLine, outcomeLine, phaseStyle, undoLines } from './progress.ts';
@@ -53,6 +54,40 @@ function parameters(action: ActionObject): string {
       parts.push(`config from Secret ${s.configChange.configSecretRef.name}`);
   }
   return parts.length > 0 ? ` (${parts.join(', ')})` : '';
+}
+
+/** `actions describe NAME`, and `explain NAME` (the same, at the top level). */
+function describeCommand(word: 'describe' | 'explain'): Command {
+  return clusterCommand(word)
+    .description(
+      `show one NodeAction: its request, where it is, and how it was judged (checks, hooks, boots, the drain forecast)${word === 'explain' ? '; the same as actions describe' : ''}`,
+    )
+    .argument('<name>', 'the NodeAction')
+    .addOption(
+      new Option('-o, --output <format>', 'output format (json and yaml: the object itself)')
+        .choices(['text', 'json', 'yaml'])
+        .default('text'),
+    )
+    .action(
+      handled(async (name: string, _: unknown, command: Command) => {
+        const flags = command.optsWithGlobals<ConnectionOptions & { output: Format }>();
+        const backend = await connect(flags);
+        const action = await mustGet(backend, name);
+        if (flags.output !== 'text') {
+          process.stdout.write(formatDocument(flags.output, objectView({ ...action, kind: 'NodeAction' })));
+          return;
+        }
+        const node = await backend.node(action.spec.nodeName);
+        process.stdout.write(
+          describeText(action, { action, node }, new Date(), makeStyle(colourWanted(process.stdout))),
+        );
+      }),
+    );
+}
+
+/** `gatehouse explain NAME`: `gatehouse actions describe NAME`, under the name people look for. */
+export function explainCommand(): Command {
+  return describeCommand('explain');
 }
 
 /** `actions describe` for people: the request, where it is, and the record of how it was judged. */
@@ -114,6 +149,7 @@ export function describeText(
     lines.push('Hooks:');
     for (const h of hooks) lines.push(`  ${hookLine(h, now, style)}`);
   }
+  lines.push(...forecastLines(status.drainForecast, now, style));
   // Every pod the status lists, not the live view's first few.
   const drain = drainLines(status, now, style, DRAIN_BLOCKERS_LISTED);
   if (drain.length > 0) {
@@ -223,33 +259,7 @@ export function actionsCommand(): Command {
       ),
   );
 
-  actions.addCommand(
-    clusterCommand('describe')
-      .description(
-        'show one NodeAction: its request, where it is, and how it was judged (checks, hooks, boots)',
-      )
-      .argument('<name>', 'the NodeAction')
-      .addOption(
-        new Option('-o, --output <format>', 'output format (json and yaml: the object itself)')
-          .choices(['text', 'json', 'yaml'])
-          .default('text'),
-      )
-      .action(
-        handled(async (name: string, _: unknown, command: Command) => {
-          const flags = command.optsWithGlobals<ConnectionOptions & { output: Format }>();
-          const backend = await connect(flags);
-          const action = await mustGet(backend, name);
-          if (flags.output !== 'text') {
-            process.stdout.write(formatDocument(flags.output, objectView({ ...action, kind: 'NodeAction' })));
-            return;
-          }
-          const node = await backend.node(action.spec.nodeName);
-          process.stdout.write(
-            describeText(action, { action, node }, new Date(), makeStyle(colourWanted(process.stdout))),
-          );
-        }),
-      ),
-  );
+  actions.addCommand(describeCommand('describe'));
 
   actions.addCommand(
     clusterCommand('cancel')

@@ -2,7 +2,7 @@
 import { Command } from 'commander';
 import packageJson from '../../package.json' with { type: 'json' };
 import { errorMessage } from '../wait.ts';
-import { actionsCommand } from './actions.ts';
+import { actionsCommand, explainCommand } from './actions.ts';
 import { approveCommand } from './approve.ts';
 import { checkCommand } from './check.ts';
 import { addConnectionOptions } from './connection.ts';
@@ -45,6 +45,7 @@ export function program(): Command {
   for (const command of nodeActionCommands()) gatehouse.addCommand(command);
   gatehouse
     .addCommand(actionsCommand())
+    .addCommand(explainCommand())
     .addCommand(approveCommand())
     .addCommand(withPlanCommands(rolloutCommand()))
     .addCommand(gateCommand())

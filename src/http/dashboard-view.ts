@@ -19,6 +19,7 @@ import { matchesSelector, selectorToQuery } from '../kube/labels.ts';
 import { rfc3339 } from '../kube/time.ts';
 import { policyMatches, reportPolicy, type ActionRef, type NodeLabels } from '../policies/evaluate.ts';
 import { windowState } from '../policies/window.ts';
+import { forecastRow, type DrainForecastRow } from './forecast-view.ts';
 import { nodeView, type NodeObject } from './node-view.ts';
 import { enteredAt, mainPhases } from './phase-times.ts';
 import { rolloutViews, type RolloutObject, type RolloutView } from './rollout-view.ts';
@@ -167,6 +168,8 @@ export interface ActionRow {
    * Once the action is over: what held it when it ended.
    */
   drain: { since: string; blockers: DrainBlockerRow[]; more: number } | null;
+  /** What a drain of the node would meet, forecast at the health gate (status.drainForecast); null: none made. */
+  drainForecast: DrainForecastRow | null;
   /** The undo of the pre-action hooks (status.undo); null until the action ended unsuccessfully. */
   undo: { decisionTime: string; nodeDisrupted: boolean; reason: string; runs: HookRunRow[] } | null;
   bootIDBefore: string | null;
@@ -432,6 +435,7 @@ export function actionRow(action: ActionObject): ActionRow {
       time: c.lastTransitionTime,
     })),
     drain: drainRow(status.drain),
+    drainForecast: forecastRow(status.drainForecast),
     undo: status.undo
       ? {
           decisionTime: status.undo.decisionTime,

@@ -5,20 +5,22 @@
 //   cordon → evict every pod that must go (eviction API: PDBs are honoured by the API
 //   server) → retry refusals with backoff → wait for the pods to be gone
 //
-// Left in place: DaemonSet pods (their controller would recreate them at once), mirror
-// pods (the kubelet owns them), finished pods, and gatehouse's own hook pods (a hook that
-// protects the node must not be evicted by the drain it precedes). On a single-node
+// Left in place (drain-scope.ts, the rule the drain forecast shares): DaemonSet pods (their
+// controller would recreate them at once), mirror pods (the kubelet owns them), finished
+// pods, and gatehouse's own hook pods (a hook that protects the node must not be evicted
+// by the drain it precedes). On a single-node
 // cluster there is nowhere for pods to go: the drain is skipped (tuppr's drain Jobs
 // evicted themselves there).
 //
 // A cordon made for an action is marked with the annotation talos.dev/cordoned-by, so
 // that the action lifts only its own cordon: a node an administrator had cordoned
 // stays cordoned after the action (as kured does).
-import { HOOK_JOB_LABELS, CORDONED_BY_ANNOTATION } from '../api/names.ts';
+import { CORDONED_BY_ANNOTATION } from '../api/names.ts';
 import type { DrainBlocker } from '../api/node-action.ts';
 import { matchesSelector, type LabelSelector } from '../kube/labels.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
 import { errorMessage, sleep } from '../wait.ts';
+import { whyLeftInPlace } from './drain-scope.ts';
 import { formatDuration } from '../duration.ts';
 
 export interface DrainOptions {
@@ -72,15 +74,6 @@ export interface NodeObject {
 
 export class DrainError extends Error {
   override readonly name = 'DrainError';
-}
-
-function whyLeft(pod: Pod, selector: LabelSelector | undefined): string | undefined {
-  if (pod.metadata.annotations?.['kubernetes.io/config.mirror']) return 'mirror pod';
-  if (pod.metadata.ownerReferences?.some((o) => o.kind === 'DaemonSet')) return 'DaemonSet pod';
-  if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return 'finished';
-  if (pod.metadata.labels?.[HOOK_JOB_LABELS.hookUID]) return 'gatehouse hook pod';
-  if (selector && !matchesSelector(selector, pod.metadata.labels ?? {})) return 'not selected by podSelector';
-  return undefined;
 }
 
 /** The refusal in words, with the causes the API server lists (which name the budget). */
@@ -270,7 +263,7 @@ export async function drainNode(options: DrainOptions): Promise<DrainResult> {
   for (;;) {
     signal?.throwIfAborted();
     const pods = await podsOn(rest, node, signal);
-    const why = (p: Pod) => whyLeft(p, options.podSelector);
+    const why = (p: Pod) => whyLeftInPlace(p, options.podSelector);
     leftInPlace = pods.filter((p) => why(p) !== undefined).map((p) => `${podName(p)} (${why(p) ?? ''})`);
     const remaining = pods.filter((p) => why(p) === undefined);
     // A refused pod that is gone (deleted by its owner, or evicted at last) holds nothing.

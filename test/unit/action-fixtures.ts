@@ -6,6 +6,7 @@ import type { HookKindName, HookSpec } from '../../src/api/hooks.ts';
 import { NODE_ACTION_FINALIZER as FINALIZER } from '../../src/api/names.ts';
 import type { NodeActionSpec, NodeActionStatus, ObservedNodeAction } from '../../src/api/node-action.ts';
 import { type ActionInput, type CheckFacts, type NodeFacts } from '../../src/actions/decide.ts';
+import type { DrainForecastRead } from '../../src/actions/drain-forecast.ts';
 import { ACTION_KIND_NAMES } from '../../src/actions/kinds/index.ts';
 import type { CheckState } from '../../src/checks/state.ts';
 import type { JobFacts } from '../../src/hooks/job.ts';
@@ -107,11 +108,18 @@ export function job(phase: JobFacts['phase'], extra: Partial<JobFacts> = {}): Jo
   return { phase, message: `job ${phase}`, deleting: false, ...extra };
 }
 
+/** A drain forecast that found nothing to evict: nothing to record against, nothing to hold. */
+export const EMPTY_FORECAST: DrainForecastRead = {
+  at: T0,
+  result: { evicted: 0, leftInPlace: 0, verdicts: [], otherNodes: 1, nodesRead: 0 },
+};
+
 /**
  * A decision's input. Workload owners' do-not-disrupt is off (doNotDisruptCap 0s, as a
  * policy can say) and the node's neighbours were read and found nobody, so that the tests
  * of everything else see no neighbour read at the gate; the neighbours' own tests
- * (actions-do-not-disrupt.test.ts, actions-maintainers.test.ts) set their own.
+ * (actions-do-not-disrupt.test.ts, actions-maintainers.test.ts) set their own. Likewise
+ * the drain forecast was made and found no Pod (actions-drain-forecast.test.ts sets its own).
  */
 export function input(partial: Partial<ActionInput> = {}): ActionInput {
   return {
@@ -124,6 +132,7 @@ export function input(partial: Partial<ActionInput> = {}): ActionInput {
     webhooks: new Map(),
     doNotDisruptCap: { ms: 0, by: 'ActionPolicy fixture' },
     neighbours: { at: T0, pods: [], maintenances: [] },
+    drainForecast: EMPTY_FORECAST,
     ...partial,
   };
 }

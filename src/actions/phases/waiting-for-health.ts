@@ -10,10 +10,20 @@ import type { DecisionBuilder } from '../decision.ts';
 import { DO_NOT_DISRUPT_CHECK } from '../do-not-disrupt.ts';
 import { ETCD_CHECK_NAME, etcdGuardApplies, guardEtcd } from '../etcd-guard.ts';
 import { MAINTAINERS_CHECK } from '../maintainers.ts';
+import {
+  DRAIN_FORECAST_CHECK,
+  bypassedDrainForecast,
+  drainForecastApplies,
+  drainForecastResults,
+} from './drain-forecast-gate.ts';
 import { bypassedNeighbourResults, neighbourResults, neighboursApply } from './neighbour-holds.ts';
 
-/** The results the node's neighbours give (neighbour-holds.ts), beside the checks'. */
-const NEIGHBOUR_CHECKS: ReadonlySet<string> = new Set([DO_NOT_DISRUPT_CHECK, MAINTAINERS_CHECK]);
+/** The results the node's neighbours and the drain forecast give, beside the checks'. */
+const NEIGHBOUR_CHECKS: ReadonlySet<string> = new Set([
+  DO_NOT_DISRUPT_CHECK,
+  MAINTAINERS_CHECK,
+  DRAIN_FORECAST_CHECK,
+]);
 
 /** How often a held health gate asks for a fresh evaluation again (check status changes also wake it). */
 export const HEALTH_RETRY_MS = 5000;
@@ -76,10 +86,12 @@ export function waitingForHealth(b: DecisionBuilder): void {
   // The built-in etcd guard of a control-plane node (etcd-guard.ts), beside the checks.
   const etcdApplies = etcdGuardApplies(spec, node.labels, node.osImage);
   const neighbours = neighboursApply(b);
+  const forecast = drainForecastApplies(b);
   if (spec.bypass?.healthChecks) {
     // What a bypass passes of the neighbours' holds is read first, for its record.
-    if (neighbours && !input.neighbours) {
-      b.readNeighbours();
+    if ((neighbours && !input.neighbours) || (forecast && !input.drainForecast)) {
+      if (neighbours && !input.neighbours) b.readNeighbours();
+      if (forecast && !input.drainForecast) b.forecastDrain();
       return;
     }
     const etcd = guardEtcd(b).result;
@@ -87,6 +99,7 @@ export function waitingForHealth(b: DecisionBuilder): void {
       ...gating.map((c) => checkResult(c.name, c.state, now, true)),
       ...(etcd ? [etcd] : []),
       ...(neighbours ? bypassedNeighbourResults(b) : []),
+      ...(forecast ? bypassedDrainForecast(b) : []),
     ];
     condition(
       'HealthChecksPassed',
@@ -111,7 +124,12 @@ export function waitingForHealth(b: DecisionBuilder): void {
     b.wake(EVALUATING_RETRY_MS);
     return;
   }
-  if ((gating.length > 0 && !fresh) || (etcdApplies && !input.etcd) || (neighbours && !input.neighbours)) {
+  if (
+    (gating.length > 0 && !fresh) ||
+    (etcdApplies && !input.etcd) ||
+    (neighbours && !input.neighbours) ||
+    (forecast && !input.drainForecast)
+  ) {
     // Held on a recent evaluation: probe again after HEALTH_RETRY_MS, or at once when
     // a check's latest state differs from what the action was judged on. (Without
     // this, each write of the held status would bring a new evaluation at once.)
@@ -133,6 +151,7 @@ export function waitingForHealth(b: DecisionBuilder): void {
     if (gating.length > 0) b.evaluate(gating.map((c) => c.name));
     if (etcdApplies) b.readEtcd();
     if (neighbours) b.readNeighbours();
+    if (forecast) b.forecastDrain();
     return;
   }
   // Fail closed: a check the fresh evaluation did not cover counts as unknown.
@@ -142,6 +161,7 @@ export function waitingForHealth(b: DecisionBuilder): void {
   const etcd = etcdApplies ? guardEtcd(b) : undefined;
   if (etcd?.result) results.push(etcd.result);
   if (neighbours) results.push(...neighbourResults(b));
+  if (forecast) results.push(...drainForecastResults(b));
   status.checks = results;
   if (isTerminal(status.phase)) return; // refused by the guard (a Reset etcd cannot spare)
   if (results.length === 0) {

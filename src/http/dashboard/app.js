@@ -325,6 +325,33 @@ function drainHold(action, drain) {
 }
 
 /**
+ * What a drain of the node would meet, forecast before approval: each Pod named, what is
+ * wrong, and what the simulation covers.
+ * @param {ActionRow} action
+ * @param {NonNullable<ActionRow['drainForecast']>} forecast
+ */
+function drainForecastPart(action, forecast) {
+  return [
+    h('h4', {}, 'Drain forecast', h('span', { class: 'muted' }, ' — made ', time(forecast.time))),
+    h('div', { class: 'message', text: forecast.summary }),
+    h(
+      'ul',
+      { class: 'drain-blockers', 'aria-label': `Drain forecast of ${action.name}` },
+      forecast.pods.map((p) =>
+        h(
+          'li',
+          { class: 'drain-blocker' },
+          p.holds ? badge('forecast', 'Refused', '✗', 'Holds') : badge('forecast', 'Held', '–', 'Lost'),
+          ` ${p.text}`,
+        ),
+      ),
+      forecast.more > 0 ? h('li', { class: 'muted', text: `and ${String(forecast.more)} more` }) : '',
+    ),
+    h('p', { class: 'muted', text: forecast.scope }),
+  ];
+}
+
+/**
  * The undo of the pre-action hooks: why (not), and each run like a hook's.
  * @param {ActionRow} action
  * @param {NonNullable<ActionRow['undo']>} undo
@@ -349,6 +376,7 @@ function undoPart(action, undo) {
 function actionDetails(action) {
   const parts = [h('h3', { text: `Timeline of ${action.name}` }), timeline(action)];
   if (action.drain) parts.push(...drainHold(action, action.drain));
+  if (action.drainForecast) parts.push(...drainForecastPart(action, action.drainForecast));
   if (action.undo) parts.push(...undoPart(action, action.undo));
   if (action.checks.length > 0) {
     parts.push(
