@@ -293,6 +293,67 @@ export const HookSpec = Type.Object(
   },
 );
 
+/** A CSI driver's name as the kubelet registers it in CSINode (at most 63 characters). */
+const CsiDriverName = Type.String({
+  description: 'A CSI driver name, as in CSINode spec.drivers[].name (e.g. rook-ceph.rbd.csi.ceph.com).',
+  minLength: 1,
+  maxLength: 63,
+  pattern: '^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$',
+});
+
+/**
+ * The readiness preset of a NodePrereadyJob: no Job to write, the controller itself
+ * waits until the node's critical DaemonSet Pods are Ready and its CSI drivers are
+ * registered. docs/concepts.md, "Readiness without a Job".
+ */
+export const Readiness = Type.Object(
+  {
+    daemonSets: Type.Optional(
+      Type.Object(
+        {
+          priorityClassNames: Type.Optional(
+            Type.Array(DnsSubdomain('A PriorityClass name.'), {
+              description:
+                'Pods with one of these priority classes are critical (e.g. system-node-critical, which CNI and CSI node plugins use).',
+              minItems: 1,
+              maxItems: 16,
+            }),
+          ),
+          selector: Type.Optional(
+            LabelSelector(
+              "Pods whose labels match are critical (e.g. node.gardener.cloud/critical-component: 'true'); an empty selector makes every DaemonSet Pod critical.",
+            ),
+          ),
+        },
+        {
+          description:
+            'Which DaemonSet Pods on the node are critical: those with one of the priority classes, or with labels the selector matches (either suffices). Each must be Ready. Only Pods that exist on the node (spec.nodeName) can be checked: a DaemonSet that does not target the node has none there, and when none matches at all the hook waits 30s for the DaemonSet controller to create them, then goes on.',
+          ...rules({
+            rule: 'has(self.priorityClassNames) || has(self.selector)',
+            message: 'readiness.daemonSets must set priorityClassNames, selector or both',
+          }),
+        },
+      ),
+    ),
+    csiDrivers: Type.Optional(
+      Type.Array(CsiDriverName, {
+        description:
+          "CSI drivers that must be registered in the node's CSINode (spec.drivers[].name), as the kubelet does once the driver's node plugin is up.",
+        minItems: 1,
+        maxItems: 32,
+      }),
+    ),
+  },
+  {
+    description:
+      "Wait, without a Job, until every critical DaemonSet Pod on the node is Ready and every CSI driver named is registered in the node's CSINode; the hook's timeout bounds the wait. The controller reads the node's Pods and CSINode every 5s while it waits.",
+    ...rules({
+      rule: 'has(self.daemonSets) || has(self.csiDrivers)',
+      message: 'readiness must set daemonSets, csiDrivers or both',
+    }),
+  },
+);
+
 /**
  * What a pre-action hook's undo runs: the same shapes as the hook itself, placed as the
  * hook is. It runs at most once per action, when the action ends (Failed, Cancelled,
@@ -327,6 +388,21 @@ export const PreActionHookSpec = Type.Object(
   {
     description: `${HOOK_SPEC_DESCRIPTION} A pre-action hook may instead wait for a person's approval (approval), and may say how it is undone (undo).`,
     ...ONE_PRE_ACTION_RUNNER,
+  },
+);
+
+/** The spec of NodePrereadyJob: a hook, or the readiness preset in its place. */
+export const NodePrereadyHookSpec = Type.Object(
+  { ...HookSpec.properties, readiness: Type.Optional(Readiness) },
+  {
+    description: `${HOOK_SPEC_DESCRIPTION} A NodePrereadyJob may instead wait for the node's critical DaemonSet Pods and CSI drivers (readiness).`,
+    ...rules(
+      oneOf(
+        ['template', 'webhook', 'readiness'],
+        'a NodePrereadyJob runs a Job, calls a webhook or waits for readiness',
+        true,
+      ),
+    ),
   },
 );
 
@@ -418,11 +494,10 @@ export const HOOK_KIND_NAMES = HOOK_KINDS.map((h) => h.kind) as unknown as reado
   ...HookKindName[],
 ];
 
-function hookResource<const Kind extends HookKindName, S extends typeof HookSpec | typeof PreActionHookSpec>(
-  kind: Kind,
-  when: string,
-  spec: S,
-) {
+function hookResource<
+  const Kind extends HookKindName,
+  S extends typeof HookSpec | typeof PreActionHookSpec | typeof NodePrereadyHookSpec,
+>(kind: Kind, when: string, spec: S) {
   return Resource(
     kind,
     `${kind} is a hook that runs ${when}. It runs a Job from its template, or calls its webhook, and must succeed unless its failurePolicy is Ignore. Hooks must be idempotent. Creating one is as powerful as creating a Job in its namespace.`,
@@ -445,11 +520,20 @@ export const PreMaintenanceJob = hookResource(
   byKind.PreMaintenanceJob.when,
   PreActionHookSpec,
 );
-export const NodePrereadyJob = hookResource('NodePrereadyJob', byKind.NodePrereadyJob.when, HookSpec);
+export const NodePrereadyJob = hookResource(
+  'NodePrereadyJob',
+  byKind.NodePrereadyJob.when,
+  NodePrereadyHookSpec,
+);
 export const NodeReadyJob = hookResource('NodeReadyJob', byKind.NodeReadyJob.when, HookSpec);
 
-/** Any hook's spec: pre-action kinds may carry an undo, boot hook kinds never do. */
-export type HookSpec = Static<typeof PreActionHookSpec>;
+/**
+ * Any hook's spec: pre-action kinds may carry an undo or an approval, NodePrereadyJob a
+ * readiness preset; each kind's schema allows only its own.
+ */
+export type HookSpec = Static<typeof PreActionHookSpec> &
+  Pick<Static<typeof NodePrereadyHookSpec>, 'readiness'>;
+export type Readiness = Static<typeof Readiness>;
 export type Undo = Static<typeof Undo>;
 export type HookStatus = Static<typeof HookStatus>;
 export type HookRun = Static<typeof HookRun>;

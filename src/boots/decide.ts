@@ -27,6 +27,7 @@ import {
   type StagePlan,
   type WebhookFacts,
 } from '../hooks/plan.ts';
+import type { NodeReadinessFacts } from '../hooks/readiness.ts';
 import { selectHooks, type HookObject } from '../hooks/select.ts';
 import type { EventSpec } from '../kube/event-spec.ts';
 import { emptyStage, stageDone } from './record.ts';
@@ -71,6 +72,8 @@ export interface BootInput {
   actions: ReadonlyMap<string, BootActionFacts>;
   /** This node's boot hook Jobs, for deleting those of earlier boots. */
   nodeJobs: readonly NodeJob[];
+  /** The node's Pods and CSINode, read while a NodePrereadyJob with readiness waits on them. */
+  readiness?: NodeReadinessFacts;
   /**
    * Set when the controller works on this node only for its own actions (a controller
    * instance on a node that is not its own): only the boots these actions caused are
@@ -328,6 +331,7 @@ function planStage(
     records: stage.runs,
     jobs: input.jobs,
     webhooks: input.webhooks,
+    ...(input.readiness ? { readiness: input.readiness } : {}),
   });
   b.effects.push(...p.effects);
   b.wakeIn(p.requeueAfterMs);

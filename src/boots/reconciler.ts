@@ -24,7 +24,10 @@ import { ConditionalWrites, Reconciler, isConflict } from '../kube/reconciler.ts
 import type { RestClient } from '../kube/rest.ts';
 import type { ReconcileResult, WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
+import { wantsReadinessFacts } from '../hooks/readiness.ts';
+import { selectHooks } from '../hooks/select.ts';
 import { decideBoot, type BootActionFacts, type NodeJob } from './decide.ts';
+import { NodeReadinessReader } from './readiness-read.ts';
 import { writeNode } from './node.ts';
 import {
   BOOT_HOOK_KINDS,
@@ -68,10 +71,13 @@ export class BootReconciler {
   private readonly writes = new ConditionalWrites();
   /** Reads of actions not in the cache (another instance's), by name. */
   private readonly actionReads = new Map<string, { at: number; facts: ActionObject | undefined }>();
+  /** The node's Pods and CSINode, read only while a readiness hook of the node waits. */
+  private readonly readiness: NodeReadinessReader;
 
   constructor(options: BootReconcilerOptions) {
     this.o = options;
     this.log = options.log;
+    this.readiness = new NodeReadinessReader(options.rest);
     // A partial cache could miss a NodePrereadyJob, and the taint come off too early.
     this.loop = new Reconciler({
       name: 'boots',
@@ -110,6 +116,7 @@ export class BootReconciler {
     nodes.on('delete', (n) => {
       this.writes.forget(n.metadata.name);
       this.jobsByNode.delete(n.metadata.name);
+      this.readiness.forget(n.metadata.name);
       this.o.runner.forget(`boot/${n.metadata.name}/`);
     });
     const onHook = () => {
@@ -248,6 +255,18 @@ export class BootReconciler {
     }
     const record = seen.record?.bootID === bootIDOf(node) ? seen.record : undefined;
     const runs = record ? [...record.preready.runs, ...record.ready.runs] : [];
+    const hooks = this.hookObjects();
+    const prereadyHooks = selectHooks(hooks, 'NodePrereadyJob', node.metadata.labels ?? {});
+    // Read only by the leader, while the node is Ready (the NodePrereadyJobs wait for that)
+    // and a readiness hook waits.
+    const readiness =
+      this.o.isLeader() &&
+      isNodeReady(node) &&
+      record?.preready.phase !== 'Failed' &&
+      wantsReadinessFacts(prereadyHooks, record?.preready.runs ?? [])
+        ? await this.readiness.read(name)
+        : undefined;
+    if (!readiness) this.readiness.forget(name);
     const decision = decideBoot({
       now: new Date(),
       node: {
@@ -260,12 +279,13 @@ export class BootReconciler {
         ...(seen.record ? { record: seen.record } : {}),
         ...(seen.announcement ? { announcement: seen.announcement } : {}),
       },
-      hooks: this.hookObjects(),
+      hooks,
       jobs: await this.o.runner.jobFacts(runs),
       webhooks: this.o.runner.webhookFacts(),
       actions,
       nodeJobs: this.nodeJobs(name),
       ...(own ? {} : { onlyActions: new Set(ours) }),
+      ...(readiness ? { readiness } : {}),
     });
     if (!this.o.isLeader()) return undefined;
 

@@ -24,6 +24,7 @@ import {
 import { hookRef, orderGroups, type HookObject } from './select.ts';
 import { hookRequest, type HookRequest, type WebhookAnswer } from './protocol.ts';
 import { approvalStep, type ApprovalAnswer } from './approval.ts';
+import { readinessStep, type NodeReadinessFacts } from './readiness.ts';
 
 export type HookRunRecord = NonNullable<NonNullable<NodeAction['status']>['hooks']>[number];
 
@@ -60,6 +61,8 @@ export interface StageInput {
   approval?: ApprovalAnswer;
   /** Who requested the action: no approver of their own action unless the hook allows it. */
   requester?: string;
+  /** The node's Pods and CSINode, for NodePrereadyJobs with readiness (read only while one waits). */
+  readiness?: NodeReadinessFacts;
 }
 
 export type HookEffect =
@@ -236,12 +239,15 @@ class StageBuilder {
         ? `creating Job ${hookJobName(subject, hook, attempt)}`
         : hook.spec.approval
           ? approvalStep(hook, undefined, undefined).message
-          : `calling webhook Service ${hook.spec.webhook?.service.name ?? ''}`,
+          : hook.spec.readiness
+            ? "waiting for the node's critical DaemonSet Pods and CSI drivers"
+            : `calling webhook Service ${hook.spec.webhook?.service.name ?? ''}`,
     };
     this.records.push(record);
     this.changed(hook, record);
     if (job) this.effects.push({ type: 'createJob', record, job });
     else if (hook.spec.approval) followApproval(this, hook, record, this.records.length - 1);
+    else if (hook.spec.readiness) followReadiness(this, hook, record, this.records.length - 1);
     else
       this.effects.push({
         type: 'callWebhook',
@@ -354,6 +360,31 @@ function followApproval(b: StageBuilder, hook: HookObject, record: HookRunRecord
   b.answered.push(step.answer);
   if (step.state === 'refused') b.refused = step.answer;
   return true;
+}
+
+/**
+ * Follows an unfinished attempt of a readiness hook (NodePrereadyJob with readiness): the
+ * node's facts decide it; until they do, it waits, reading them again soon, to its timeout.
+ */
+function followReadiness(b: StageBuilder, hook: HookObject, record: HookRunRecord, index: number): void {
+  const { now } = b.input;
+  const started = record.startTime ? Date.parse(record.startTime) : now.getTime();
+  const timeoutMs = parseDuration(hook.spec.timeout ?? '15m');
+  const step = readinessStep(hook, b.input.readiness, now.getTime() - started);
+  if (step.state === 'ready') {
+    b.update(index, hook, {
+      ...record,
+      phase: 'Succeeded',
+      completionTime: b.nowText,
+      message: step.message,
+    });
+  } else if (now.getTime() >= started + timeoutMs) {
+    const message = `${hookRef(hook)} timed out after ${formatDuration(timeoutMs)}: ${step.message}`;
+    b.update(index, hook, { ...record, phase: 'Failed', completionTime: b.nowText, message });
+  } else {
+    b.update(index, hook, { ...record, phase: 'Running', message: step.message });
+    b.wake(Math.min(step.wakeMs, started + timeoutMs - now.getTime()));
+  }
 }
 
 /** Follows an unfinished attempt that is a webhook call, calling again when due. */
@@ -479,7 +510,8 @@ export function planHookStage(input: StageInput): StagePlan {
           if (attempt.timedOut) attempt.fail(`${attempt.timeoutMessage} without an approval`);
           else b.wake(deadline - now.getTime());
         }
-      } else if (record.jobName !== undefined) followJob(b, attempt);
+      } else if (hook.spec.readiness) followReadiness(b, hook, record, index);
+      else if (record.jobName !== undefined) followJob(b, attempt);
       else followWebhook(b, attempt);
     }
     // The hook's state is that of its newest attempt.

@@ -80,6 +80,9 @@ export function controllerRules(): Rule[] {
     // Drain: find the node's pods, evict them through the eviction API (PDBs respected).
     { apiGroups: [''], resources: ['pods'], verbs: READ },
     { apiGroups: [''], resources: ['pods/eviction'], verbs: ['create'] },
+    // The readiness preset of NodePrereadyJobs: the CSI drivers registered on a node (the
+    // node's Pods through the rule above, listed by spec.nodeName).
+    { apiGroups: ['storage.k8s.io'], resources: ['csinodes'], verbs: ['get'] },
     // Other maintainers: a node under a medik8s NodeMaintenance is not taken (src/actions/maintainers.ts).
     { apiGroups: ['nodemaintenance.medik8s.io'], resources: ['nodemaintenances'], verbs: ['list'] },
     // ... and a node whose medik8s Lease (medik8s-leases/node-<node>) another operator holds:
