@@ -492,6 +492,12 @@ export const HookRunRecord = Type.Object(
       }),
     ),
     jobName: Type.Optional(DnsSubdomain('Name of the Job created for this attempt; absent for a webhook.')),
+    runs: Type.Optional(
+      StringEnum(['Job', 'Webhook', 'Approval', 'Readiness'], {
+        description:
+          "What the attempt runs: the hook's template (a Job), its webhook, a person's approval, or the readiness preset.",
+      }),
+    ),
     templateHash: Type.Optional(
       Type.String({
         description:

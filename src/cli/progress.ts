@@ -94,7 +94,13 @@ export function hookLine(
   const phase =
     h.phase === 'Succeeded' ? style.good(h.phase) : h.phase === 'Failed' ? style.bad(h.phase) : h.phase;
   const details = [
-    h.jobName ? `job ${h.jobName}` : 'webhook',
+    h.jobName
+      ? `job ${h.jobName}`
+      : h.runs === 'Approval'
+        ? 'a person’s approval'
+        : h.runs === 'Readiness'
+          ? 'readiness preset'
+          : 'webhook',
     ...(h.attempt > 1 ? [`attempt ${String(h.attempt)}`] : []),
     // An undo run is recorded with failurePolicy Ignore (its failure stops nothing), yet
     // a failed one is a Warning and a condition: "failures ignored" would say otherwise.

@@ -178,6 +178,14 @@ export function hookRunOf(record: HookRunRecord, subject: HookSubject): HookRun 
   };
 }
 
+/** What an attempt of the hook runs, for those who read its record. */
+function runsOf(hook: HookObject): NonNullable<HookRunRecord['runs']> {
+  if (hook.spec.template) return 'Job';
+  if (hook.spec.approval) return 'Approval';
+  if ('readiness' in hook.spec && hook.spec.readiness) return 'Readiness';
+  return 'Webhook';
+}
+
 type HookState = 'unstarted' | 'active' | 'succeeded' | 'ignored' | 'failed';
 
 /**
@@ -232,6 +240,7 @@ class StageBuilder {
       uid: hook.metadata.uid,
       attempt,
       failurePolicy: hook.spec.failurePolicy ?? 'Fail',
+      runs: runsOf(hook),
       phase: 'Pending',
       startTime: this.nowText,
       ...(job ? { jobName: hookJobName(subject, hook, attempt), templateHash: jobHash(job) } : {}),

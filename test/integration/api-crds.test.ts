@@ -619,9 +619,14 @@ const INVALID: [string, () => Obj, RegExp][] = [
   ],
   // Hooks
   [
-    'a hook with neither template nor webhook',
+    'a pre-action hook with neither template, webhook nor approval',
     () => hook('PreRebootJob', {}),
-    /spec: Invalid value: .*spec must set exactly one of template \(a Job\) or webhook \(a callback\)/,
+    /spec: Invalid value: .*a pre-action hook runs a Job, calls a webhook or asks a person: set exactly one of template, webhook or approval/,
+  ],
+  [
+    'an approval hook that would pass when nobody answers',
+    () => hook('PreRebootJob', { approval: {}, failurePolicy: 'Ignore' }),
+    /spec\.failurePolicy: .*failurePolicy must be Fail in an approval hook/,
   ],
   [
     'a hook with both template and webhook',
@@ -911,6 +916,16 @@ const SAMPLES: Record<string, { spec: Record<string, unknown>; status: Record<st
       ],
     },
   },
+  NotificationPolicy: {
+    spec: { webhook: { format: 'Slack', url: 'https://hooks.example.com/gatehouse' } },
+    status: {
+      sent: 12,
+      failed: 1,
+      conditions: [
+        { type: 'Ready', status: 'True', reason: 'Delivered', message: 'delivered', lastTransitionTime: now },
+      ],
+    },
+  },
   hook: {
     spec: { template: job, order: 10, failurePolicy: 'Ignore', placement: 'Anywhere' },
     status: {
@@ -979,13 +994,16 @@ const SAMPLES: Record<string, { spec: Record<string, unknown>; status: Record<st
 };
 
 function valueAt(object: unknown, jsonPath: string): unknown {
-  return jsonPath
-    .split('.')
-    .filter(Boolean)
-    .reduce<unknown>(
-      (v, key) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[key] : undefined),
-      object,
-    );
+  // Keys, and the one filter printer columns use: `conditions[?(@.type=="Ready")]`.
+  return (jsonPath.match(/[^.[\]]+(\[\?\(@\.type=="[^"]+"\)\])?/g) ?? []).reduce<unknown>((v, step) => {
+    const [key = '', type] = step.split(/\[\?\(@\.type=="|"\)\]/);
+    const next = v && typeof v === 'object' ? (v as Record<string, unknown>)[key] : undefined;
+    return type === undefined
+      ? next
+      : Array.isArray(next)
+        ? (next as { type?: string }[]).find((c) => c.type === type)
+        : undefined;
+  }, object);
 }
 
 describe('printer columns', () => {
