@@ -27,6 +27,11 @@ import { HOOK_KIND_NAMES } from './hooks.ts';
 /** At least three letters, in any script: a bypass reason says something readable. */
 export const VISIBLE_REASON = "r'(?s)\\pL.*\\pL.*\\pL'";
 
+/** VISIBLE_REASON, in JavaScript: for the CLI and the HTTP API, which refuse before the API server does. */
+export function hasVisibleWords(text: string): boolean {
+  return /\p{L}.*\p{L}.*\p{L}/su.test(text);
+}
+
 // An image reference with a tag or a digest: an upgrade never means "whatever latest is".
 const IMAGE_REFERENCE =
   '^[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$';

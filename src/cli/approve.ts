@@ -2,6 +2,7 @@
 // hook each action waits for, in their own name, recorded with their reason. Approving
 // lets the action go on; refusing ends it Denied.
 import { Command } from 'commander';
+import { hasVisibleWords } from '../api/node-action.ts';
 import { clusterCommand, connect, type ConnectionOptions } from './connection.ts';
 import { CliError, EXIT, handled } from './exit.ts';
 
@@ -20,7 +21,7 @@ export function approveCommand(): Command {
       handled(async (names: string[], _: unknown, cmd: Command) => {
         const flags = cmd.optsWithGlobals<ConnectionOptions & { reason: string; refuse?: boolean }>();
         const reason = flags.reason.trim();
-        if (!/\p{L}.*\p{L}.*\p{L}/su.test(reason))
+        if (!hasVisibleWords(reason))
           throw new CliError('--reason must say why, in words: it is recorded with your name', EXIT.usage);
         const backend = await connect(flags);
         const decision = flags.refuse ? 'Refuse' : 'Approve';

@@ -14,6 +14,7 @@ import {
   PROMOTE_REASON_ANNOTATION,
 } from '../api/names.ts';
 import type { NodeRolloutSpec, PlannedNode, RolloutPlanRecord } from '../api/node-rollout.ts';
+import { hasVisibleWords } from '../api/node-action.ts';
 import { NODE_ROLLOUTS_PATH } from '../api/paths.ts';
 import { formatDuration } from '../duration.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
@@ -209,7 +210,7 @@ function promoteCommand(): Command {
     .action(
       handled(async (name: string, flags: ConnectionOptions & { reason: string }) => {
         const reason = flags.reason.trim();
-        if (!/\p{L}.*\p{L}.*\p{L}/su.test(reason))
+        if (!hasVisibleWords(reason))
           throw new CliError('--reason must say why, in words: it is recorded with your name', EXIT.usage);
         const { rest } = await connection(flags);
         const r = await call(`read NodeRollout ${name}`, () =>

@@ -339,7 +339,7 @@ function startNodes(
  * target's range), in words; undefined when every one can. A rollout that cannot succeed
  * starts no node, rather than fail at the first one.
  */
-export function preflight(
+function preflight(
   entries: readonly Entry[],
   nodes: ReadonlyMap<string, RolloutNodeFacts>,
   target: string | undefined,

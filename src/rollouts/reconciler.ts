@@ -352,7 +352,10 @@ export class RolloutReconciler {
       deletedActions: deleted,
       impostors: [...impostors, ...squatters],
       policies: this.o.policies.list().map((p) => ({ name: p.metadata.name, spec: p.spec })),
-      checks: (this.o.checks?.list() ?? []).map(checkFacts),
+      // Only a soak weighs the checks: other rollouts do not copy a thousand of them each pass.
+      ...(rollout.spec.canary || rollout.spec.soakBetweenGroups
+        ? { checks: (this.o.checks?.list() ?? []).map(checkFacts) }
+        : {}),
       history: this.o.actions
         .list()
         .filter((a) => isTerminal(a.status?.phase))

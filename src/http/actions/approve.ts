@@ -13,7 +13,7 @@ import {
   APPROVAL_FOR_ANNOTATION,
   APPROVAL_REASON_ANNOTATION,
 } from '../../api/names.ts';
-import type { ActionObject } from '../../api/node-action.ts';
+import { hasVisibleWords, type ActionObject } from '../../api/node-action.ts';
 import { NODE_ACTIONS_PATH } from '../../api/paths.ts';
 import { isTerminal } from '../../api/phases.ts';
 import type { Caller } from '../auth.ts';
@@ -41,9 +41,6 @@ export const ApprovalRequest = Type.Object(
   { description: "A person's answer to the approval an action waits for.", additionalProperties: false },
 );
 export type ApprovalRequest = Static<typeof ApprovalRequest>;
-
-/** A reason with words in it (the admission policy's VISIBLE_REASON). */
-const VISIBLE = /\p{L}.*\p{L}.*\p{L}/su;
 
 const validate = validator<ApprovalRequest>(ApprovalRequest as never, 'the request body');
 
@@ -111,7 +108,7 @@ export async function approveAction(c: ActionsContext, req: Request): Promise<Re
   const name = req.params.name ?? '';
   const body = validate(await readJson(req.raw, c.access.limits.bodyBytes));
   const decision = body.decision ?? 'Approve';
-  if (!VISIBLE.test(body.reason))
+  if (!hasVisibleWords(body.reason))
     throw new ApiError(
       422,
       'reason must say why, in words (at least three letters): it is recorded with your name',
