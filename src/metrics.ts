@@ -146,18 +146,20 @@ export class Metrics {
 
   readonly rolloutNodes = new Gauge({
     name: 'gatehouse_rollout_nodes',
-    help: 'Nodes of each NodeRollout by their phase in it (pending, running, succeeded, failed, skipped, vanished), as the leader last decided.',
+    help: 'Nodes of each NodeRollout by their phase in it (pending, running, succeeded, failed, skipped, vanished, quarantined), as the leader last decided.',
     labelNames: ['rollout', 'phase'],
     registers: [this.registry],
   });
 
   /** A rollout's counts (status.counts), one series per phase. */
   observeRollout(rollout: string, counts: Readonly<Record<string, number>> | undefined): void {
-    for (const [phase, n] of Object.entries(counts ?? {})) this.rolloutNodes.set({ rollout, phase }, n);
+    // quarantined is in the counts only when some are: its series must fall back to 0.
+    for (const [phase, n] of Object.entries({ quarantined: 0, ...counts }))
+      this.rolloutNodes.set({ rollout, phase }, n);
   }
 
   forgetRollout(rollout: string): void {
-    for (const phase of ['pending', 'running', 'succeeded', 'failed', 'skipped', 'vanished'])
+    for (const phase of ['pending', 'running', 'succeeded', 'failed', 'skipped', 'vanished', 'quarantined'])
       this.rolloutNodes.remove({ rollout, phase });
   }
 

@@ -23,7 +23,7 @@ import type { HookSubject } from '../hooks/job.ts';
 import { isFinished, jobKey, stopRuns, type HookEffect, type HookRunRecord } from '../hooks/plan.ts';
 import { setCondition } from '../kube/conditions.ts';
 import type { SilenceEffect } from '../silences/plan.ts';
-import { disruptionOf } from './disruption.ts';
+import { disruptionOf, keepsCordon } from './disruption.ts';
 import { kindOf } from './kinds/index.ts';
 import type { ActionInput, NodeFacts } from './observations.ts';
 import { hookSubject } from './subject.ts';
@@ -223,9 +223,11 @@ export class DecisionBuilder {
     const cordoned = node?.cordonedBy === this.action.metadata.name;
     const message = !cordoned
       ? why
-      : disruption === undefined
-        ? `${why}; uncordoning node ${nodeName}, cordoned for this action, which ended before anything was done to it`
-        : `${why}; node ${nodeName} stays cordoned (kubectl uncordon ${nodeName} once it is fine)`;
+      : disruption === undefined && keepsCordon(this.action, status)
+        ? `${why}; node ${nodeName} stays cordoned (spec.drain.onTimeout: KeepCordoned)`
+        : disruption === undefined
+          ? `${why}; uncordoning node ${nodeName}, cordoned for this action, which ended before anything was done to it`
+          : `${why}; node ${nodeName} stays cordoned (kubectl uncordon ${nodeName} once it is fine)`;
     // Boot hook runs shown here are the boot's (src/boots), which goes on without the action.
     const stopped = stopRuns(
       this.ownRecords(),

@@ -35,3 +35,15 @@ export function disruptionOf(
     return `node ${node.name} has a new boot ID`;
   return undefined;
 }
+
+/**
+ * Whether the action keeps the cordon it made though it ended before touching the node:
+ * its drain timed out and spec.drain.onTimeout says KeepCordoned (a NodeRollout under
+ * onDrainTimeout: Quarantine hands that cordon on to the node's retry).
+ */
+export function keepsCordon(action: ObservedNodeAction, status: NodeActionStatus): boolean {
+  return (
+    action.spec.drain?.onTimeout === 'KeepCordoned' &&
+    findCondition(status.conditions, 'Drained')?.reason === 'DrainTimedOut'
+  );
+}

@@ -121,6 +121,14 @@ export const REQUESTED_VIA_ANNOTATION = 'talos.dev/requested-via';
 export const ROLLOUT_LABEL = 'talos.dev/rollout';
 
 /**
+ * On a Node a NodeRollout set aside because it could not be drained (onDrainTimeout:
+ * Quarantine): the rollout's label value (naming.ts). Written by the controller for
+ * people and selectors; nothing in gatehouse decides from it (the rollout's status is
+ * its memory), so anyone who can label Nodes writing it changes nothing.
+ */
+export const QUARANTINED_LABEL = 'talos.dev/quarantined';
+
+/**
  * On a NodeAction a bypassing NodeRollout created: who granted the bypass (the rollout's
  * spec.bypass.grantedBy, else its requestedBy), for the action's Bypassed record. Only
  * the controller may set it.

@@ -202,6 +202,13 @@ export const DrainOptions = Type.Object(
         default: '10m',
       }),
     ),
+    onTimeout: Type.Optional(
+      StringEnum(['Uncordon', 'KeepCordoned'], {
+        description:
+          'The node after a drain that timed out, which fails the action before anything was done to it: Uncordon (the default: the cordon the action made is lifted) or KeepCordoned (it stays, for a person or a later try; a NodeRollout under onDrainTimeout: Quarantine asks for it).',
+        default: 'Uncordon',
+      }),
+    ),
     gracePeriodSeconds: Type.Optional(
       Int32("Termination grace period for evicted pods. Absent: each pod's own.", {
         minimum: 0,

@@ -196,6 +196,19 @@ export const NodeRolloutSpec = Type.Object(
       ),
     ),
     drain: Type.Optional(DrainOptions),
+    onDrainTimeout: Type.Optional(
+      StringEnum(['Fail', 'Quarantine', 'Skip'], {
+        description:
+          'What a node whose drain timed out (a PodDisruptionBudget that allows no eviction, say) becomes: Fail (the default: it counts against maxFailures), Quarantine (it stays cordoned and labelled talos.dev/quarantined, its action ends without a Talos call, the rollout moves on and tries it once more at the end; at most maxQuarantined) or Skip (its cordon is lifted and the rollout moves on). No drain is ever forced.',
+        default: 'Fail',
+      }),
+    ),
+    maxQuarantined: Type.Optional(
+      Int32(
+        'Most nodes onDrainTimeout: Quarantine sets aside; an undrainable node beyond them fails. Defaults to maxParallel.',
+        { minimum: 0, maximum: 1000 },
+      ),
+    ),
     bypass: Type.Optional(RolloutBypass),
     deadlines: Type.Optional(Deadlines),
     requestedBy: Type.String({
@@ -220,21 +233,38 @@ export const ROLLOUT_NODE_PHASES = [
   'Failed',
   'Skipped',
   'Vanished',
+  'Quarantined',
 ] as const;
 export type RolloutNodePhase = (typeof ROLLOUT_NODE_PHASES)[number];
+
+export const RolloutQuarantine = Type.Object(
+  {
+    action: DnsSubdomain('The NodeAction whose drain timed out.'),
+    since: Timestamp('When the rollout set the node aside.'),
+    blockedBy: Text('What refused the eviction of its pods, in words.', 1024),
+    retried: Type.Optional(
+      Type.Boolean({ description: 'Its one retry at the end of the rollout has been made.' }),
+    ),
+  },
+  {
+    description:
+      'A node set aside by onDrainTimeout: Quarantine: cordoned and labelled talos.dev/quarantined until its retry succeeds, never forced.',
+  },
+);
 
 export const RolloutNode = Type.Object(
   {
     node: DnsSubdomain('Name of the node.'),
     phase: StringEnum(ROLLOUT_NODE_PHASES, {
       description:
-        'Pending (not started yet), Waiting (held back, e.g. it does not fit in what is left of its window), Running (its NodeAction is unfinished), Succeeded, Failed (its NodeAction Failed, was Denied or Cancelled, or was deleted unfinished), Skipped (already at the target version) or Vanished (the node went away before it was done).',
+        'Pending (not started yet), Waiting (held back, e.g. it does not fit in what is left of its window), Running (its NodeAction is unfinished), Succeeded, Failed (its NodeAction Failed, was Denied or Cancelled, or was deleted unfinished), Skipped (already at the target version, or undrainable under onDrainTimeout: Skip), Vanished (the node went away before it was done) or Quarantined (undrainable under onDrainTimeout: Quarantine: cordoned, labelled, tried once more at the end).',
     }),
     action: Type.Optional(DnsSubdomain('Name of the NodeAction the rollout created for the node.')),
     actionPhase: Type.Optional(Type.String({ description: 'The phase of that NodeAction.', maxLength: 64 })),
     group: Type.Optional(Type.String({ description: 'The value of the groupBy label.', maxLength: 63 })),
     controlPlane: Type.Optional(Type.Boolean({ description: 'Whether the node is a control-plane node.' })),
     message: Type.Optional(Text('What is happening to the node, or why it ended.', 1024)),
+    quarantine: Type.Optional(RolloutQuarantine),
   },
   { description: 'Where one node of the rollout is.' },
 );
@@ -247,6 +277,11 @@ export const RolloutCounts = Type.Object(
     failed: Int32('Nodes whose NodeAction did not succeed.', { minimum: 0 }),
     skipped: Int32('Nodes already at the target.', { minimum: 0 }),
     vanished: Int32('Nodes that went away before they were done.', { minimum: 0 }),
+    quarantined: Type.Optional(
+      Int32('Nodes set aside because they could not be drained (onDrainTimeout: Quarantine).', {
+        minimum: 0,
+      }),
+    ),
   },
   { description: 'How many nodes are where.' },
 );
@@ -390,6 +425,7 @@ export type RolloutCounts = Static<typeof RolloutCounts>;
 export type PlannedNode = Static<typeof PlannedNode>;
 export type RolloutPlanRecord = Static<typeof RolloutPlanRecord>;
 export type RolloutGate = Static<typeof RolloutGate>;
+export type RolloutQuarantine = Static<typeof RolloutQuarantine>;
 
 /** A NodeRollout as the controller reads it. */
 export interface ObservedNodeRollout {

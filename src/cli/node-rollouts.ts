@@ -84,6 +84,7 @@ function nodeMark(n: RolloutNode, style: Style): string {
     Failed: style.bad('✗ failed   '),
     Skipped: style.dim('= skipped  '),
     Vanished: style.warn('? vanished '),
+    Quarantined: style.bad('⊘ quarantined'),
   };
   return marks[n.phase];
 }
@@ -93,7 +94,7 @@ export function statusText(r: Rollout, style: Style): string {
   const lines = [
     `NodeRollout ${r.metadata.name}: ${r.spec.action}${r.spec.upgrade ? ` to ${r.spec.upgrade.image}` : ''}${r.spec.paused ? ' (paused)' : ''}`,
     c
-      ? `  ${String(c.succeeded)} succeeded, ${String(c.running)} running, ${String(c.pending)} pending, ${String(c.failed)} failed, ${String(c.skipped)} skipped${c.vanished ? `, ${String(c.vanished)} vanished` : ''}`
+      ? `  ${String(c.succeeded)} succeeded, ${String(c.running)} running, ${String(c.pending)} pending, ${String(c.failed)} failed, ${String(c.skipped)} skipped${c.vanished ? `, ${String(c.vanished)} vanished` : ''}${c.quarantined ? `, ${String(c.quarantined)} quarantined` : ''}`
       : '  not processed by the controller yet',
     `  ${r.status?.message ?? ''}`,
     ...(r.status?.nodes ?? []).map(

@@ -20,7 +20,7 @@ type Rollout = ObservedNodeRollout;
 const condition = (r: Rollout | undefined, type: string) =>
   r?.status?.conditions?.find((c) => c.type === type);
 
-/** What the exit code of a rollout that stopped moving is: 0 done without failures, 1 halted or failed. */
+/** What the exit code of a rollout that stopped moving is: 0 done without failures, 1 halted, failed or nodes left quarantined. */
 export function rolloutCode(r: Rollout): ExitCode | undefined {
   const halted = condition(r, 'Halted');
   if (
@@ -29,7 +29,8 @@ export function rolloutCode(r: Rollout): ExitCode | undefined {
   )
     return EXIT.failed;
   if (condition(r, 'Complete')?.status === 'True')
-    return (r.status?.counts?.failed ?? 0) > 0 ? EXIT.failed : EXIT.ok;
+    // Nodes left quarantined need a person, as failed ones do.
+    return (r.status?.counts?.failed ?? 0) + (r.status?.counts?.quarantined ?? 0) > 0 ? EXIT.failed : EXIT.ok;
   return undefined;
 }
 
@@ -43,6 +44,7 @@ export function countsLine(r: Rollout): string | undefined {
     `${String(c.failed)} failed`,
     `${String(c.skipped)} skipped`,
     ...(c.vanished ? [`${String(c.vanished)} vanished`] : []),
+    ...(c.quarantined ? [`${String(c.quarantined)} quarantined`] : []),
   ];
   return parts.join(', ');
 }
@@ -57,6 +59,7 @@ function nodeEvent(before: RolloutNode | undefined, n: RolloutNode, followed: bo
         : undefined;
     case 'Skipped':
     case 'Vanished':
+    case 'Quarantined':
       return before?.phase !== n.phase ? `${n.node} ${n.phase.toLowerCase()}${message}` : undefined;
     case 'Running':
       return before?.phase !== 'Running' ? `${n.node} started (${n.action ?? '?'})` : undefined;

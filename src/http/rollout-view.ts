@@ -21,9 +21,11 @@ export type RolloutObject = ObservedNodeRollout & KubeObject;
 /**
  * A node's state on the node map: done (succeeded), skipped (already at the target),
  * running, waiting (held back by the rollout, e.g. for a window, or its action waiting
- * for its policies), failed, notYet (not started), vanished (the node went away).
+ * for its policies), failed, notYet (not started), vanished (the node went away),
+ * quarantined (set aside undrained: cordoned, labelled, tried again at the end).
  */
-export type TileState = 'done' | 'skipped' | 'running' | 'waiting' | 'failed' | 'notYet' | 'vanished';
+export type TileState =
+  'done' | 'skipped' | 'running' | 'waiting' | 'failed' | 'notYet' | 'vanished' | 'quarantined';
 
 export const TILE_WORDS: Record<TileState, string> = {
   done: 'done',
@@ -33,6 +35,7 @@ export const TILE_WORDS: Record<TileState, string> = {
   failed: 'failed',
   notYet: 'not yet',
   vanished: 'gone',
+  quarantined: 'set aside: undrainable',
 };
 
 export interface RolloutTile {
@@ -104,6 +107,8 @@ export interface RolloutView {
   groups: RolloutGroup[];
   lanes: RolloutLane[];
   windows: WindowBand[];
+  /** The nodes set aside because they could not be drained, with what blocked each. */
+  quarantined: { node: string; blockedBy: string; since: string; retried: boolean }[];
   /**
    * The time axis: from the rollout's start to its completion; end null: to now (the
    * snapshot's generatedAt), so that a rollout that waits does not change every second.
@@ -155,6 +160,8 @@ function tileState(entry: RolloutNode): TileState {
       return 'waiting';
     case 'Vanished':
       return 'vanished';
+    case 'Quarantined':
+      return 'quarantined';
     case 'Running':
       // An action the rollout started that its policies hold back: a hold, not progress.
       return entry.actionPhase === 'Pending' ? 'waiting' : 'running';
@@ -341,6 +348,18 @@ export function rolloutView(input: RolloutViewInput, rollout: RolloutObject): Ro
     groups: groups(rollout, entries),
     lanes,
     windows,
+    quarantined: entries.flatMap((e) =>
+      e.phase === 'Quarantined' && e.quarantine
+        ? [
+            {
+              node: e.node,
+              blockedBy: e.quarantine.blockedBy,
+              since: e.quarantine.since,
+              retried: e.quarantine.retried === true,
+            },
+          ]
+        : [],
+    ),
     // The end to the millisecond: an action's times have them, and the drawing must hold them.
     range: { start: rfc3339(start), end: end ? end.toISOString() : null },
   };

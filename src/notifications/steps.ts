@@ -52,6 +52,9 @@ export const ROLLOUT_STEPS: Readonly<Record<string, StepRule>> = {
   NodeSucceeded: { step: 'Done' },
   NodeFailed: { step: 'Failed' },
   NodeVanished: { step: 'Failed' },
+  // Undrainable nodes the rollout went on without: held for a person, with what blocked them.
+  NodeQuarantined: { step: 'Held' },
+  NodeSkipped: { step: 'Held' },
   Completed: { step: 'Done', final: true },
 };
 

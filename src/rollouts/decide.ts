@@ -8,7 +8,7 @@
 // Vanished (gone before it started). A node with an action, or remembered in the status
 // with one, is never started again (invariant 9).
 import type { Action } from '../api/common.ts';
-import type { RolloutConditionType } from '../api/names.ts';
+import { QUARANTINED_LABEL, type RolloutConditionType } from '../api/names.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
 import {
   MAX_ROLLOUT_NODES,
@@ -35,12 +35,21 @@ import {
   poolOf,
   targetVersion,
   type Entry,
-  type RolloutActionFacts,
   type RolloutInput,
   type RolloutNodeFacts,
 } from './facts.ts';
 import { gateBefore, gateStanding, type GateStanding } from './gates.ts';
-import { rolloutActionName } from './naming.ts';
+import { rolloutActionName, rolloutRetryName } from './naming.ts';
+import {
+  actionsByNode,
+  applyQuarantineBudget,
+  awaitsRetry,
+  nodeMarks,
+  undrained,
+  undrainedOutcome,
+  type NodeActions,
+  type NodeMark,
+} from './quarantine.ts';
 
 import { planRollout } from './plan.ts';
 
@@ -52,6 +61,8 @@ export interface ActionToCreate {
 
 export interface RolloutPlan {
   create: ActionToCreate[];
+  /** Quarantine labels and cordon hand-overs to write on Nodes, before the actions are created. */
+  marks?: NodeMark[];
   status: NodeRolloutStatus;
   events: EventSpec[];
   /** Reconcile again after this long (a window opening), if nothing else happens. */
@@ -77,7 +88,7 @@ function entryFor(
   input: RolloutInput,
   name: string,
   node: RolloutNodeFacts | undefined,
-  action: RolloutActionFacts | undefined,
+  own: NodeActions | undefined,
   remembered: RolloutNode | undefined,
   target: string | undefined,
 ): Entry {
@@ -98,13 +109,40 @@ function entryFor(
     message: message.slice(0, 1024),
     ...extra,
   });
+  const action = own?.retry ?? own?.first;
   if (action) {
-    const actionFields = { action: action.name, ...(action.phase ? { actionPhase: action.phase } : {}) };
+    const first =
+      own?.first?.name ?? remembered?.quarantine?.action ?? rolloutActionName(rollout.metadata.name, name);
+    // A retry carries the record of why its node was set aside (rebuilt from the first
+    // action if the status lost it).
+    const aside = own?.retry
+      ? (remembered?.quarantine ??
+        (own.first ? undrainedOutcome(input, own.first, first, undefined, false)?.quarantine : undefined))
+      : undefined;
+    const actionFields = {
+      action: action.name,
+      ...(action.phase ? { actionPhase: action.phase } : {}),
+      ...(aside ? { quarantine: aside } : {}),
+    };
     if (action.phase === 'Succeeded') return phase('Succeeded', action.message ?? 'done', actionFields);
+    // Failed once is failed: a node the status shows failed is never set aside after all.
+    const undrainedNode =
+      undrained(action) && remembered?.phase !== 'Failed'
+        ? undrainedOutcome(input, action, first, remembered?.quarantine ?? aside, own?.retry !== undefined)
+        : undefined;
+    if (undrainedNode)
+      return phase(undrainedNode.phase, undrainedNode.message ?? '', { ...actionFields, ...undrainedNode });
     if (action.phase && FAILED_ACTION_PHASES.has(action.phase))
       return phase('Failed', `${action.phase}: ${action.message ?? 'no message'}`, actionFields);
     return phase('Running', action.message ?? `NodeAction ${action.name} created`, actionFields);
   }
+  // Set aside, or skipped as undrainable: as remembered once its action is gone.
+  if (remembered?.action && (remembered.phase === 'Quarantined' || remembered.phase === 'Skipped'))
+    return phase(remembered.phase, remembered.message ?? '', {
+      action: remembered.action,
+      ...(remembered.actionPhase ? { actionPhase: remembered.actionPhase } : {}),
+      ...(remembered.quarantine ? { quarantine: remembered.quarantine } : {}),
+    });
   if (remembered?.action) {
     // Started once: never again. A finished one keeps its record after its NodeAction is
     // garbage-collected; an unfinished one whose action is confirmed gone failed.
@@ -113,6 +151,7 @@ function entryFor(
       return phase(remembered.phase, remembered.message ?? '', {
         ...rememberedAction,
         ...(remembered.actionPhase ? { actionPhase: remembered.actionPhase } : {}),
+        ...(remembered.quarantine ? { quarantine: remembered.quarantine } : {}),
       });
     if (input.deletedActions?.has(remembered.action))
       return phase(
@@ -146,6 +185,7 @@ function countsOf(entries: readonly Entry[]): RolloutCounts {
     else if (e.phase === 'Succeeded') counts.succeeded++;
     else if (e.phase === 'Failed') counts.failed++;
     else if (e.phase === 'Skipped') counts.skipped++;
+    else if (e.phase === 'Quarantined') counts.quarantined = (counts.quarantined ?? 0) + 1;
     else counts.vanished++;
   }
   return counts;
@@ -250,6 +290,10 @@ function eventsOf(previous: readonly RolloutNode[], next: readonly Entry[]): Eve
       events.push({ type: 'Warning', reason: 'NodeFailed', message: `${e.node}: ${e.message ?? 'failed'}` });
     else if (e.phase === 'Vanished' && was !== undefined)
       events.push({ type: 'Warning', reason: 'NodeVanished', message: `${e.node}: ${e.message ?? ''}` });
+    else if (e.phase === 'Quarantined')
+      events.push({ type: 'Warning', reason: 'NodeQuarantined', message: `${e.node}: ${e.message ?? ''}` });
+    else if (e.phase === 'Skipped' && e.action !== undefined)
+      events.push({ type: 'Warning', reason: 'NodeSkipped', message: `${e.node}: ${e.message ?? ''}` });
   }
   return events;
 }
@@ -330,6 +374,48 @@ function startNodes(
     entry.message = `NodeAction ${name} created`;
     slots--;
   }
+  if (current === undefined) {
+    const retries = startRetries(input, entries, nodes, slots);
+    create.push(...retries.create);
+    if (retries.requeueAt && (!requeueAt || retries.requeueAt < requeueAt)) requeueAt = retries.requeueAt;
+  }
+  return { create, requeueAt };
+}
+
+/**
+ * Once every node is done, the nodes set aside are tried once more, in order, as slots
+ * and windows allow: under a second derived name, so never twice. A node an impostor
+ * claims waits, as a first start would.
+ */
+function startRetries(
+  input: RolloutInput,
+  entries: Entry[],
+  nodes: ReadonlyMap<string, RolloutNodeFacts>,
+  slots: number,
+): { create: ActionToCreate[]; requeueAt: Date | undefined } {
+  const create: ActionToCreate[] = [];
+  let requeueAt: Date | undefined;
+  const claimed = new Set((input.impostors ?? []).map((i) => i.node));
+  for (const entry of entries) {
+    if (slots <= 0) break;
+    const node = nodes.get(entry.node);
+    if (!awaitsRetry(entry) || !node || claimed.has(entry.node)) continue;
+    const fit = windowFit(input, node, poolOf(entries, entry), input.rollout.spec.action);
+    if (!fit.fits) {
+      if (fit.retryAt && (!requeueAt || fit.retryAt < requeueAt)) requeueAt = fit.retryAt;
+      continue;
+    }
+    const name = rolloutRetryName(input.rollout.metadata.name, entry.node);
+    create.push({ name, node: entry.node });
+    entry.phase = 'Running';
+    entry.action = name;
+    entry.message =
+      `set aside earlier (${entry.quarantine?.blockedBy ?? 'undrainable'}): tried again, NodeAction ${name} created`.slice(
+        0,
+        1024,
+      );
+    slots--;
+  }
   return { create, requeueAt };
 }
 
@@ -376,7 +462,7 @@ function messageOf(entries: readonly Entry[], counts: RolloutCounts, standing: S
   if (standing.complete)
     return entries.length === 0
       ? 'no node matches spec.nodeSelector'
-      : `complete: ${String(counts.succeeded)} done, ${String(counts.skipped)} skipped, ${String(counts.failed)} failed${counts.vanished ? `, ${String(counts.vanished)} vanished` : ''}`;
+      : `complete: ${String(counts.succeeded)} done, ${String(counts.skipped)} skipped, ${String(counts.failed)} failed${counts.vanished ? `, ${String(counts.vanished)} vanished` : ''}${counts.quarantined ? `, ${String(counts.quarantined)} quarantined (cordoned and labelled ${QUARANTINED_LABEL}: they need a person)` : ''}`;
   if (standing.haltReason) return `halted: ${standing.haltReason}`;
   if (standing.paused) return `paused: ${String(counts.running)} running finish, none starts`;
   const gate = standing.gates?.gate;
@@ -443,11 +529,12 @@ function rolloutConditions(
 /** The rollout's nodes in the order they go, each where it stands (impostors held). */
 export function rolloutEntries(input: RolloutInput, nodes: ReadonlyMap<string, RolloutNodeFacts>): Entry[] {
   const remembered = new Map((input.rollout.status?.nodes ?? []).map((e) => [e.node, e]));
-  const actions = new Map(input.actions.map((a) => [a.node, a]));
+  const actions = actionsByNode(input);
   const target = targetVersion(input.rollout);
   const entries = [...membersOf(input, nodes)]
     .map((name) => entryFor(input, name, nodes.get(name), actions.get(name), remembered.get(name), target))
     .sort(byOrder);
+  applyQuarantineBudget(input, entries);
   holdImpostors(input, entries);
   return entries;
 }
@@ -482,7 +569,7 @@ export function decide(input: RolloutInput): RolloutPlan {
       : { create: [], requeueAt: undefined };
 
   const counts = countsOf(entries);
-  const complete = !tooMany && entries.every((e) => isDone(e.phase));
+  const complete = !tooMany && entries.every((e) => isDone(e.phase) && !awaitsRetry(e));
   const haltReason = tooMany
     ? `the rollout selects ${String(entries.length)} nodes, more than the ${String(MAX_ROLLOUT_NODES)} one rollout can track: narrow spec.nodeSelector`
     : (gates.halt?.message ??
@@ -534,7 +621,14 @@ export function decide(input: RolloutInput): RolloutPlan {
   ]
     .filter((ms): ms is number => ms !== undefined)
     .reduce<number | undefined>((a, b) => (a === undefined ? b : Math.min(a, b)), undefined);
-  return { create, status, events, ...(wakeMs !== undefined ? { requeueAfterMs: wakeMs } : {}) };
+  const marks = nodeMarks(input, entries, actionsByNode(input));
+  return {
+    create,
+    status,
+    events,
+    ...(marks.length ? { marks } : {}),
+    ...(wakeMs !== undefined ? { requeueAfterMs: wakeMs } : {}),
+  };
 }
 
 /** How long a plan stands before the controller makes it again (nodes and history change). */

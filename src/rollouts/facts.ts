@@ -33,6 +33,10 @@ export interface RolloutActionFacts {
   node: string;
   phase?: NodeActionPhase;
   message?: string;
+  /** It failed because its drain timed out (its condition Drained: DrainTimedOut). */
+  drainTimedOut?: boolean;
+  /** What refused the evictions, in words (its status.drain), when it recorded any. */
+  blockedBy?: string;
 }
 
 export interface RolloutPolicyFacts {
@@ -86,9 +90,18 @@ export function atTarget(node: RolloutNodeFacts, target: string | undefined): bo
   return running !== undefined && wanted !== undefined && compareTalosVersions(running, wanted) === 0;
 }
 
-/** Whether a node's phase is final for the rollout. */
+/**
+ * Whether a node's phase is final for its stage: the rollout goes on past it. A node set
+ * aside (Quarantined) is, though it may be tried once more at the end (quarantine.ts).
+ */
 export function isDone(phase: RolloutNodePhase): boolean {
-  return phase === 'Succeeded' || phase === 'Failed' || phase === 'Skipped' || phase === 'Vanished';
+  return (
+    phase === 'Succeeded' ||
+    phase === 'Failed' ||
+    phase === 'Skipped' ||
+    phase === 'Vanished' ||
+    phase === 'Quarantined'
+  );
 }
 
 /** The policies governing a node's action, as the rollout weighs them. */

@@ -190,9 +190,17 @@ export function gateStanding(
   if (spec.canary && !gates.passed.has('canary-soak')) {
     // The canary's own outcome first: a failure among them stops the rest, whatever
     // maxFailures says; a promotion past canary-soak goes on anyway (the budget still counts it).
-    const failed = entries.find((e) => canary.has(e.node) && e.phase === 'Failed');
+    const failed = entries.find(
+      (e) => canary.has(e.node) && (e.phase === 'Failed' || e.phase === 'Quarantined'),
+    );
     if (failed) {
-      gates.stop('canary-soak', `canary node ${failed.node} failed: ${failed.message ?? ''}`, 'CanaryFailed');
+      // A canary set aside undrained proves nothing about the target: it stops the rest too.
+      const what = failed.phase === 'Failed' ? 'failed' : 'could not be drained (quarantined)';
+      gates.stop(
+        'canary-soak',
+        `canary node ${failed.node} ${what}: ${failed.message ?? ''}`,
+        'CanaryFailed',
+      );
       return held();
     }
     if (!entries.every((e) => !canary.has(e.node) || isDone(e.phase))) {

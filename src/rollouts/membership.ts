@@ -3,13 +3,13 @@
 // write one, mark it executed, and make the rollout report a node done that it never
 // touched. The admission policy keeps the claim to the controller; the rollout does not
 // rest on that alone, and counts an action only if it is what the rollout itself would
-// have made for its node: its derived name, its rollout label, its action and target,
+// have made for its node: its derived name (or its one retry's), its rollout label, its action and target,
 // its requester. Anything else that claims the rollout is an impostor: reported, its
 // node held, never counted.
 import { ROLLOUT_LABEL } from '../api/names.ts';
 import type { ObservedNodeAction } from '../api/node-action.ts';
 import type { ObservedNodeRollout } from '../api/node-rollout.ts';
-import { rolloutActionName, rolloutLabelValue } from './naming.ts';
+import { rolloutActionName, rolloutLabelValue, rolloutRetryName } from './naming.ts';
 
 type OwnedMetadata = { ownerReferences?: { uid: string; kind?: string; name?: string }[] };
 type Claimant = Pick<ObservedNodeAction, 'metadata' | 'spec'>;
@@ -32,9 +32,10 @@ export function notMadeBy(rollout: ObservedNodeRollout, action: Claimant): strin
   const r = rollout.spec;
   const a = action.spec;
   const name = rolloutActionName(rollout.metadata.name, a.nodeName);
+  const retry = rolloutRetryName(rollout.metadata.name, a.nodeName);
   const why: string[] = [];
   if (claimedRollout(action)?.uid !== rollout.metadata.uid) why.push('it is not owned by this rollout');
-  if (action.metadata.name !== name) why.push(`its name is not ${name}`);
+  if (action.metadata.name !== name && action.metadata.name !== retry) why.push(`its name is not ${name}`);
   if (action.metadata.labels?.[ROLLOUT_LABEL] !== rolloutLabelValue(rollout.metadata.name))
     why.push(`its label ${ROLLOUT_LABEL} does not name this rollout`);
   if (a.action !== r.action) why.push(`it is a ${a.action}, not a ${r.action}`);

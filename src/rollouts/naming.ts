@@ -22,6 +22,17 @@ export function rolloutActionName(rollout: string, node: string): string {
   return `${plain.slice(0, MAX_NAME - suffix.length - 1).replace(/[-.]+$/, '')}-${suffix}`;
 }
 
+/**
+ * The name of a node's one retry (a node set aside by onDrainTimeout: Quarantine, tried
+ * again at the end): derived like the first, with a digest no node name can produce by
+ * itself, so a second retry is refused (409) as a second first action is.
+ */
+export function rolloutRetryName(rollout: string, node: string): string {
+  const suffix = `-retry-${digest(`${rollout}\n${node}\nretry`, 8)}`;
+  const first = rolloutActionName(rollout, node);
+  return `${first.slice(0, MAX_NAME - suffix.length).replace(/[-.]+$/, '')}${suffix}`;
+}
+
 /** The talos.dev/rollout label value: the rollout's name, or a digest of a name too long for a label. */
 export function rolloutLabelValue(rollout: string): string {
   if (rollout.length <= MAX_LABEL_VALUE && !rollout.includes('.')) return rollout;

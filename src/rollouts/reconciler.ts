@@ -7,7 +7,13 @@
 // Work-queue keys are rollout names. Only the leader acts; it starts once every cache
 // has synced, so a restarted controller sees every action its predecessor created.
 import { API_VERSION } from '../api/common.ts';
-import { BYPASS_GRANTED_BY_ANNOTATION, INSTANCE_LABEL, ROLLOUT_LABEL } from '../api/names.ts';
+import {
+  BYPASS_GRANTED_BY_ANNOTATION,
+  CORDONED_BY_ANNOTATION,
+  INSTANCE_LABEL,
+  QUARANTINED_LABEL,
+  ROLLOUT_LABEL,
+} from '../api/names.ts';
 import type { ActionObject, NodeActionSpec } from '../api/node-action.ts';
 import type { ObservedNodeRollout } from '../api/node-rollout.ts';
 import { NODE_ACTIONS_PATH, NODE_ROLLOUTS_PATH } from '../api/paths.ts';
@@ -27,6 +33,8 @@ import type { RolloutActionFacts, RolloutCheckFacts, RolloutNodeFacts } from './
 import type { HistoryEntry } from './expected-duration.ts';
 import { claimedRollout, notMadeBy, sortClaims, type Impostor } from './membership.ts';
 import { rolloutLabelValue } from './naming.ts';
+import type { NodeMark } from './quarantine.ts';
+import { drainHoldWords } from '../actions/drain-hold.ts';
 
 export type RolloutObject = ObservedNodeRollout & KubeObject;
 type NodeObject = KubeObject & { status?: { nodeInfo?: { osImage?: string; kubeletVersion?: string } } };
@@ -68,6 +76,44 @@ function checkFacts(c: ObservedCheck): RolloutCheckFacts {
     spec: c.spec,
     healthy: c.status?.healthy,
     ...(changedAt ? { changedAt } : {}),
+  };
+}
+
+/** An action as the rollout's core reads it: its phase, and whether its drain ran out of time. */
+function actionFacts(a: ActionObject): RolloutActionFacts {
+  const drained = a.status?.conditions?.find((c) => c.type === 'Drained');
+  const timedOut = a.status?.phase === 'Failed' && drained?.reason === 'DrainTimedOut';
+  const blockedBy = timedOut && a.status?.drain ? drainHoldWords(a.status.drain) : undefined;
+  return {
+    name: a.metadata.name,
+    node: a.spec.nodeName,
+    ...(a.status?.phase ? { phase: a.status.phase } : {}),
+    ...(a.status?.message ? { message: a.status.message } : {}),
+    ...(timedOut ? { drainTimedOut: true } : {}),
+    ...(blockedBy ? { blockedBy } : {}),
+  };
+}
+
+/**
+ * The merge patch a mark needs on the Node as cached, or undefined when it carries it:
+ * the label only ever removed when it names this rollout; the cordon passed on or lifted
+ * only while talos.dev/cordoned-by names one of the actions the plan expects.
+ */
+export function markPatch(node: KubeObject, mark: NodeMark, value: string): object | undefined {
+  const labels: Record<string, string | null> = {};
+  const current = node.metadata.labels?.[QUARANTINED_LABEL];
+  if (mark.labelled && current !== value) labels[QUARANTINED_LABEL] = value;
+  if (!mark.labelled && current === value) labels[QUARANTINED_LABEL] = null;
+  const by = node.metadata.annotations?.[CORDONED_BY_ANNOTATION];
+  const cordon = mark.cordon && by !== undefined && mark.cordon.from.includes(by) ? mark.cordon : undefined;
+  if (Object.keys(labels).length === 0 && !cordon) return undefined;
+  return {
+    metadata: {
+      resourceVersion: node.metadata.resourceVersion,
+      ...(Object.keys(labels).length ? { labels } : {}),
+      ...(cordon ? { annotations: { [CORDONED_BY_ANNOTATION]: cordon.to } } : {}),
+    },
+    ...(cordon?.to === null ? { spec: { unschedulable: false } } : {}),
   };
 }
 
@@ -194,7 +240,7 @@ export class RolloutReconciler {
     const deleted = new Set<string>();
     for (const entry of rollout.status?.nodes ?? []) {
       if (!entry.action || have.has(entry.action)) continue;
-      if (entry.phase === 'Succeeded' || entry.phase === 'Failed') continue;
+      if (entry.phase !== 'Running') continue;
       try {
         const action = await this.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${entry.action}`);
         const why = notMadeBy(rollout, action);
@@ -229,7 +275,12 @@ export class RolloutReconciler {
       ...(s.upgrade ? { upgrade: s.upgrade } : {}),
       ...(s.reboot ? { reboot: s.reboot } : {}),
       ...(s.execution ? { execution: s.execution } : {}),
-      ...(s.drain ? { drain: s.drain } : {}),
+      // Under Quarantine, a drain that times out leaves the node cordoned for the rollout.
+      ...(s.onDrainTimeout === 'Quarantine'
+        ? { drain: { ...s.drain, onTimeout: 'KeepCordoned' as const } }
+        : s.drain
+          ? { drain: s.drain }
+          : {}),
       ...(s.bypass ? { bypass } : {}),
       ...(s.deadlines ? { deadlines: s.deadlines } : {}),
       requestedBy: s.requestedBy,
@@ -322,6 +373,35 @@ export class RolloutReconciler {
     }
   }
 
+  /**
+   * Writes the marks the plan asks for on the Nodes that do not carry them yet
+   * (quarantine.ts): the label, and a cordon passed on or lifted only while it is still
+   * marked as the plan expects. Conditional on the Node read; false on a conflict.
+   */
+  private async markNodes(rollout: RolloutObject, marks: readonly NodeMark[]): Promise<boolean> {
+    const value = rolloutLabelValue(rollout.metadata.name);
+    for (const mark of marks) {
+      const node = this.o.nodes.get(mark.node);
+      if (!node) continue;
+      const patch = markPatch(node, mark, value);
+      if (!patch) continue;
+      if (!this.o.isLeader()) return false;
+      try {
+        await this.o.rest.request(`/api/v1/nodes/${encodeURIComponent(mark.node)}`, {
+          method: 'PATCH',
+          contentType: 'application/merge-patch+json',
+          body: patch,
+        });
+      } catch (error) {
+        if (isConflict(error, [409])) return false;
+        if (isConflict(error, [404])) continue;
+        throw error;
+      }
+      this.o.log.info({ rollout: rollout.metadata.name, node: mark.node, mark }, 'rollout marked a node');
+    }
+    return true;
+  }
+
   private async reconcile(name: string): Promise<ReconcileResult | undefined> {
     const rollout = this.o.rollouts.get(name);
     if (!rollout || rollout.metadata.deletionTimestamp) return undefined;
@@ -329,12 +409,7 @@ export class RolloutReconciler {
     const { found, deleted } = await this.confirmRemembered(rollout, owned, impostors);
     const squatters = await this.squatters(rollout);
     this.reportImpostors(rollout, [...impostors, ...squatters]);
-    const actions: RolloutActionFacts[] = [...owned, ...found].map((a) => ({
-      name: a.metadata.name,
-      node: a.spec.nodeName,
-      ...(a.status?.phase ? { phase: a.status.phase } : {}),
-      ...(a.status?.message ? { message: a.status.message } : {}),
-    }));
+    const actions = [...owned, ...found].map(actionFacts);
     const nodes: RolloutNodeFacts[] = this.o.nodes.list().map((n) => {
       const { osImage, kubeletVersion } = (n as NodeObject).status?.nodeInfo ?? {};
       return {
@@ -362,6 +437,8 @@ export class RolloutReconciler {
         .map(historyEntry),
       now,
     });
+    // The nodes' marks before the actions: a retry must find the cordon handed to it.
+    if (plan.marks?.length && !(await this.markNodes(rollout, plan.marks))) return { requeueAfterMs: 200 };
     // Actions first, then the status that names them: a crash in between leaves actions
     // the next pass finds by what they are (membership.ts); never a status naming an
     // action that does not exist.

@@ -72,6 +72,7 @@ export interface NodeObject {
   spec?: { unschedulable?: boolean };
 }
 
+/** A drain that timed out: pods are left that could not be evicted in time. */
 export class DrainError extends Error {
   override readonly name = 'DrainError';
 }

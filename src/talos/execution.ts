@@ -23,7 +23,7 @@ import { formatDuration, parseDuration } from '../duration.ts';
 import { errorMessage } from '../wait.ts';
 import { TalosClient, type TalosClientOptions } from './client.ts';
 import type { TalosContext } from './config.ts';
-import { drainNode } from './drain.ts';
+import { DrainError, drainNode } from './drain.ts';
 import { TalosApiError, TalosUpgradeFailedError } from './errors.ts';
 import { CONTROL_PLANE_LABEL } from '../api/names.ts';
 import {
@@ -198,6 +198,7 @@ export class TalosExecutor {
           message: errorMessage(error),
           ...(step === 'call' ? { mayHaveReached: false } : {}),
           ...(error instanceof TalosUpgradeFailedError ? { exitCode: error.exitCode } : {}),
+          ...(error instanceof DrainError ? { timedOut: true } : {}),
         });
       },
     );

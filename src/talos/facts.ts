@@ -25,6 +25,8 @@ export interface ExecutionStepFacts {
   disrupts?: boolean;
   /** A running drain: the pods whose eviction is refused now (drain.ts), longest refused first. */
   blockers?: DrainBlocker[];
+  /** A failed drain: it timed out (pods left that could not be evicted), not an error. */
+  timedOut?: boolean;
 }
 
 export type ExecutionFacts = Partial<Record<ExecutionStep, ExecutionStepFacts>>;

@@ -220,6 +220,41 @@ describe('Managed execution: failures', () => {
     assert.ok(!work(d).some((e) => e.type === 'talos'), 'no Talos call after a failed drain');
   });
 
+  it('a drain that timed out under drain.onTimeout: KeepCordoned keeps its cordon, now and on later passes', () => {
+    const why = 'drain of w1 timed out after 5.0s with 1 pod(s) left; evictions refused: ceph/osd-0: budget';
+    for (const onTimeout of ['KeepCordoned', 'Uncordon'] as const) {
+      let i = approved({ action: 'Reboot', drain: { timeout: '5s', onTimeout } });
+      let d = decide(i);
+      const cordoned = node('w1', { osImage: V13, cordonedBy: 'reboot-w1' });
+      i = next(i, d, {
+        execution: { drain: { state: 'failed', message: why, timedOut: true } },
+        node: cordoned,
+      });
+      d = decide(i);
+      assert.equal(d.status.phase, 'Failed');
+      assert.equal(condition(d.status, 'Drained')?.reason, 'DrainTimedOut');
+      const keeps = onTimeout === 'KeepCordoned';
+      assert.equal(
+        d.effects.some((e) => e.type === 'uncordon'),
+        !keeps,
+        onTimeout,
+      );
+      if (keeps)
+        assert.match(
+          d.status.message ?? '',
+          /node w1 stays cordoned \(spec\.drain\.onTimeout: KeepCordoned\)/,
+        );
+      // The pass after: the undo is settled, and still nothing lifts the kept cordon.
+      i = next(i, d, { node: cordoned });
+      d = decide(i);
+      assert.equal(
+        d.effects.some((e) => e.type === 'uncordon'),
+        !keeps,
+        `${onTimeout}, later`,
+      );
+    }
+  });
+
   it('fails with the installer error, without calling for the reboot', () => {
     let i = approved(upgrade);
     let d = decide(i);

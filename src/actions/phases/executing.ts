@@ -144,8 +144,9 @@ function drained(b: DecisionBuilder, osImage: string | undefined): boolean {
     return false;
   }
   if (op.state === 'failed') {
-    // What held it stays recorded (status.drain, DrainBlocked): why it failed.
-    condition('Drained', 'False', 'DrainFailed', op.message);
+    // What held it stays recorded (status.drain, DrainBlocked): why it failed. A drain
+    // that ran out of time is told apart: a NodeRollout may set its node aside for it.
+    condition('Drained', 'False', op.timedOut ? 'DrainTimedOut' : 'DrainFailed', op.message);
     b.end('Failed', `the drain failed: ${op.message}`);
     return false;
   }

@@ -10,7 +10,8 @@
 //
 // The action keeps its finalizer until every undo run finished (each bounded by its
 // timeout), so deleting it waits for them; and a cordon it made is lifted, since a node
-// that was never disrupted is as it was.
+// that was never disrupted is as it was — unless its drain timed out and it was asked to
+// keep it (spec.drain.onTimeout: KeepCordoned, a quarantining NodeRollout's).
 import type { HookKindName } from '../../api/hooks.ts';
 import type { UndoRecord } from '../../api/node-action.ts';
 import { isBootHookKind } from '../../boots/record.ts';
@@ -27,6 +28,7 @@ import {
 import { hookRef, type HookObject } from '../../hooks/select.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { PRE_ACTION_HOOK_KINDS } from '../kinds/index.ts';
+import { keepsCordon } from '../disruption.ts';
 
 /** Every pre-action hook kind: an undo run of one whose hook is gone is closed. */
 const PRE_ACTION_KINDS: readonly HookKindName[] = PRE_ACTION_HOOK_KINDS;
@@ -84,7 +86,11 @@ export function settle(b: DecisionBuilder): boolean {
   let done = true;
   if (b.ended && status.undo === undefined) done = begin(b, b.ended.disruption);
   else if (status.undo) done = follow(b, status.undo);
-  if (status.undo?.nodeDisrupted === false && node?.cordonedBy === action.metadata.name) {
+  if (
+    status.undo?.nodeDisrupted === false &&
+    node?.cordonedBy === action.metadata.name &&
+    !keepsCordon(action, status)
+  ) {
     b.effect({ type: 'uncordon' });
     b.wake(2000);
   }

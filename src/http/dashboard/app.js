@@ -554,6 +554,7 @@ const TILE_STYLE = {
   failed: ['pat-cross', '✗'],
   notYet: ['pat-none', '○'],
   vanished: ['pat-grid', '?'],
+  quarantined: ['pat-back-stripes', '⊘'],
 };
 
 /**
@@ -935,6 +936,31 @@ function legend(rollout) {
   );
 }
 
+/**
+ * The nodes set aside undrained, each with what blocked it: a person's list.
+ * @param {RolloutView} rollout
+ */
+function quarantineList(rollout) {
+  if (rollout.quarantined.length === 0) return '';
+  return h(
+    'section',
+    { class: 'quarantine', 'aria-label': `Nodes ${rollout.name} set aside` },
+    h('h4', { text: 'Set aside: could not be drained (cordoned, labelled talos.dev/quarantined)' }),
+    h(
+      'ul',
+      {},
+      rollout.quarantined.map((q) =>
+        h(
+          'li',
+          {},
+          h('strong', { text: q.node }),
+          ` ${q.retried ? 'tried again, still blocked: needs a person' : 'to be tried again at the end'}; since ${q.since}: ${q.blockedBy}`,
+        ),
+      ),
+    ),
+  );
+}
+
 /** @type {Record<RolloutView['state'], string>} */
 const ROLLOUT_SYMBOLS = { Complete: '✓', Halted: '✗', Paused: '‖', Progressing: '▶', Planned: '┄', New: '○' };
 
@@ -947,7 +973,7 @@ function rolloutArticle(rollout, now) {
   const counts = c
     ? `${String(c.succeeded)} done, ${String(c.running)} running, ${String(c.failed)} failed, ${String(c.pending)} not yet${
         c.skipped ? `, ${String(c.skipped)} already at target` : ''
-      }${c.vanished ? `, ${String(c.vanished)} gone` : ''}`
+      }${c.vanished ? `, ${String(c.vanished)} gone` : ''}${c.quarantined ? `, ${String(c.quarantined)} set aside` : ''}`
     : 'not processed yet';
   const stateBadge = {
     Complete: 'Succeeded',
@@ -976,6 +1002,7 @@ function rolloutArticle(rollout, now) {
     rollout.message ? h('p', { class: 'message', text: rollout.message }) : '',
     h('h4', { text: 'Nodes' }),
     h('div', { class: 'drawing' }, nodeMap(rollout)),
+    quarantineList(rollout),
     h('h4', { text: 'Along time' }),
     h(
       'div',
