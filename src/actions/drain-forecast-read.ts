@@ -49,7 +49,7 @@ async function budgetsIn(rest: RestClient, namespaces: readonly string[]): Promi
 }
 
 /** What the Pods on a node request, together (the scheduler counts every unfinished one). */
-function usedBy(pods: readonly PodObject[]): Room {
+export function usedBy(pods: readonly PodObject[]): Room {
   return pods.map(podRequests).reduce(addRoom, { cpu: 0, memory: 0, pods: 0 });
 }
 

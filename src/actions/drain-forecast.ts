@@ -46,6 +46,11 @@ export interface DrainForecastFacts {
   used: ReadonlyMap<string, Room>;
   /** spec.drain.podSelector: the drain evicts only the Pods it selects. */
   podSelector?: LabelSelector;
+  /**
+   * false: budgets and owners only, no placement (a rollout's plan past the nodes it
+   * simulates placement for): no Pod is said to fit nowhere, none is "not judged".
+   */
+  placement?: boolean;
 }
 
 /** One Pod with something wrong about its leaving. */
@@ -100,7 +105,7 @@ function leaving(facts: DrainForecastFacts): { pods: PodObject[]; left: number }
 
 /** Each evicted Pod against every other node, with the filters that do not depend on what runs there. */
 function judgePlaces(facts: DrainForecastFacts, pods: readonly PodObject[]): Leaving[] {
-  const others = facts.nodes
+  const others = (facts.placement === false ? [] : facts.nodes)
     .filter((n) => n.name !== facts.nodeName)
     .sort((a, b) => a.name.localeCompare(b.name));
   const judged = pods.map((pod) => {
@@ -197,7 +202,7 @@ export function forecastDrain(facts: DrainForecastFacts): DrainForecastResult {
       .sort()[0];
     if (budget !== undefined) v.podDisruptionBudget = budget;
     if (!p.pod.metadata.ownerReferences?.some((o) => o.controller === true)) v.unmanaged = true;
-    const placement = place(p, facts, taken);
+    const placement = facts.placement === false ? { placed: true as const } : place(p, facts, taken);
     if (!placement.placed && placement.unread) v.notJudged = true;
     else if (!placement.placed) v.fitsNowhere = refusalWords(placement.refusals);
     if (v.podDisruptionBudget !== undefined || v.unmanaged || v.fitsNowhere !== undefined || v.notJudged)

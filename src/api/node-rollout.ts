@@ -315,6 +315,23 @@ export const PlannedNode = Type.Object(
     findings: Type.Optional(
       Type.Array(Text('A preflight finding.', 512), { description: 'What stands in its way.', maxItems: 8 }),
     ),
+    drain: Type.Optional(
+      Type.Object(
+        {
+          pods: Int32(
+            'Pods its drain would meet trouble with now: a PodDisruptionBudget allowing no disruption, nowhere else to go, or nothing to recreate them.',
+            { minimum: 0 },
+          ),
+          words: Type.Optional(
+            Type.Array(Type.String({ maxLength: 256 }), {
+              description: 'The first of them, in words.',
+              maxItems: 2,
+            }),
+          ),
+        },
+        { description: 'The drain forecast of the node, as things stand when the plan is made.' },
+      ),
+    ),
   },
   { description: 'One node of a planned rollout.' },
 );

@@ -139,10 +139,16 @@ export function planText(name: string, plan: RolloutPlanRecord): string {
     p.expectedSeconds !== undefined ? `${formatDuration(p.expectedSeconds * 1000)} (${p.basis ?? ''})` : '',
     clock(p.start, from),
     clock(p.end, from),
+    p.drain
+      ? oneLine(
+          `${String(p.drain.pods)} pod${p.drain.pods === 1 ? '' : 's'}: ${p.drain.words?.[0] ?? ''}`,
+          60,
+        )
+      : '',
     oneLine((p.findings ?? []).join('; '), 80),
   ]);
   const head = table(
-    ['#', 'NODE', 'GROUP', 'ROLE', 'POLICIES / SKIP', 'EXPECTED', 'START', 'END', 'FINDINGS'],
+    ['#', 'NODE', 'GROUP', 'ROLE', 'POLICIES / SKIP', 'EXPECTED', 'START', 'END', 'DRAIN', 'FINDINGS'],
     rows,
   );
   const total =
@@ -159,7 +165,7 @@ export function planText(name: string, plan: RolloutPlanRecord): string {
 function planCommand(): Command {
   return clusterCommand('plan')
     .description(
-      'plan a NodeRollout from a file without touching a node: order, skips, policies, windows, durations, preflight',
+      'plan a NodeRollout from a file without touching a node: order, skips, policies, windows, durations, preflight, drain forecast',
     )
     .requiredOption(
       '-f, --file <path>',

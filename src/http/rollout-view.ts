@@ -84,7 +84,7 @@ export interface RolloutLane {
    * When the plan (status.plan) expects the node to go, while it has not started: drawn
    * dashed. Null: started, skipped, or no plan.
    */
-  planned: { start: string; end: string } | null;
+  planned: { start: string; end: string; drain?: string } | null;
 }
 
 export interface WindowBand {
@@ -260,7 +260,17 @@ function withPlan(lanes: RolloutLane[], plan: NonNullable<RolloutObject['status'
   const byNode = new Map(plan.nodes.map((p) => [p.node, p]));
   for (const l of lanes) {
     const p = byNode.get(l.node);
-    if (l.segments.length === 0 && p?.start && p.end) l.planned = { start: p.start, end: p.end };
+    if (l.segments.length === 0 && p?.start && p.end)
+      l.planned = {
+        start: p.start,
+        end: p.end,
+        // What its drain would meet now (the plan's forecast), said on its planned bar.
+        ...(p.drain
+          ? {
+              drain: `drain would meet ${String(p.drain.pods)} pod${p.drain.pods === 1 ? '' : 's'}: ${p.drain.words?.join('; ') ?? ''}`,
+            }
+          : {}),
+      };
   }
 }
 

@@ -634,6 +634,16 @@ export function decide(input: RolloutInput): RolloutPlan {
 /** How long a plan stands before the controller makes it again (nodes and history change). */
 export const PLAN_REFRESH_MS = 5 * 60_000;
 
+/** Whether a dry run's recorded plan stands (its spec unchanged, made less than PLAN_REFRESH_MS ago). */
+export function planIsFresh(rollout: ObservedNodeRollout, now: Date): boolean {
+  const previous = rollout.status?.plan;
+  return (
+    previous !== undefined &&
+    rollout.status?.observedGeneration === rollout.metadata.generation &&
+    now.getTime() - Date.parse(previous.time) < PLAN_REFRESH_MS
+  );
+}
+
 /**
  * spec.dryRun: the plan, and nothing started. Made again when the spec changes or it is
  * older than PLAN_REFRESH_MS, not on every pass: each pass would be a status write.
@@ -642,11 +652,8 @@ function planOnly(input: RolloutInput, entries: readonly Entry[], tooMany: boole
   const { rollout, now } = input;
   const generation = rollout.metadata.generation;
   const previous = rollout.status?.plan;
-  const fresh =
-    previous !== undefined &&
-    rollout.status?.observedGeneration === generation &&
-    now.getTime() - Date.parse(previous.time) < PLAN_REFRESH_MS;
-  const made = fresh ? previous : planRollout(input, entries);
+  const fresh = planIsFresh(rollout, now);
+  const made = fresh && previous ? previous : planRollout(input, entries);
   const plan = tooMany
     ? {
         ...made,

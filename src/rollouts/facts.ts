@@ -17,6 +17,7 @@ import {
 } from '../talos/version.ts';
 import type { HistoryEntry } from './expected-duration.ts';
 import type { Impostor } from './membership.ts';
+import type { PlanDrainRead } from './plan-drain.ts';
 
 export interface RolloutNodeFacts {
   name: string;
@@ -63,6 +64,8 @@ export interface RolloutInput {
   history: readonly HistoryEntry[];
   /** The ClusterHealthChecks, for the soaks (gates.ts). */
   checks?: readonly RolloutCheckFacts[];
+  /** A dry run's drain forecast facts (plan-drain.ts), read when the plan is made. */
+  planDrain?: PlanDrainRead;
   now: Date;
 }
 

@@ -24,6 +24,7 @@ import {
   type RolloutPolicyFacts,
 } from './facts.ts';
 import { expectedDuration } from './expected-duration.ts';
+import { planDrains } from './plan-drain.ts';
 
 /** How many window openings the plan looks through for a node before it gives up. */
 const WINDOW_SEARCH_LIMIT = 400;
@@ -121,6 +122,19 @@ function plannedNode(
   };
 }
 
+/** The drain forecast of each planned node (plan-drain.ts) set on it; the plan's finding about them. */
+function drainFindings(input: RolloutInput, planned: PlannedNode[]): string[] {
+  const read = input.planDrain;
+  if (!read) return [];
+  if ('error' in read) return [`the drain forecast could not be made: ${read.error}`];
+  const { drains, finding } = planDrains(planned, read.facts);
+  for (const p of planned) {
+    const drain = drains.get(p.node);
+    if (drain) p.drain = drain;
+  }
+  return finding ? [finding] : [];
+}
+
 /** Slots of maxParallel, each free from a time: a node takes the earliest. */
 class Slots {
   private readonly free: number[];
@@ -202,6 +216,7 @@ export function planRollout(input: RolloutInput, entries: readonly Entry[]): Rol
     );
   if (!target && spec.action === 'Upgrade')
     findings.push(`upgrade.image ${spec.upgrade?.image ?? ''} has no version tag: nothing is skipped`);
+  findings.push(...drainFindings(input, planned));
   const stopping = planned.filter((p) => p.findings?.length);
   if (stopping.length)
     findings.push(

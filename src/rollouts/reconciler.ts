@@ -28,7 +28,9 @@ import type { ReconcileResult, WorkQueue } from '../kube/workqueue.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ObservedCheck } from '../checks/runner.ts';
-import { decide } from './decide.ts';
+import { decide, planIsFresh } from './decide.ts';
+import type { PlanDrainRead } from './plan-drain.ts';
+import { readPlanDrain } from './plan-drain-read.ts';
 import type { RolloutActionFacts, RolloutCheckFacts, RolloutNodeFacts } from './facts.ts';
 import type { HistoryEntry } from './expected-duration.ts';
 import { claimedRollout, notMadeBy, sortClaims, type Impostor } from './membership.ts';
@@ -402,6 +404,17 @@ export class RolloutReconciler {
     return true;
   }
 
+  /**
+   * A dry run about to be planned (again) whose nodes drain: the drain forecast's facts,
+   * read once for the whole plan (plan-drain-read.ts). Undefined otherwise.
+   */
+  private async planDrain(rollout: RolloutObject, now: Date): Promise<PlanDrainRead | undefined> {
+    const s = rollout.spec;
+    if (s.dryRun !== true || planIsFresh(rollout, now)) return undefined;
+    if ((s.execution ?? 'Managed') !== 'Managed' || s.drain?.enabled === false) return undefined;
+    return readPlanDrain(this.o.rest, this.o.nodes.list(), s.drain?.podSelector);
+  }
+
   private async reconcile(name: string): Promise<ReconcileResult | undefined> {
     const rollout = this.o.rollouts.get(name);
     if (!rollout || rollout.metadata.deletionTimestamp) return undefined;
@@ -420,7 +433,9 @@ export class RolloutReconciler {
       };
     });
     const now = this.o.now?.() ?? new Date();
+    const planDrain = await this.planDrain(rollout, now);
     const plan = decide({
+      ...(planDrain ? { planDrain } : {}),
       rollout,
       nodes,
       actions,

@@ -26,12 +26,14 @@ import { API, startGateController, watchActions, whoami } from '../support/gate.
 import { installGatehouseAPI } from '../support/install.ts';
 import {
   bindClusterRole,
+  freshNamespace,
   impersonate,
   rest,
   switchableCheck,
   testKubeConfig,
   testSandboxState,
   uniqueName,
+  waitFor,
 } from '../support/kube.ts';
 import { Rollouts, complete, condition, upgradeOf } from '../support/rollouts.ts';
 import { createTalosNodes } from '../support/talos-nodes.ts';
@@ -115,6 +117,32 @@ describe('a rollout planned first', () => {
     assert.match(cannot.stdout, /it cannot succeed as it stands/);
     assert.doesNotMatch(cannot.stdout, new RegExp(`${fine}.*too old`));
 
+    // A Pod on one of the nodes that its PodDisruptionBudget allows no eviction of, and that
+    // nothing recreates: the plan's drain forecast names it.
+    const held = old[2] ?? '';
+    const namespace = await freshNamespace(t);
+    await client.request(`/api/v1/namespaces/${namespace}/pods`, {
+      method: 'POST',
+      body: {
+        metadata: { name: 'db', labels: { app: 'db' } },
+        spec: {
+          nodeName: held,
+          tolerations: [{ key: 'gatehouse.test/rollout-plan', operator: 'Exists', effect: 'NoSchedule' }],
+          containers: [{ name: 'main', image: 'registry.example/db' }],
+        },
+      },
+    });
+    await client.request(`/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets`, {
+      method: 'POST',
+      body: { metadata: { name: 'db' }, spec: { minAvailable: 1, selector: { matchLabels: { app: 'db' } } } },
+    });
+    await waitFor('the PodDisruptionBudget to allow no disruption', async () => {
+      const pdb = await client.request<{ status?: { currentHealthy?: number; disruptionsAllowed?: number } }>(
+        `/apis/policy/v1/namespaces/${namespace}/poddisruptionbudgets/db`,
+      );
+      return pdb.status?.currentHealthy === 1 && pdb.status.disruptionsAllowed === 0 ? true : undefined;
+    });
+
     const name = uniqueName('planned');
     t.after(() => kit.deleteRolloutActions(name));
     t.after(() => client.request(`${API}/noderollouts/${name}`, { method: 'DELETE' }).catch(() => undefined));
@@ -123,9 +151,25 @@ describe('a rollout planned first', () => {
     assert.equal(planned.code, 0, planned.stderr);
     const plan = JSON.parse(planned.stdout) as {
       feasible: boolean;
-      nodes: { node: string; skip?: string; start?: string }[];
+      findings?: string[];
+      nodes: { node: string; skip?: string; start?: string; drain?: { pods: number; words?: string[] } }[];
     };
     assert.equal(plan.feasible, true);
+    const forecast = plan.nodes.find((p) => p.node === held)?.drain;
+    assert.equal(forecast?.pods, 1);
+    assert.match(
+      forecast.words?.[0] ?? '',
+      new RegExp(`${namespace}/db: PodDisruptionBudget db allows no disruption, unmanaged`),
+    );
+    assert.match(
+      plan.findings?.join('\n') ?? '',
+      new RegExp(`drain forecast: 1 node would meet trouble draining now .*${held}`),
+    );
+    assert.equal(plan.nodes.filter((p) => p.drain).length, 1, 'only that node');
+    // Freed before the start, or its drain would wait for the budget.
+    await client.request(`/api/v1/namespaces/${namespace}/pods/db?gracePeriodSeconds=0`, {
+      method: 'DELETE',
+    });
     assert.deepEqual(
       plan.nodes
         .filter((p) => p.skip !== undefined)

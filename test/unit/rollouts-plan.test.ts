@@ -12,6 +12,8 @@ import {
 } from '../../src/api/names.ts';
 import type { NodeRolloutSpec, ObservedNodeRollout } from '../../src/api/node-rollout.ts';
 import { decide } from '../../src/rollouts/decide.ts';
+import { PLAN_PLACEMENT_NODES } from '../../src/rollouts/plan-drain.ts';
+import type { PodObject } from '../../src/actions/pod-placement.ts';
 import {
   type RolloutActionFacts,
   type RolloutInput,
@@ -263,6 +265,112 @@ describe('pauseBefore', () => {
     assert.deepEqual(
       promoted.create.map((c) => c.node),
       ['w2', 'w3'],
+    );
+  });
+});
+
+describe('the drain forecast in a plan', () => {
+  const candidate = (name: string) => ({
+    name,
+    labels: { 'kubernetes.io/hostname': name },
+    taints: [],
+    unschedulable: false,
+    ready: true,
+    allocatable: { cpu: 4000, memory: 8 * 2 ** 30, pods: 110 },
+  });
+  const pod = (
+    name: string,
+    nodeName: string,
+    extra: Partial<PodObject['spec']> = {},
+    owned = true,
+  ): PodObject => ({
+    metadata: {
+      name,
+      namespace: 'prod',
+      labels: { app: name },
+      ...(owned ? { ownerReferences: [{ kind: 'ReplicaSet', name: `${name}-rs`, controller: true }] } : {}),
+    },
+    spec: { nodeName, containers: [{ resources: { requests: { cpu: '100m' } } }], ...extra },
+    status: { phase: 'Running' },
+  });
+  const facts = (nodes: string[], pods: PodObject[]) => {
+    const podsByNode = new Map<string, PodObject[]>();
+    for (const p of pods)
+      podsByNode.set(p.spec?.nodeName ?? '', [...(podsByNode.get(p.spec?.nodeName ?? '') ?? []), p]);
+    return {
+      podsByNode,
+      budgets: [
+        {
+          metadata: { name: 'db', namespace: 'prod' },
+          spec: { selector: { matchLabels: { app: 'db' } } },
+          status: { disruptionsAllowed: 0 },
+        },
+      ],
+      nodes: nodes.map(candidate),
+      used: new Map(nodes.map((n) => [n, { cpu: 0, memory: 0, pods: 0 }])),
+    };
+  };
+
+  it('names, per node, the Pods a budget holds, that fit nowhere else, or that nothing recreates; the plan stays feasible', () => {
+    const nodes = [node('w1'), node('w2'), node('w3')];
+    const pinned = pod('pinned', 'w1', { nodeSelector: { 'kubernetes.io/hostname': 'w1' } });
+    const plan = decide(
+      input({
+        rollout: rollout({ dryRun: true }),
+        nodes,
+        planDrain: {
+          facts: facts(
+            ['w1', 'w2', 'w3'],
+            [pinned, pod('db', 'w2'), pod('loose', 'w2', {}, false), pod('web', 'w3')],
+          ),
+        },
+      }),
+    ).status.plan;
+    const drain = (n: string) => plan?.nodes.find((p) => p.node === n)?.drain;
+    assert.equal(drain('w1')?.pods, 1);
+    assert.match(drain('w1')?.words?.[0] ?? '', /prod\/pinned: fits on no other node/);
+    assert.equal(drain('w2')?.pods, 2);
+    assert.match(
+      drain('w2')?.words?.join(' | ') ?? '',
+      /prod\/db: PodDisruptionBudget db allows no disruption.*prod\/loose: unmanaged/,
+    );
+    assert.equal(drain('w3'), undefined, 'a drain that meets nothing is not mentioned');
+    assert.equal(plan?.feasible, true, 'a budget at its limit now is a finding, not a refusal');
+    assert.match(
+      plan.findings?.join('\n') ?? '',
+      /drain forecast: 2 nodes would meet trouble draining now \(2 held/,
+    );
+  });
+
+  it('simulates where Pods could go only for the first nodes in order; a read that failed is a finding', () => {
+    const names = Array.from(
+      { length: PLAN_PLACEMENT_NODES + 2 },
+      (_, i) => `n${String(i).padStart(3, '0')}`,
+    );
+    const last = names.at(-1) ?? '';
+    const stuck = pod('pinned', last, { nodeSelector: { 'kubernetes.io/hostname': last } });
+    const plan = decide(
+      input({
+        rollout: rollout({ dryRun: true }),
+        nodes: names.map((n) => node(n)),
+        planDrain: { facts: facts(names, [stuck]) },
+      }),
+    ).status.plan;
+    assert.equal(
+      plan?.nodes.find((p) => p.node === last)?.drain,
+      undefined,
+      'past the placement limit, not judged',
+    );
+    const failed = decide(
+      input({
+        rollout: rollout({ dryRun: true }),
+        nodes: [node('w1')],
+        planDrain: { error: 'pods is forbidden' },
+      }),
+    ).status.plan;
+    assert.match(
+      failed?.findings?.join('\n') ?? '',
+      /the drain forecast could not be made: pods is forbidden/,
     );
   });
 });

@@ -834,7 +834,7 @@ function swimlanes(rollout, nowIso) {
           (() => {
             const p0 = x(Date.parse(lane.planned.start));
             const p1 = Math.max(p0 + 2, x(Date.parse(lane.planned.end)));
-            const label = `${lane.node}: planned from ${formatTime(lane.planned.start)} to ${formatTime(lane.planned.end)}`;
+            const label = `${lane.node}: planned from ${formatTime(lane.planned.start)} to ${formatTime(lane.planned.end)}${lane.planned.drain ? `; ${lane.planned.drain}` : ''}`;
             return svg(
               'g',
               { class: 'planned', role: 'listitem', 'aria-label': label },
@@ -844,7 +844,7 @@ function swimlanes(rollout, nowIso) {
                 y: top + 6,
                 width: p1 - p0,
                 height: laneHeight - 17,
-                class: 'planned-bar',
+                class: lane.planned.drain ? 'planned-bar drain-trouble' : 'planned-bar',
               }),
             );
           })(),
