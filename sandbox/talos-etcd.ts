@@ -8,7 +8,7 @@
 // still catching up; lagging: its raft index far behind the leader's. The leader is the
 // member marked with ETCD_LEADER_ANNOTATION while it is up and healthy, else the first
 // such voting member by name; without a quorum of healthy voting members there is none.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import {
   EtcdMemberAlarm_AlarmType as AlarmType,
@@ -103,6 +103,22 @@ export function etcdMembers(nodes: EtcdNode[], cluster: string): SimulatedMember
     });
 }
 
+/** The size of a simulated member's database (EtcdStatus dbSize): what its snapshot holds, before etcd's 32-byte SHA-256. */
+export const ETCD_DB_SIZE = 2 * 1024 * 1024;
+/** The most Talos's stream chunker puts in one common.Data of a snapshot. */
+export const SNAPSHOT_CHUNK = 1024;
+
+/**
+ * A simulated member's database file, as a snapshot carries it: a line naming the member
+ * and when, then bytes that differ every time (as a live database's do), ETCD_DB_SIZE in all.
+ */
+export function etcdDatabase(member: SimulatedMember, now = Date.now()): Buffer {
+  const head = Buffer.from(
+    `gatehouse simulated etcd database of member ${member.hostname} (${member.id.toString(16)}) at ${new Date(now).toISOString()}\n`,
+  );
+  return Buffer.concat([head, randomBytes(ETCD_DB_SIZE - head.length)]);
+}
+
 const canLead = (m: SimulatedMember) => !m.down && !m.unhealthy && !m.learner;
 
 /** The leader, or undefined when healthy voting members are no quorum. */
@@ -164,8 +180,8 @@ export function statusReply(
         memberStatus: {
           memberId: member.id,
           protocolVersion: '3.6.0',
-          dbSize: 24n * 1024n * 1024n,
-          dbSizeInUse: 12n * 1024n * 1024n,
+          dbSize: BigInt(ETCD_DB_SIZE),
+          dbSizeInUse: BigInt(ETCD_DB_SIZE / 2),
           leader: leader?.id ?? 0n,
           raftIndex: raftIndexOf(member, now),
           raftTerm: 7n,

@@ -117,6 +117,8 @@ import {
   type TalosFault,
 } from './talos-faults.ts';
 import {
+  etcdDatabase,
+  SNAPSHOT_CHUNK,
   ETCD_LEADER_ANNOTATION,
   ETCD_LEFT_ANNOTATION,
   etcdClusterOf,
@@ -730,6 +732,24 @@ export class TalosSimulator {
           await this.removeMember(members, leaving);
           return { messages: [{}] };
         },
+      ),
+      // Talos's EtcdSnapshot: control plane only (UNIMPLEMENTED elsewhere; a node that is
+      // down is unreachable, one whose member left has no etcd to read); the local member's
+      // database as etcd's maintenance Snapshot sends it — the file, then the SHA-256 of it —
+      // in messages of at most 1 KiB (Talos's stream chunker). etcd serves it from the
+      // member's own backend: no leader or quorum is needed, an unhealthy member still answers.
+      EtcdSnapshot: this.serverStream(
+        'EtcdSnapshot',
+        MachineService.EtcdSnapshot,
+        async (machine, _request, send) => {
+          const { member } = await this.memberOf(machine, 'etcd snapshot');
+          const db = etcdDatabase(member);
+          const stream = Buffer.concat([db, createHash('sha256').update(db).digest()]);
+          for (let at = 0; at < stream.length; at += SNAPSHOT_CHUNK)
+            await send({ bytes: stream.subarray(at, at + SNAPSHOT_CHUNK) });
+          return undefined;
+        },
+        0,
       ),
       EtcdMemberList: this.unary('EtcdMemberList', MachineService.EtcdMemberList, async (machine) => {
         const { members } = await this.memberOf(machine, 'member list');

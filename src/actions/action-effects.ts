@@ -14,6 +14,7 @@ import { isRecordPending } from '../hooks/plan.ts';
 import { isConflict } from '../kube/reconciler.ts';
 import type { Logger } from '../log.ts';
 import { uncordonFor } from '../talos/drain.ts';
+import { controlPlaneNodes } from '../talos/etcd-check.ts';
 import { REMEDIATION_EXCLUDE_LABEL } from '../api/names.ts';
 import { pauseRemediationFor, resumeRemediationFor } from './remediation-writes.ts';
 import { holdMedik8sLease, releaseMedik8sLeaseFor } from './medik8s-lease-writes.ts';
@@ -147,12 +148,34 @@ export class ActionEffects {
         case 'drain':
           executor?.start('drain', { action, onChange }, log);
           break;
+        case 'etcdSnapshot': {
+          // The executor's step (src/talos/etcd-snapshot-step.ts), through the control-plane Nodes the cache has.
+          const { type: _type, again, ...snapshot } = e;
+          if (again) executor?.again(uid, ['snapshot']);
+          const controlPlanes = controlPlaneNodes(this.c.o.nodes.list());
+          executor?.start('snapshot', { action, onChange, snapshot: { ...snapshot, controlPlanes } }, log);
+          break;
+        }
         case 'talos':
           if (e.step === 'call') {
             const callTime = e.callTime;
             executor?.start(
               'call',
               { action, onChange, talos, confirm: () => this.confirmCall(name, uid, callTime) },
+              log,
+            );
+          } else if (e.step === 'rollback') {
+            const time = e.time;
+            executor?.start(
+              'rollback',
+              { action, onChange, talos, confirm: () => this.confirmRollback(name, uid, time) },
+              log,
+            );
+          } else if (e.step === 'commit') {
+            const time = e.time;
+            executor?.start(
+              'commit',
+              { action, onChange, talos, confirm: () => this.confirmCommit(name, uid, time) },
               log,
             );
           } else {
@@ -287,6 +310,41 @@ export class ActionEffects {
    * Talos call as about to be made, unfinished and not deleted: the last check before
    * a call that must never be made twice.
    */
+  /** Whether the action, read afresh, still records this commit of its TRY, with no outcome yet, in time. */
+  private async confirmCommit(name: string, uid: string, time: string): Promise<boolean> {
+    try {
+      const live = await this.c.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
+      return (
+        live.metadata.uid === uid &&
+        !live.metadata.deletionTimestamp &&
+        live.status?.phase === 'WaitingForNode' &&
+        live.status.tryConfirm?.commitTime === time &&
+        live.status.tryConfirm.commitResult === undefined &&
+        Date.parse(live.status.tryConfirm.until) > Date.now()
+      );
+    } catch (error) {
+      if (isConflict(error, [404])) return false;
+      throw error;
+    }
+  }
+
+  /** Whether the action, read afresh, still records this rollback, with no outcome yet. */
+  private async confirmRollback(name: string, uid: string, time: string): Promise<boolean> {
+    try {
+      const live = await this.c.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
+      return (
+        live.metadata.uid === uid &&
+        !live.metadata.deletionTimestamp &&
+        live.status?.phase === 'RunningPostHooks' &&
+        live.status.rollback?.time === time &&
+        live.status.rollback.callResult === undefined
+      );
+    } catch (error) {
+      if (isConflict(error, [404])) return false;
+      throw error;
+    }
+  }
+
   private async confirmCall(name: string, uid: string, callTime: string): Promise<boolean> {
     try {
       const live = await this.c.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);

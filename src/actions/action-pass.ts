@@ -15,6 +15,7 @@ import type { Logger } from '../log.ts';
 import { NO_TALOSCONFIG } from '../talos/etcd-check.ts';
 import type { TurnSection } from '../kube/turn-lease.ts';
 import type { EtcdCheckState } from '../talos/etcd-health.ts';
+import type { ConfigRead } from '../talos/config-disruption-read.ts';
 import { ActionEffects } from './action-effects.ts';
 import { ADMISSION_KEY, policyFacts, type ActionContext } from './context.ts';
 import {
@@ -32,6 +33,7 @@ import { readNeighbours } from './neighbours-read.ts';
 import type { DrainForecastRead } from './drain-forecast.ts';
 import { readDrainForecast } from './drain-forecast-read.ts';
 import { drainForecastBlockedBy } from './phases/drain-forecast-gate.ts';
+import { etcdSnapshotPolicy } from './etcd-snapshot.ts';
 import { isNew } from './admission.ts';
 import { nodeFacts } from './observations.ts';
 import { holdSilences } from './silences.ts';
@@ -47,13 +49,15 @@ function policyInputs(
   node: KubeObject | undefined,
 ): Pick<
   ActionInput,
-  'doNotDisruptCap' | 'remediationPauseOff' | 'allowForeignCordon' | 'drainForecastBlock'
+  'doNotDisruptCap' | 'remediationPauseOff' | 'allowForeignCordon' | 'drainForecastBlock' | 'etcdSnapshot'
 > {
   if (!node) return {};
   const labels = node.metadata.labels ?? {};
   const off = remediationPauseOff(policies, action.spec, labels);
   const block = drainForecastBlockedBy(policies, action.spec, labels);
+  const snapshot = etcdSnapshotPolicy(policies, action.spec, labels);
   return {
+    ...(snapshot ? { etcdSnapshot: snapshot } : {}),
     ...(block !== undefined ? { drainForecastBlock: block } : {}),
     doNotDisruptCap: doNotDisruptCap(policies, action.spec, labels),
     ...(off !== undefined ? { remediationPauseOff: off } : {}),
@@ -204,6 +208,13 @@ export class ActionPass {
     return readDrainForecast(rest, action.spec.nodeName, nodes.list(), action.spec.drain?.podSelector);
   }
 
+  /** A ConfigChange's configurations, for its disruption class (config-disruption-read.ts). */
+  private readConfigs(action: ActionObject): Promise<ConfigRead> {
+    const { executor } = this.c.o;
+    if (!executor) return Promise.resolve({ at: new Date(), error: 'this controller performs no actions' });
+    return executor.readConfigs(action);
+  }
+
   /** The checks that gate the action on its node, as the cache has them; undefined without a node. */
   gatingChecks(action: ActionObject): string[] | undefined {
     const node = this.c.o.nodes.get(action.spec.nodeName);
@@ -286,7 +297,7 @@ export class ActionPass {
     let begun: Promise<FreshChecks> | undefined;
     if (begunOnly) {
       // (The do-not-disrupt read and the drain forecast are a few reads of the watch cache: made inline.)
-      if (decision.readEtcd) return decision;
+      if (decision.readEtcd || decision.readConfigs) return decision;
       if (decision.evaluateChecks) {
         begun = evaluations.take(action.metadata.uid, decision.evaluateChecks);
         if (!begun) return decision;
@@ -299,10 +310,11 @@ export class ActionPass {
     let etcd: EtcdCheckState | undefined;
     let pods: NodeNeighbours | undefined;
     let forecast: DrainForecastRead | undefined;
+    let configs: ConfigRead | undefined;
     let hold: (EtcdHold & { turn: TurnSection | undefined }) | undefined;
     try {
       const asks = (d: ActionDecision) =>
-        d.evaluateChecks || d.readEtcd || d.readNeighbours || d.readDrainForecast;
+        d.evaluateChecks || d.readEtcd || d.readNeighbours || d.readDrainForecast || d.readConfigs;
       for (let round = 0; round < 3 && asks(decision); round++) {
         const checks = decision.evaluateChecks;
         const evaluating =
@@ -317,7 +329,7 @@ export class ActionPass {
           // Another instance has the turn: no read, no decision on one (the caller waits).
           if (hold.waiting) break;
         }
-        [fresh, etcd, pods, forecast] = await Promise.all([
+        [fresh, etcd, pods, forecast, configs] = await Promise.all([
           checks
             ? (begun ?? this.evaluate(action.metadata.uid, checks, action.spec.nodeName))
             : Promise.resolve(fresh),
@@ -330,6 +342,7 @@ export class ActionPass {
               }))
             : Promise.resolve(pods),
           decision.readDrainForecast ? this.forecastDrain(action) : Promise.resolve(forecast),
+          decision.readConfigs ? this.readConfigs(action) : Promise.resolve(configs),
         ]);
         begun = undefined;
         now = new Date();
@@ -340,6 +353,7 @@ export class ActionPass {
           ...(etcd ? { etcd } : {}),
           ...(pods ? { neighbours: pods } : {}),
           ...(forecast ? { drainForecast: forecast } : {}),
+          ...(configs ? { configs } : {}),
         });
       }
     } finally {

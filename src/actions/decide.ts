@@ -26,6 +26,7 @@ import { DecisionBuilder, type ActionDecision } from './decision.ts';
 import { doNotDisruptAllowance } from './do-not-disrupt.ts';
 import type { ActionInput } from './observations.ts';
 import { PHASE_DEADLINES, phaseDeadlineMs } from './phases/deadlines.ts';
+import { postChecksAllowance } from './phases/post-checks.ts';
 import { requested } from './phases/pending.ts';
 import { approvalAllowance } from './phases/person-approval.ts';
 import { PHASE_HANDLERS } from './phases/table.ts';
@@ -78,7 +79,9 @@ export function decide(input: ActionInput): ActionDecision {
         ? doNotDisruptAllowance(input)
         : phase === 'RunningPreHooks'
           ? approvalAllowance(input)
-          : 0,
+          : phase === 'RunningPostHooks'
+            ? postChecksAllowance(b.spec)
+            : 0,
     );
     const since = Date.parse(status.phaseTime ?? status.startTime ?? now.toISOString());
     if (deadlineMs !== undefined && now.getTime() - since >= deadlineMs) {

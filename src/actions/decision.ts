@@ -60,10 +60,35 @@ export type ActionEffect =
    */
   | { type: 'talos'; step: 'call'; call: string; callTime: string }
   /**
+   * MachineService.Rollback of an upgrade whose post-checks failed, made at most once:
+   * only while the action's status, read afresh, still records this rollback `time`
+   * without an outcome (written before this effect is carried out).
+   */
+  | { type: 'talos'; step: 'rollback'; time: string }
+  /**
+   * The commit of a TRY confirmed by checks (ApplyConfiguration NO_REBOOT of the same
+   * configuration), made at most once: only while the action's status, read afresh,
+   * still records this commit `time` without an outcome.
+   */
+  | { type: 'talos'; step: 'commit'; time: string }
+  /**
    * Make these repeatable Talos steps again: the executor forgets what it knows of them,
    * and the next pass asks for them anew (an install failed on a dependency).
    */
   | { type: 'talosAgain'; steps: ('prepare' | 'install')[] }
+  /**
+   * Take the etcd snapshot an ActionPolicy asks for before approval (etcd-snapshot.ts),
+   * unless this process has an attempt under way or done; `again`: forget a failed one first.
+   */
+  | {
+      type: 'etcdSnapshot';
+      again: boolean;
+      policy: string;
+      url: string;
+      keep: number;
+      name: string;
+      deadline: string;
+    }
   /** Lift the cordon this action made (talos.dev/cordoned-by). */
   | { type: 'uncordon' }
   /**
@@ -90,6 +115,8 @@ export interface ActionDecision {
   readNeighbours?: boolean;
   /** Forecast the drain of the node, and decide again with it (`drainForecast`, drain-forecast.ts). */
   readDrainForecast?: boolean;
+  /** Read a ConfigChange's configurations, and decide again with them (`configs`, phases/config-disruption.ts). */
+  readConfigs?: boolean;
   effects: ActionEffect[];
   requeueAfterMs?: number;
 }
@@ -113,6 +140,7 @@ export class DecisionBuilder {
   private etcdAsked = false;
   private podsAsked = false;
   private forecastAsked = false;
+  private configsAsked = false;
   /**
    * Set when this pass ended the action (end()): whether the node may have been
    * disrupted, decided once, then (phases/undo.ts) recorded with what is undone.
@@ -156,9 +184,20 @@ export class DecisionBuilder {
     this.forecastAsked = true;
   };
 
+  /** Read a ConfigChange's configurations now, then decide again with them (phases/config-disruption.ts). */
+  readonly readConfigs = (): void => {
+    this.configsAsked = true;
+  };
+
   /** Whether the decision waits on a fresh evaluation or read: the pass stops there. */
   get evaluating(): boolean {
-    return this.evaluateChecks !== undefined || this.etcdAsked || this.podsAsked || this.forecastAsked;
+    return (
+      this.evaluateChecks !== undefined ||
+      this.etcdAsked ||
+      this.podsAsked ||
+      this.forecastAsked ||
+      this.configsAsked
+    );
   }
 
   readonly effect = (...effects: ActionEffect[]): void => {
@@ -281,7 +320,7 @@ export class DecisionBuilder {
 
   /** Who the action's hook runs are for, about the given boot of its node. */
   subject(bootID: string | undefined): HookSubject {
-    return hookSubject(this.action, bootID);
+    return hookSubject(this.action, bootID, this.status);
   }
 
   /**
@@ -327,6 +366,7 @@ export class DecisionBuilder {
       ...(this.etcdAsked ? { readEtcd: true } : {}),
       ...(this.podsAsked ? { readNeighbours: true } : {}),
       ...(this.forecastAsked ? { readDrainForecast: true } : {}),
+      ...(this.configsAsked ? { readConfigs: true } : {}),
       ...extra,
     };
   }

@@ -28,8 +28,9 @@ export function etcdGuardApplies(
   spec: NodeActionSpec,
   labels: Readonly<Record<string, string>>,
   osImage?: string,
+  status?: NodeActionStatus,
 ): boolean {
-  return labels[CONTROL_PLANE_LABEL] !== undefined && kindOf(spec).etcdGuard(spec, osImage);
+  return labels[CONTROL_PLANE_LABEL] !== undefined && kindOf(spec).etcdGuard(spec, osImage, status);
 }
 
 /** What the action does to its node's etcd member (ActionKind.etcdMember). */
@@ -92,7 +93,7 @@ export type EtcdGuardOutcome =
  */
 export function guardEtcd(b: DecisionBuilder): EtcdGuardOutcome {
   const { spec, node, nodeName, input, status, now } = b;
-  if (!node || !etcdGuardApplies(spec, node.labels, node.osImage)) return { go: true };
+  if (!node || !etcdGuardApplies(spec, node.labels, node.osImage, b.status)) return { go: true };
   if (spec.bypass?.healthChecks) {
     return {
       go: true,

@@ -20,6 +20,8 @@ import type { WebhookFacts } from '../hooks/plan.ts';
 import type { HookObject } from '../hooks/select.ts';
 import type { EtcdCheckState } from '../talos/etcd-health.ts';
 import type { ExecutionFacts } from '../talos/facts.ts';
+import type { ConfigRead } from '../talos/config-disruption-read.ts';
+import type { EtcdSnapshotPolicy } from '../api/action-policy.ts';
 
 /** What the action needs to know about its node. */
 export interface NodeFacts {
@@ -83,6 +85,12 @@ export function nodeFacts(node: KubeObject | undefined): NodeFacts | undefined {
   };
 }
 
+/** The governing ActionPolicy whose etcdSnapshot an action follows: the first by name that has one (etcd-snapshot.ts). */
+export interface ChosenSnapshotPolicy {
+  policy: string;
+  spec: EtcdSnapshotPolicy;
+}
+
 export interface CheckFacts {
   name: string;
   spec: ClusterHealthCheckSpec;
@@ -119,6 +127,14 @@ export interface ActionInput {
    * when it asked (ActionDecision.readDrainForecast; drain-forecast.ts).
    */
   drainForecast?: DrainForecastRead;
+  /**
+   * A ConfigChange's configurations — the node's running one and the new one — read for
+   * its disruption class when the decision asked (ActionDecision.readConfigs;
+   * phases/config-disruption.ts).
+   */
+  configs?: ConfigRead;
+  /** The governing ActionPolicy whose etcdSnapshot the action follows, if any (etcd-snapshot.ts). */
+  etcdSnapshot?: ChosenSnapshotPolicy;
   /** The governing ActionPolicy that says drainForecast: Block, if any (absent: Warn). */
   drainForecastBlock?: string;
   /** The governing ActionPolicies' doNotDisruptMax (absent: the default, 24h). */

@@ -1,7 +1,12 @@
 // Who an action's hook runs and boot announcement are about, from the action itself, and
 // whether this controller performs it.
 import { EXECUTED_ANNOTATION, RELEASED_ANNOTATION } from '../api/names.ts';
-import { ACTION_PARAMETERS, type NodeActionSpec, type ObservedNodeAction } from '../api/node-action.ts';
+import {
+  ACTION_PARAMETERS,
+  type NodeActionSpec,
+  type NodeActionStatus,
+  type ObservedNodeAction,
+} from '../api/node-action.ts';
 import type { HookSubject } from '../hooks/job.ts';
 import { kindOf, type ActionKind, type Performer } from './kinds/index.ts';
 import type { ActionInput } from './observations.ts';
@@ -47,7 +52,13 @@ export function performsHere(kind: ActionKind, input: Performing): boolean {
 }
 
 /** Who the action's hook runs are for, about the given boot of its node. */
-export function hookSubject(action: ObservedNodeAction, bootID: string | undefined): HookSubject {
+export function hookSubject(
+  action: ObservedNodeAction,
+  bootID: string | undefined,
+  /** The status being decided, when newer than the observed one (a class just decided). */
+  status: NodeActionStatus | undefined = action.status,
+): HookSubject {
+  const disruptionClass = status?.configDisruption?.class;
   return {
     node: action.spec.nodeName,
     ...(bootID ? { bootID } : {}),
@@ -57,6 +68,7 @@ export function hookSubject(action: ObservedNodeAction, bootID: string | undefin
       action: action.spec.action,
       parameters: actionParameters(action.spec),
       ...targetImageOf(action.spec),
+      ...(disruptionClass !== undefined ? { disruptionClass } : {}),
     },
     owner: {
       apiVersion: action.apiVersion ?? API_VERSION,

@@ -13,6 +13,7 @@ import {
   LabelSelector,
   Resource,
   StringEnum,
+  Text,
   Timestamp,
   rules,
   type KindDefinition,
@@ -168,6 +169,74 @@ export const PerActionLimits = Type.Object(
   },
 );
 
+/** How many snapshots an ActionPolicy's etcdSnapshot may keep, and its catalogue may list. */
+export const ETCD_SNAPSHOT_KEEP_MAX = 100;
+const ETCD_SNAPSHOT_CATALOGUE_MAX = 2 * ETCD_SNAPSHOT_KEEP_MAX;
+
+export const EtcdSnapshotHttp = Type.Object(
+  {
+    url: Type.String({
+      description:
+        'Where snapshots go: an http:// or https:// URL ending in "/" under which each snapshot is written with one PUT (its name appended, e.g. etcd-20261204T020000Z-<action>.db), read back with HEAD and deleted with DELETE when more than keep are stored. The store must accept a PUT without Content-Length (chunked transfer encoding): a WebDAV server (nginx dav_methods PUT DELETE, Apache mod_dav, rclone serve webdav), or any HTTP store that does. No credential is read from a Secret: a token the store needs goes in the URL (shown redacted) — whoever may read the ActionPolicy may read it.',
+      minLength: 1,
+      maxLength: 2048,
+      ...rules({
+        rule: "isURL(self) && url(self).getScheme() in ['http', 'https'] && self.endsWith('/')",
+        message: 'etcdSnapshot.http.url must be an absolute http:// or https:// URL ending in "/"',
+      }),
+    }),
+  },
+  { description: 'An HTTP store for snapshots (PUT, HEAD, DELETE).' },
+);
+
+export const EtcdSnapshotPolicy = Type.Object(
+  {
+    http: EtcdSnapshotHttp,
+    keep: Type.Optional(
+      Type.Integer({
+        description: `How many of this policy's snapshots to keep: once a new one is stored, the oldest beyond this many are deleted from the store (status.etcdSnapshots lists them). From 1 to ${String(ETCD_SNAPSHOT_KEEP_MAX)}; defaults to 5.`,
+        minimum: 1,
+        maximum: ETCD_SNAPSHOT_KEEP_MAX,
+        default: 5,
+      }),
+    ),
+    timeout: Type.Optional(
+      Duration(
+        'etcdSnapshot.timeout',
+        'Longest an action waits for its snapshot, failed attempts retried meanwhile, counted from the first attempt; then the action fails (fail closed), naming the last failure.',
+        { min: '30s', max: '1h', default: '5m' },
+      ),
+    ),
+  },
+  {
+    description:
+      "Take an etcd snapshot before a disruptive action on a governed control-plane node (one the etcd guard judges) is approved: streamed with MachineService.EtcdSnapshot from a healthy etcd member — another node's when one is healthy — to the store, its size and sha256 checked, recorded in the action's status.etcdSnapshot. The action waits for it and fails if it cannot be taken within timeout, unless bypass.healthChecks (recorded: no snapshot taken). Where several governing policies ask for one, the first by name is followed.",
+  },
+);
+
+export const EtcdSnapshotEntry = Type.Object(
+  {
+    name: Type.String({ description: 'The object name under the URL.', maxLength: 512 }),
+    url: Type.String({
+      description: 'Where it is stored, the full URL (as written in the spec).',
+      maxLength: 2600,
+    }),
+    time: Timestamp('When it was stored.'),
+    node: Type.String({ description: 'The node whose action it was taken for.', maxLength: 253 }),
+    action: Type.String({ description: 'The NodeAction it was taken for.', maxLength: 253 }),
+    member: Type.String({ description: 'The node of the etcd member it was streamed from.', maxLength: 253 }),
+    size: Int64('Its size in bytes.', { minimum: 0 }),
+    sha256: Type.String({ description: 'Its SHA-256, in hex.', maxLength: 64 }),
+    pruneError: Type.Optional(
+      Text(
+        'Why it could not be deleted when it fell out of the last keep; tried again after the next snapshot.',
+        1024,
+      ),
+    ),
+  },
+  { description: 'One snapshot gatehouse stored for this policy.' },
+);
+
 export const ActionPolicySpec = Type.Object(
   {
     nodeSelector: Type.Optional(LabelSelector('Nodes this policy governs. Absent: every node.')),
@@ -229,6 +298,7 @@ export const ActionPolicySpec = Type.Object(
         default: 'Warn',
       }),
     ),
+    etcdSnapshot: Type.Optional(EtcdSnapshotPolicy),
   },
   { description: 'Which nodes and actions the policy governs, how many at once, and when.' },
 );
@@ -244,6 +314,13 @@ export const ActionPolicyStatus = Type.Object(
     ),
     nextWindowStart: Type.Optional(Timestamp('When the next maintenance window opens.')),
     frozenUntil: Type.Optional(Timestamp('When the freeze in force now ends (absent: none is).')),
+    etcdSnapshots: Type.Optional(
+      Type.Array(EtcdSnapshotEntry, {
+        description:
+          'The etcd snapshots stored for this policy (spec.etcdSnapshot), newest first: the last keep, and any older one whose deletion failed (pruneError). Written by the controller after each snapshot; deleting the policy leaves the snapshots in the store.',
+        maxItems: ETCD_SNAPSHOT_CATALOGUE_MAX,
+      }),
+    ),
     conditions: Type.Optional(
       Conditions('Standard conditions; type Valid reports problems such as an unknown time zone.'),
     ),
@@ -261,6 +338,8 @@ export const ActionPolicy = Resource(
 export type ActionPolicy = Static<typeof ActionPolicy>;
 export type ActionPolicySpec = Static<typeof ActionPolicySpec>;
 export type ActionPolicyStatus = Static<typeof ActionPolicyStatus>;
+export type EtcdSnapshotPolicy = Static<typeof EtcdSnapshotPolicy>;
+export type EtcdSnapshotEntry = Static<typeof EtcdSnapshotEntry>;
 
 export const actionPolicyKind: KindDefinition = {
   kind: 'ActionPolicy',

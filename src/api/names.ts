@@ -200,6 +200,8 @@ export const NODE_ACTION_CONDITIONS = [
   'Released',
   'NodeReturned',
   'PostHooksSucceeded',
+  'PostChecksPassed',
+  'RolledBack',
   'Silenced',
   'Undone',
 ] as const;

@@ -155,6 +155,15 @@ export const MaintenanceParameters = Type.Object(
   },
 );
 
+/**
+ * How a configuration change disrupts its node, least to most (src/talos/config-disruption.ts):
+ * nothing restarts; a service restarts (kubelet, the network, control-plane static pods),
+ * pods keep running; CRI restarts, and with it every pod on the node (Talos 1.14); the
+ * node reboots.
+ */
+export const DISRUPTION_CLASSES = ['None', 'ServiceRestart', 'CRIRestart', 'Reboot'] as const;
+export type DisruptionClass = (typeof DISRUPTION_CLASSES)[number];
+
 export const ConfigChangeParameters = Type.Object(
   {
     mode: Type.Optional(
@@ -180,6 +189,35 @@ export const ConfigChangeParameters = Type.Object(
         {
           description:
             "The node's full machine configuration, in a Secret in the controller's own namespace (so the controller needs no cluster-wide Secret access). Required with Managed execution, not allowed with External.",
+        },
+      ),
+    ),
+    disruptionClass: Type.Optional(
+      StringEnum(DISRUPTION_CLASSES, {
+        description:
+          "External execution only: how the change disrupts the node, as the requester (or the Talos API gate, which compares the configurations it forwards) states it: None, ServiceRestart, CRIRestart or Reboot. It decides whether the etcd guard holds the action. A class lower than the mode allows (None with mode Reboot) is raised to it; absent, the most disruptive class the mode allows on the node's Talos version counts. Managed actions are classified by the controller, which compares the node's configuration with the new one.",
+      }),
+    ),
+    confirm: Type.Optional(
+      Type.Object(
+        {
+          checks: Type.Array(DnsSubdomain('The name of a ClusterHealthCheck.'), {
+            description:
+              'ClusterHealthChecks that must be healthy, evaluated afresh for the node, after the change is applied in TRY mode: all healthy inside the window commits it.',
+            minItems: 1,
+            maxItems: 32,
+          }),
+          window: Type.Optional(
+            Duration(
+              'configChange.confirm.window',
+              "How long the change is on trial: Talos's TRY timeout. The checks must be healthy before it ends (with a margin for the commit); otherwise Talos reverts the change.",
+              { min: '20s', max: '20m', default: '2m' },
+            ),
+          ),
+        },
+        {
+          description:
+            'Mode Try confirmed by checks (Managed execution): the change is applied in TRY mode with the window as its timeout, the checks are evaluated for the node, and only if they are all healthy in time is it applied again with NO_REBOOT, which keeps it; otherwise Talos reverts it at the timeout and the action fails with their messages.',
         },
       ),
     ),
@@ -353,6 +391,27 @@ const parameterFields = (Object.entries(ACTION_PARAMETERS) as [Action, Parameter
   ([action, field]) => (field ? [{ action, field }] : []),
 );
 
+/** The actions whose node comes back from a reboot: the ones post-checks judge it after. */
+const POST_CHECKED = ['Upgrade', 'Reboot', 'ConfigChange'];
+
+/** Rules of postChecks and onPostCheckFailure, shared by NodeAction and NodeRollout. */
+export const postCheckRules: ValidationRule[] = [
+  {
+    rule: `!has(self.postChecks) || self.action in [${POST_CHECKED.map((a) => `'${a}'`).join(', ')}]`,
+    message:
+      'spec.postChecks is only allowed with action Upgrade, Reboot or ConfigChange: the actions whose node comes back',
+    fieldPath: '.postChecks',
+    reason: 'FieldValueForbidden',
+  },
+  {
+    rule: "!has(self.onPostCheckFailure) || self.onPostCheckFailure != 'Rollback' || (self.action == 'Upgrade' && self.execution == 'Managed' && has(self.postChecks))",
+    message:
+      'spec.onPostCheckFailure may be Rollback only for an Upgrade with Managed execution and spec.postChecks: Talos rolls back an upgrade, and the controller must make the call',
+    fieldPath: '.onPostCheckFailure',
+    reason: 'FieldValueForbidden',
+  },
+];
+
 const parameterRules: ValidationRule[] = [
   ...parameterFields.flatMap(({ action, field }): ValidationRule[] => {
     const message = REQUIRED_PARAMETERS[action];
@@ -394,17 +453,60 @@ const parameterRules: ValidationRule[] = [
     fieldPath: '.configChange.mode',
   },
   {
+    rule: "!has(self.configChange) || !has(self.configChange.disruptionClass) || self.execution == 'External'",
+    message:
+      'spec.configChange.disruptionClass is only allowed with External execution: the controller classifies a Managed change itself, comparing the configurations',
+    fieldPath: '.configChange.disruptionClass',
+    reason: 'FieldValueForbidden',
+  },
+  {
+    rule: "!has(self.configChange) || !has(self.configChange.confirm) || (self.configChange.mode == 'Try' && self.execution == 'Managed')",
+    message:
+      'spec.configChange.confirm is only allowed with mode Try and Managed execution: the controller applies the change on trial and commits it',
+    fieldPath: '.configChange.confirm',
+    reason: 'FieldValueForbidden',
+  },
+  {
     rule: "!has(self.drain) || self.execution == 'Managed'",
     message:
       'spec.drain is only allowed with Managed execution: with External execution the requester drains, if it wants to',
     fieldPath: '.drain',
     reason: 'FieldValueForbidden',
   },
+  ...postCheckRules,
   {
     rule: 'self == oldSelf',
     message: 'spec is immutable: delete this NodeAction (which cancels it) and create a new one',
   },
 ];
+
+export const PostChecks = Type.Object(
+  {
+    checks: Type.Array(DnsSubdomain('The name of a ClusterHealthCheck.'), {
+      description:
+        'ClusterHealthChecks that must be healthy, evaluated afresh for the node (a Node-scoped check for it alone), once it is back and its boot hooks are done.',
+      minItems: 1,
+      maxItems: 32,
+    }),
+    within: Type.Optional(
+      Duration(
+        'postChecks.within',
+        'How long after its boot hooks are done they may take to be healthy, all at once, before the action fails (or is rolled back).',
+        { min: '0s', max: '24h', default: '10m' },
+      ),
+    ),
+  },
+  {
+    description:
+      'Checks that must be healthy for the node after it returns, before the action succeeds: a node Ready on the new version that fails what matters (a CSI driver, a database) is not a success.',
+  },
+);
+
+export const OnPostCheckFailure = StringEnum(['Fail', 'Rollback'], {
+  description:
+    "What a post-check that is not healthy in time does: Fail (the default) ends the action Failed with the checks' messages; Rollback (Managed upgrades) also calls Talos's Rollback once and waits for the node to come back on the version it ran before, recorded in status.rollback.",
+  default: 'Fail',
+});
 
 export const NodeActionSpec = Type.Object(
   {
@@ -425,6 +527,8 @@ export const NodeActionSpec = Type.Object(
       }),
     ),
     drain: Type.Optional(DrainOptions),
+    postChecks: Type.Optional(PostChecks),
+    onPostCheckFailure: Type.Optional(OnPostCheckFailure),
     bypass: Type.Optional(Bypass),
     deadlines: Type.Optional(Deadlines),
     requestedBy: Type.String({
@@ -768,6 +872,41 @@ export const ExecutionRecord = Type.Object(
   },
 );
 
+/** How many configuration paths status.configDisruption names. */
+export const CONFIG_DISRUPTION_PATHS_LISTED = 16;
+
+export const ConfigDisruption = Type.Object(
+  {
+    class: StringEnum(DISRUPTION_CLASSES, {
+      description:
+        'How the change disrupts the node: None, ServiceRestart (pods keep running), CRIRestart (every pod on the node restarts: drained first) or Reboot. It decides the drain (Managed), the etcd guard and the pre-action hooks (docs/concepts.md, "How a configuration change disrupts").',
+    }),
+    basis: StringEnum(['Compared', 'Stated', 'Mode'], {
+      description:
+        "How the class was decided: Compared (the node's running configuration, read through the Talos API, against the new one), Stated (External: spec.configChange.disruptionClass, raised to what the mode needs), Mode (nothing to compare: the most disruptive class the mode allows on the node's Talos version).",
+    }),
+    talosVersion: Type.Optional(
+      Type.String({
+        description: 'The Talos version the facts were taken for (from the Node).',
+        maxLength: 64,
+      }),
+    ),
+    paths: Type.Optional(
+      Type.Array(Type.String({ maxLength: 256 }), {
+        description: `The configuration paths (or documents, "kind:NAME") that decided the class, at most ${String(CONFIG_DISRUPTION_PATHS_LISTED)}: the differences of the highest class. Paths only, never values.`,
+        maxItems: CONFIG_DISRUPTION_PATHS_LISTED,
+      }),
+    ),
+    message: Text('Why, in words: the paths, the facts of the Talos version, the mode.', 4096),
+    time: Timestamp('When it was decided (before the health gate).'),
+  },
+  {
+    description:
+      'ConfigChange: how the change disrupts the node, decided before the health gate from the configuration paths that change and the facts of the Talos version (src/talos/config-disruption-facts.ts).',
+  },
+);
+export type ConfigDisruption = Static<typeof ConfigDisruption>;
+
 /** The states of a silence gatehouse holds for an action (src/silences/plan.ts). */
 export const SILENCE_STATES = ['Pending', 'Active', 'Expired', 'Lapsed'] as const;
 export type SilenceState = (typeof SILENCE_STATES)[number];
@@ -808,6 +947,119 @@ export const PhaseEntry = Type.Object(
     since: Timestamp('When the action entered it.'),
   },
   { description: 'One phase the action entered, and when.' },
+);
+
+export const TryConfirmRecord = Type.Object(
+  {
+    until: Timestamp('When Talos reverts the change unless it is committed: the call, plus the window.'),
+    time: Type.Optional(Timestamp('When the checks were last evaluated.')),
+    results: Type.Optional(
+      Type.Array(CheckResult, {
+        description: 'The last evaluation, check by check.',
+        maxItems: 32,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['name'],
+      }),
+    ),
+    commitTime: Type.Optional(
+      Timestamp(
+        'When the controller decided to commit (apply again with NO_REBOOT), written before the call: it is never made twice, nor after the window.',
+      ),
+    ),
+    commitResult: Type.Optional(
+      StringEnum(['Acknowledged', 'Failed', 'Unknown'], {
+        description: 'What came of the commit: Acknowledged by Talos, Failed, or Unknown.',
+      }),
+    ),
+    message: Type.Optional(Text("Talos's answer to the commit, or why there is none.")),
+  },
+  { description: 'A change applied in TRY mode and confirmed by checks (spec.configChange.confirm).' },
+);
+
+export const PostChecksRecord = Type.Object(
+  {
+    since: Timestamp('When the post-checks began: the node back, its boot hooks done.'),
+    time: Type.Optional(Timestamp('When they were last evaluated.')),
+    results: Type.Optional(
+      Type.Array(CheckResult, {
+        description: 'The last evaluation, check by check.',
+        maxItems: 32,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['name'],
+      }),
+    ),
+  },
+  { description: 'The post-checks (spec.postChecks) of the returned node.' },
+);
+
+export const RollbackRecord = Type.Object(
+  {
+    time: Timestamp(
+      'When the controller decided to roll back, written before the call: from then on MachineService.Rollback is never called again for this action.',
+    ),
+    why: Text('The post-checks that were not healthy in time, in words.'),
+    from: Type.String({ description: 'The osImage the node ran when it was rolled back.', maxLength: 256 }),
+    callResult: Type.Optional(
+      StringEnum(['Acknowledged', 'Failed', 'Unknown'], {
+        description:
+          'What came of the call: Acknowledged by Talos, Failed (refused, or never made), Unknown (no answer, or the controller restarted while it was made).',
+      }),
+    ),
+    message: Type.Optional(Text("Talos's answer, or why there is none.")),
+    to: Type.Optional(
+      Type.String({ description: 'The osImage the node came back on after the rollback.', maxLength: 256 }),
+    ),
+    bootID: Type.Optional(
+      Type.String({ description: 'The boot ID the node came back with after the rollback.', maxLength: 128 }),
+    ),
+  },
+  { description: 'The rollback of an upgrade whose post-checks failed (onPostCheckFailure: Rollback).' },
+);
+
+export const EtcdSnapshotRecord = Type.Object(
+  {
+    phase: StringEnum(['Taking', 'Taken', 'Failed', 'Bypassed'], {
+      description:
+        'Taking: an attempt runs (or is about to); Taken: stored and checked; Failed: the last attempt failed (another follows within the timeout, else the action fails); Bypassed: none taken, health checks were bypassed.',
+    }),
+    policy: Type.String({
+      description: 'The ActionPolicy whose spec.etcdSnapshot asked for it.',
+      maxLength: 253,
+    }),
+    startTime: Timestamp("When the first attempt began: the policy's etcdSnapshot.timeout counts from here."),
+    attempts: Type.Optional(Int32('Attempts begun so far.', { minimum: 0 })),
+    time: Type.Optional(Timestamp('When it was stored, or when the last attempt failed.')),
+    name: Type.Optional(Type.String({ description: 'Its object name in the store.', maxLength: 512 })),
+    url: Type.Optional(
+      Type.String({ description: 'Where it was stored (credentials in the URL redacted).', maxLength: 2600 }),
+    ),
+    member: Type.Optional(
+      Type.String({ description: 'The node of the etcd member it was streamed from.', maxLength: 253 }),
+    ),
+    size: Type.Optional(Int64('Its size in bytes, as streamed and as the store reports it.', { minimum: 0 })),
+    sha256: Type.Optional(
+      Type.String({ description: 'Its SHA-256 in hex, computed while streaming.', maxLength: 64 }),
+    ),
+    raftIndex: Type.Optional(
+      Int64(
+        "The member's applied raft index read just before the snapshot (EtcdStatus): the snapshot holds at least everything applied up to it. The Talos API tells no MVCC revision; etcdutl snapshot status on the file does.",
+        { minimum: 0 },
+      ),
+    ),
+    pruned: Type.Optional(
+      Type.Array(Type.String({ maxLength: 512 }), {
+        description: 'The older snapshots deleted from the store to keep the last keep.',
+        maxItems: 256,
+      }),
+    ),
+    message: Type.Optional(
+      Text('What happened, in words: the failure of the last attempt, or what was checked.'),
+    ),
+  },
+  {
+    description:
+      'The etcd snapshot taken before the action was approved, when an ActionPolicy governing its control-plane node asks for one (spec.etcdSnapshot).',
+  },
 );
 
 export const NodeActionStatus = Type.Object(
@@ -887,6 +1139,11 @@ export const NodeActionStatus = Type.Object(
     execution: Type.Optional(ExecutionRecord),
     drain: Type.Optional(DrainRecord),
     drainForecast: Type.Optional(DrainForecast),
+    configDisruption: Type.Optional(ConfigDisruption),
+    postChecks: Type.Optional(PostChecksRecord),
+    rollback: Type.Optional(RollbackRecord),
+    tryConfirm: Type.Optional(TryConfirmRecord),
+    etcdSnapshot: Type.Optional(EtcdSnapshotRecord),
     undo: Type.Optional(UndoRecord),
     completionTime: Type.Optional(Timestamp('When the action finished, whatever the outcome.')),
     silences: Type.Optional(
@@ -915,6 +1172,7 @@ export type NodeActionSpec = Static<typeof NodeActionSpec>;
 export type NodeActionStatus = Static<typeof NodeActionStatus>;
 export type ExecutionRecord = Static<typeof ExecutionRecord>;
 export type UndoRecord = Static<typeof UndoRecord>;
+export type EtcdSnapshotRecord = Static<typeof EtcdSnapshotRecord>;
 export type DrainBlocker = Static<typeof DrainBlocker>;
 export type DrainRecord = Static<typeof DrainRecord>;
 export type DrainForecast = Static<typeof DrainForecast>;
@@ -962,6 +1220,13 @@ export const nodeActionKind: KindDefinition = {
     { name: 'Node', type: 'string', jsonPath: '.spec.nodeName', description: 'The node acted on.' },
     { name: 'Action', type: 'string', jsonPath: '.spec.action', description: 'What is done to the node.' },
     { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Where the action is.' },
+    {
+      name: 'Disruption',
+      type: 'string',
+      jsonPath: '.status.configDisruption.class',
+      description: 'ConfigChange: how the change disrupts the node.',
+      priority: 1,
+    },
     {
       name: 'Execution',
       type: 'string',

@@ -24,6 +24,9 @@ import {
 import {
   Deadlines,
   DrainOptions,
+  OnPostCheckFailure,
+  PostChecks,
+  postCheckRules,
   RebootParameters,
   RolloutBypass,
   UpgradeParameters,
@@ -83,6 +86,7 @@ const specRules: ValidationRule[] = [
     message:
       'spec.action and spec.upgrade.image may not change once the rollout exists: create a new NodeRollout for another target',
   },
+  ...postCheckRules,
   {
     rule: 'self.requestedBy == oldSelf.requestedBy',
     message: 'spec.requestedBy may not change once the rollout exists',
@@ -203,6 +207,8 @@ export const NodeRolloutSpec = Type.Object(
         default: 'Fail',
       }),
     ),
+    postChecks: Type.Optional(PostChecks),
+    onPostCheckFailure: Type.Optional(OnPostCheckFailure),
     maxQuarantined: Type.Optional(
       Int32(
         'Most nodes onDrainTimeout: Quarantine sets aside; an undrainable node beyond them fails. Defaults to maxParallel.',
@@ -265,6 +271,12 @@ export const RolloutNode = Type.Object(
     controlPlane: Type.Optional(Type.Boolean({ description: 'Whether the node is a control-plane node.' })),
     message: Type.Optional(Text('What is happening to the node, or why it ended.', 1024)),
     quarantine: Type.Optional(RolloutQuarantine),
+    rolledBack: Type.Optional(
+      Type.Boolean({
+        description:
+          'Its post-checks failed and its upgrade was rolled back: the rollout halts until promoted past rollback/<node>.',
+      }),
+    ),
   },
   { description: 'Where one node of the rollout is.' },
 );
@@ -367,7 +379,10 @@ export const RolloutGate = Type.Object(
         'What the rollout waits at: canary-soak, soak/<stage> or pause/<node>; the value gatehouse rollout promote answers (talos.dev/promote).',
       maxLength: 400,
     }),
-    kind: StringEnum(['Soak', 'PauseBefore'], { description: 'Soak (watching its checks) or PauseBefore.' }),
+    kind: StringEnum(['Soak', 'PauseBefore', 'Rollback'], {
+      description:
+        'Soak (watching its checks), PauseBefore, or Rollback (a node was rolled back after its post-checks failed).',
+    }),
     since: Timestamp('Since when it waits there.'),
     until: Type.Optional(Timestamp('When a soak ends by itself, its checks healthy throughout.')),
     failed: Type.Optional(

@@ -7,6 +7,7 @@ import { clusterCommand, connect, type ConnectionOptions } from './connection.ts
 import { LiveDisplay } from './display.ts';
 import { CliError, EXIT, EXIT_CODES_HELP, handled, type ExitCode } from './exit.ts';
 import { forecastLines } from './forecast.ts';
+import { etcdSnapshotLine } from './etcd-snapshot.ts';
 import { formatDocument, type Format } from './output.ts';
 import { DRAIN_BLOCKERS_LISTED } from '../api/node-action.ts';
 import { drainLines, hookLine, nodeLine, outcomeLine, phaseStyle, undoLines } from './progress.ts';
@@ -29,7 +30,8 @@ export function listText(actions: readonly ActionObject[], now: Date, style: Sty
     actions.map((a) => [
       a.metadata.name,
       a.spec.nodeName,
-      a.spec.action,
+      // A ConfigChange says how it disrupts, once classified.
+      a.status?.configDisruption ? `${a.spec.action} (${a.status.configDisruption.class})` : a.spec.action,
       phaseStyle(a.status?.phase, style)(a.status?.phase ?? 'New'),
       a.spec.requestedBy,
       age(a.metadata.creationTimestamp, now),
@@ -52,6 +54,7 @@ function parameters(action: ActionObject): string {
     parts.push(`mode ${s.configChange.mode ?? 'Auto'}`);
     if (s.configChange.configSecretRef)
       parts.push(`config from Secret ${s.configChange.configSecretRef.name}`);
+    if (s.configChange.disruptionClass) parts.push(`stated ${s.configChange.disruptionClass}`);
   }
   return parts.length > 0 ? ` (${parts.join(', ')})` : '';
 }
@@ -122,6 +125,13 @@ export function describeText(
     );
     rows.push(['Bypass', `${what.join(' and ')}: ${s.bypass.reason ?? ''}`]);
   }
+  const disruption = status.configDisruption;
+  if (disruption)
+    rows.push([
+      'Disruption',
+      `${disruption.class} (${disruption.basis}): ${oneLine(disruption.message, 400)}`,
+    ]);
+  if (status.etcdSnapshot) rows.push(['etcd snapshot', etcdSnapshotLine(status.etcdSnapshot)]);
   if (status.bootIDBefore) rows.push(['Boot before', status.bootIDBefore]);
   if (status.bootIDAfter) rows.push(['Boot after', status.bootIDAfter]);
   for (const [label, time] of [

@@ -400,11 +400,27 @@ export function applyConfigCommand(): Command {
         'as talosctl apply-config --mode; Auto (the default, Managed only) lets Talos decide whether to reboot',
       ).choices(['Auto', 'NoReboot', 'Reboot', 'Staged', 'Try']),
     )
+    .option(
+      '--confirm <check>',
+      'with --mode Try: a ClusterHealthCheck that must be healthy for the node before the window ends, or Talos reverts the change (repeatable)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option('--confirm-window <duration>', "with --confirm: Talos's TRY timeout (default 2m)")
     .action(
       handled(async (nodes: string[], _: unknown, command: Command) => {
         const flags = command.optsWithGlobals<
-          CommonFlags & { file?: string; configSecret?: string; mode?: ConfigMode }
+          CommonFlags & {
+            file?: string;
+            configSecret?: string;
+            mode?: ConfigMode;
+            confirm?: string[];
+            confirmWindow?: string;
+          }
         >();
+        if (flags.confirmWindow && !flags.confirm?.length)
+          throw usage('--confirm-window needs --confirm CHECK');
+        if (flags.confirm?.length && (flags.mode !== 'Try' || flags.external))
+          throw usage('--confirm needs --mode Try, with Managed execution: gatehouse commits the change');
         if (flags.external) {
           if (flags.file !== undefined || flags.configSecret !== undefined) {
             throw usage(
@@ -421,7 +437,17 @@ export function applyConfigCommand(): Command {
         if ((flags.file === undefined) === (flags.configSecret === undefined)) {
           throw usage('give the configuration with either --file or --config-secret');
         }
-        const mode = flags.mode ? { mode: flags.mode } : {};
+        const mode = {
+          ...(flags.mode ? { mode: flags.mode } : {}),
+          ...(flags.confirm?.length
+            ? {
+                confirm: {
+                  checks: flags.confirm,
+                  ...(flags.confirmWindow ? { window: flags.confirmWindow } : {}),
+                },
+              }
+            : {}),
+        };
         if (flags.configSecret !== undefined) {
           const [name = '', key] = flags.configSecret.split('/');
           const ref = { name, ...(key ? { key } : {}) };

@@ -1,7 +1,7 @@
 // `gatehouse rollout create|status|pause|resume|list`: NodeRollouts, which the controller
 // carries out (src/rollouts/) — the CLI only asks and follows, so a laptop that sleeps
 // stops nothing. With a kubeconfig only: the HTTP API serves actions, not rollouts.
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { INSTANCE_LABEL } from '../api/names.ts';
 import type { NodeRolloutSpec, ObservedNodeRollout, RolloutNode } from '../api/node-rollout.ts';
 import { NODE_ROLLOUTS_PATH } from '../api/paths.ts';
@@ -160,6 +160,11 @@ interface CreateFlags extends ConnectionOptions {
   reason?: string;
   watch?: boolean;
   drain?: boolean;
+  postCheck?: string[];
+  postCheckWithin?: string;
+  rollback?: boolean;
+  onDrainTimeout?: 'Fail' | 'Quarantine' | 'Skip';
+  maxQuarantined?: number;
 }
 
 export async function whoami(rest: RestClient): Promise<string> {
@@ -177,6 +182,11 @@ export async function whoami(rest: RestClient): Promise<string> {
 export function rolloutSpec(flags: CreateFlags, requestedBy: string): NodeRolloutSpec {
   if (!flags.image === !flags.reboot)
     throw new CliError('say what to roll out: --image IMAGE (an upgrade) or --reboot', EXIT.usage);
+  if (flags.rollback && !flags.postCheck?.length)
+    throw new CliError(
+      '--rollback needs --post-check: it rolls back a node whose post-checks fail',
+      EXIT.usage,
+    );
   if ((flags.skipChecks || flags.skipHooks) && !flags.reason?.trim())
     throw new CliError(
       '--skip-checks and --skip-hooks need --reason: it is recorded on every NodeAction',
@@ -192,6 +202,17 @@ export function rolloutSpec(flags: CreateFlags, requestedBy: string): NodeRollou
     ...(flags.controlPlaneFirst ? { order: 'controlPlaneFirst' as const } : {}),
     ...(flags.paused ? { paused: true } : {}),
     ...(flags.external ? { execution: 'External' as const } : {}),
+    ...(flags.postCheck?.length
+      ? {
+          postChecks: {
+            checks: flags.postCheck,
+            ...(flags.postCheckWithin ? { within: flags.postCheckWithin } : {}),
+          },
+        }
+      : {}),
+    ...(flags.rollback ? { onPostCheckFailure: 'Rollback' as const } : {}),
+    ...(flags.onDrainTimeout ? { onDrainTimeout: flags.onDrainTimeout } : {}),
+    ...(flags.maxQuarantined !== undefined ? { maxQuarantined: flags.maxQuarantined } : {}),
     ...(flags.skipChecks || flags.skipHooks
       ? {
           bypass: {
@@ -291,6 +312,27 @@ export function rolloutCommand(): Command {
       .option('--group-by <label>', 'finish the nodes of one value of this label before the next')
       .option('--control-plane-first', 'control-plane nodes first (default: last)')
       .option('--paused', 'create it paused')
+      .option(
+        '--post-check <check>',
+        'a ClusterHealthCheck that must be healthy for each node after it returns (repeatable)',
+        (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+      )
+      .option(
+        '--post-check-within <duration>',
+        'how long the post-checks may take to be healthy (default 10m)',
+      )
+      .option('--rollback', 'roll back a node whose post-checks fail (upgrades), and halt the rollout')
+      .addOption(
+        new Option(
+          '--on-drain-timeout <what>',
+          'a node that cannot be drained in time: Fail, Quarantine or Skip',
+        ).choices(['Fail', 'Quarantine', 'Skip']),
+      )
+      .option(
+        '--max-quarantined <n>',
+        'most nodes set aside by --on-drain-timeout Quarantine',
+        wholeNumber(0),
+      )
       .option('--external', 'External execution: you perform each approved action')
       .option('--skip-checks', 'bypass the health checks (needs the bypass verb and --reason)')
       .option('--skip-hooks', 'bypass the pre-action hooks (needs the bypass verb and --reason)')

@@ -25,6 +25,8 @@ export interface HookSubject {
     parameters: Record<string, unknown>;
     /** The image of an Upgrade (GATEHOUSE_TARGET_IMAGE). */
     targetImage?: string;
+    /** A ConfigChange's disruption class, once decided (GATEHOUSE_DISRUPTION_CLASS). */
+    disruptionClass?: string;
   };
   /** The owner of the runs' Jobs (the NodeAction), so they go when it goes. */
   owner?: V1OwnerReference;
@@ -81,6 +83,9 @@ export function hookEnvironment(subject: HookSubject): { name: string; value: st
     { name: 'GATEHOUSE_BOOT_ID', value: subject.bootID ?? '' },
     ...(subject.action?.targetImage
       ? [{ name: 'GATEHOUSE_TARGET_IMAGE', value: subject.action.targetImage }]
+      : []),
+    ...(subject.action?.disruptionClass
+      ? [{ name: 'GATEHOUSE_DISRUPTION_CLASS', value: subject.action.disruptionClass }]
       : []),
     ...(subject.purpose ? [{ name: 'GATEHOUSE_HOOK_PURPOSE', value: subject.purpose }] : []),
   ];

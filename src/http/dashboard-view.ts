@@ -170,6 +170,8 @@ export interface ActionRow {
   drain: { since: string; blockers: DrainBlockerRow[]; more: number } | null;
   /** What a drain of the node would meet, forecast at the health gate (status.drainForecast); null: none made. */
   drainForecast: DrainForecastRow | null;
+  /** A ConfigChange's disruption class (status.configDisruption); null: none decided. */
+  configDisruption: { class: string; basis: string; paths: string[]; message: string } | null;
   /** The undo of the pre-action hooks (status.undo); null until the action ended unsuccessfully. */
   undo: { decisionTime: string; nodeDisrupted: boolean; reason: string; runs: HookRunRow[] } | null;
   bootIDBefore: string | null;
@@ -436,6 +438,14 @@ export function actionRow(action: ActionObject): ActionRow {
     })),
     drain: drainRow(status.drain),
     drainForecast: forecastRow(status.drainForecast),
+    configDisruption: status.configDisruption
+      ? {
+          class: status.configDisruption.class,
+          basis: status.configDisruption.basis,
+          paths: status.configDisruption.paths ?? [],
+          message: status.configDisruption.message,
+        }
+      : null,
     undo: status.undo
       ? {
           decisionTime: status.undo.decisionTime,

@@ -123,6 +123,7 @@ function entryFor(
       action: action.name,
       ...(action.phase ? { actionPhase: action.phase } : {}),
       ...(aside ? { quarantine: aside } : {}),
+      ...(action.rolledBack || remembered?.rolledBack ? { rolledBack: true } : {}),
     };
     if (action.phase === 'Succeeded') return phase('Succeeded', action.message ?? 'done', actionFields);
     // Failed once is failed: a node the status shows failed is never set aside after all.
@@ -152,6 +153,7 @@ function entryFor(
         ...rememberedAction,
         ...(remembered.actionPhase ? { actionPhase: remembered.actionPhase } : {}),
         ...(remembered.quarantine ? { quarantine: remembered.quarantine } : {}),
+        ...(remembered.rolledBack ? { rolledBack: true } : {}),
       });
     if (input.deletedActions?.has(remembered.action))
       return phase(

@@ -38,6 +38,8 @@ export interface RolloutActionFacts {
   drainTimedOut?: boolean;
   /** What refused the evictions, in words (its status.drain), when it recorded any. */
   blockedBy?: string;
+  /** Its post-checks failed and it rolled the node back (status.rollback): the target is suspect. */
+  rolledBack?: boolean;
 }
 
 export interface RolloutPolicyFacts {

@@ -22,6 +22,9 @@ import { canaryNodes, pausesBefore } from './plan.ts';
 /** How often a soak looks at its checks (besides being woken when it ends). */
 export const SOAK_RECHECK_MS = 15_000;
 
+/** Why a gate halts the rollout (its Halted condition's reason). */
+type HaltReason = 'CanaryFailed' | 'SoakFailed' | 'RolledBack';
+
 /** Where the rollout stands at its gates on this pass. */
 export interface GateStanding {
   /** Which nodes may start now (all when no gate holds). */
@@ -29,7 +32,7 @@ export interface GateStanding {
   /** The gate it waits at (or stopped at), if any. */
   gate?: RolloutGate;
   /** A gate that halts it (a failed canary or soak), in words, with its condition reason. */
-  halt?: { reason: 'CanaryFailed' | 'SoakFailed'; message: string };
+  halt?: { reason: HaltReason; message: string };
   passedGates: string[];
   promotions: NonNullable<NodeRolloutStatus['promotions']>;
   events: EventSpec[];
@@ -114,12 +117,12 @@ class Gates {
   }
 
   /** The rollout stops at `id` (a failed canary): it halts until promoted past it. */
-  stop(id: string, why: string, condition: 'CanaryFailed' | 'SoakFailed'): void {
+  stop(id: string, why: string, condition: HaltReason): void {
     const previous = this.input.rollout.status?.gate;
     const message = `${why}; no other node starts: promote to go on anyway (gatehouse rollout promote)`;
     this.standing.gate = {
       id,
-      kind: 'Soak',
+      kind: condition === 'RolledBack' ? 'Rollback' : 'Soak',
       since: previous?.id === id ? previous.since : this.now.toISOString(),
       failed: why.slice(0, 1024),
       message: message.slice(0, 1024),
@@ -187,6 +190,16 @@ export function gateStanding(
   const checks = soakChecks(input, entries, nodes);
   const canary = canaryNodes(input, entries);
   const held = (): GateStanding => ({ ...gates.standing, passedGates: [...gates.passed].slice(-256) });
+  // A node rolled back after its post-checks failed: the target is suspect; stop until promoted.
+  const rolled = entries.find((e) => e.rolledBack === true && !gates.passed.has(`rollback/${e.node}`));
+  if (rolled) {
+    gates.stop(
+      `rollback/${rolled.node}`,
+      `node ${rolled.node} was rolled back after its post-checks failed: ${rolled.message ?? ''}`,
+      'RolledBack',
+    );
+    return held();
+  }
   if (spec.canary && !gates.passed.has('canary-soak')) {
     // The canary's own outcome first: a failure among them stops the rest, whatever
     // maxFailures says; a promotion past canary-soak goes on anyway (the budget still counts it).

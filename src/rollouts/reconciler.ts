@@ -93,6 +93,7 @@ function actionFacts(a: ActionObject): RolloutActionFacts {
     ...(a.status?.message ? { message: a.status.message } : {}),
     ...(timedOut ? { drainTimedOut: true } : {}),
     ...(blockedBy ? { blockedBy } : {}),
+    ...(a.status?.rollback ? { rolledBack: true } : {}),
   };
 }
 
@@ -283,6 +284,8 @@ export class RolloutReconciler {
         : s.drain
           ? { drain: s.drain }
           : {}),
+      ...(s.postChecks ? { postChecks: s.postChecks } : {}),
+      ...(s.onPostCheckFailure ? { onPostCheckFailure: s.onPostCheckFailure } : {}),
       ...(s.bypass ? { bypass } : {}),
       ...(s.deadlines ? { deadlines: s.deadlines } : {}),
       requestedBy: s.requestedBy,

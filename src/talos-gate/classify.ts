@@ -18,6 +18,7 @@ import {
   UpgradeRequest_RebootMode as UpgradeRebootMode,
 } from '../talos/gen/gatehouse/talos/machine_pb.ts';
 import { appliesWithoutReboot, type TalosVersionNumber } from '../talos/version.ts';
+import { classifyConfigChange, type ConfigChangeClass } from '../talos/config-disruption.ts';
 import { methodFacts } from './methods.ts';
 
 /** gRPC status codes the gate answers with. */
@@ -70,11 +71,15 @@ export const memberHex = (id: bigint) => id.toString(16).padStart(16, '0');
 
 const methodName = (path: string) => path.replace(/^\/machine\./, '').replace(/^\//, '');
 
-/** The Talos version needed to judge the call; undefined when the node's is unknown. */
+/**
+ * The Talos version needed to judge the call; undefined when the node's is unknown.
+ * `current`: the configuration the node runs, for an ApplyConfiguration (classifyApply).
+ */
 export function classifyCall(
   path: string,
   request: Uint8Array,
   version: TalosVersionNumber | undefined,
+  current?: string,
 ): Classification {
   const gating = methodFacts(path).gating;
   const call = methodName(path);
@@ -113,7 +118,7 @@ export function classifyCall(
     case 'Upgrade':
       return classifyUpgrade(path, call, request);
     case 'ConfigChange':
-      return classifyApply(call, request, version);
+      return classifyApply(call, request, version, current);
   }
 }
 
@@ -166,14 +171,50 @@ const APPLY_NAMES: Record<number, string> = {
 };
 
 /**
- * ApplyConfiguration by mode and the node's Talos version. The one call site to switch
- * to the configuration classifier (issue 30) once it lands: it will tell, from the
- * change itself, whether services restart.
+ * A live 1.14 apply, gated as an External ConfigChange stating its class, computed from
+ * the configuration it carries and the one the node runs (src/talos/config-disruption.ts):
+ * the class decides the etcd guard, and the caller cannot state a kinder one than the
+ * bytes it sends. A None change is gated all the same: its pre-action hooks (a person's
+ * approval, a change ticket) gate every configuration change. Without the node's
+ * configuration (it could not be read) the action states none, and counts as the most
+ * disruptive class the mode allows.
+ */
+function gateLive(
+  described: string,
+  mode: 'NoReboot' | 'Try',
+  data: Uint8Array,
+  version: TalosVersionNumber,
+  current: string | undefined,
+): Classification {
+  let stated: ConfigChangeClass | undefined;
+  if (current !== undefined) {
+    try {
+      const next = new TextDecoder().decode(data);
+      stated = classifyConfigChange({ mode, version, current, next });
+    } catch {
+      stated = undefined; // Unparseable: Talos refuses it; gated at the mode's worst meanwhile.
+    }
+  }
+  return {
+    kind: 'gate',
+    ask: {
+      action: 'ConfigChange',
+      configChange: { mode, ...(stated ? { disruptionClass: stated.class } : {}) },
+    },
+    step: 'disrupt',
+    call: stated ? `${described} (${stated.class}: ${stated.paths.slice(0, 3).join(', ')})` : described,
+  };
+}
+
+/**
+ * ApplyConfiguration by mode and the node's Talos version; from 1.14, by what the change
+ * does to the node (gateLive), when `current`, the node's configuration, is known.
  */
 export function classifyApply(
   call: string,
   request: Uint8Array,
   version: TalosVersionNumber | undefined,
+  current?: string,
 ): Classification {
   const r = decode(call, () => fromBinary(ApplyConfigurationRequestSchema, request));
   const mode = APPLY_NAMES[r.mode] ?? String(r.mode);
@@ -199,14 +240,8 @@ export function classifyApply(
         call: described,
       };
     case ApplyMode.AUTO:
-      if (live)
-        // AUTO never reboots from 1.14, but may restart CRI.
-        return {
-          kind: 'gate',
-          ask: { action: 'ConfigChange', configChange: { mode: 'NoReboot' } },
-          step: 'disrupt',
-          call: described,
-        };
+      // AUTO never reboots from 1.14, but may restart CRI.
+      if (live) return gateLive(described, 'NoReboot', r.data, version, current);
       return {
         kind: 'refuse',
         code: Code.FAILED_PRECONDITION,
@@ -223,12 +258,7 @@ export function classifyApply(
           why: `mode ${mode} applies live and restarts no service before Talos 1.14`,
         };
       const configMode = r.mode === ApplyMode.TRY ? 'Try' : 'NoReboot';
-      return {
-        kind: 'gate',
-        ask: { action: 'ConfigChange', configChange: { mode: configMode } },
-        step: 'disrupt',
-        call: described,
-      };
+      return gateLive(described, configMode, r.data, version, current);
     }
     default:
       return { kind: 'forward', why: `unknown mode ${mode}: Talos refuses it` };

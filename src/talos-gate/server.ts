@@ -294,9 +294,11 @@ export class TalosGate {
       );
       return;
     }
+    const version = talosVersionFromOsImage(node.status?.nodeInfo?.osImage);
+    const running = await this.runningConfiguration(path, target);
     let classification: Classification;
     try {
-      classification = classifyCall(path, message, talosVersionFromOsImage(node.status?.nodeInfo?.osImage));
+      classification = classifyCall(path, message, version, running);
     } catch (error) {
       if (!(error instanceof RequestDecodeError)) throw error;
       answerStatus(stream, Code.INVALID_ARGUMENT, `talos gate: ${error.message}`);
@@ -370,6 +372,26 @@ export class TalosGate {
       step: classification.step,
     };
     await this.hold(stream, headers, path, raw, caller, call, classification.call, log);
+  }
+
+  /**
+   * The configuration the node runs, for an ApplyConfiguration's disruption class
+   * (classify.ts): read through the gate's own Talos client, in memory only. Undefined for
+   * other calls, or when it cannot be read (then the class is the most the mode allows).
+   */
+  private async runningConfiguration(path: string, target: string): Promise<string | undefined> {
+    if (methodFacts(path).gating.gated !== 'ConfigChange') return undefined;
+    try {
+      return await this.options.upstream
+        .talosClient()
+        .machineConfiguration({ node: target, timeoutMs: 10_000 });
+    } catch (error) {
+      this.options.log.warn(
+        { node: target, err: error instanceof Error ? error.message : String(error) },
+        'talos gate: could not read the node configuration to classify the change',
+      );
+      return undefined;
+    }
   }
 
   /** A gated call to several nodes (fan-out.ts): each node gated on its own. */

@@ -381,6 +381,43 @@ export class TalosClient {
   }
 
   /**
+   * MachineService.EtcdSnapshot: the database of the member on the addressed node,
+   * streamed in chunks (Talos sends at most 1 KiB a message) — as etcd sends it, so its
+   * last 32 bytes are the SHA-256 of the rest. Each chunk is handed to `onChunk`, and
+   * the next is read only once it is done with (a slow destination slows the stream,
+   * nothing piles up in memory). Talos answers UNIMPLEMENTED on a node that is not a
+   * control-plane node.
+   */
+  async etcdSnapshot(
+    options: CallOptions & { onChunk: (bytes: Uint8Array) => void | Promise<void> },
+  ): Promise<void> {
+    const def = MachineService.EtcdSnapshot;
+    const timeoutMs = options.timeoutMs ?? this.streamTimeoutMs;
+    await this.through(def, options, timeoutMs, async (endpoint, deadline) => {
+      options.signal?.throwIfAborted();
+      const call = endpoint.client.makeServerStreamRequest(
+        def.path,
+        serializer(def.request),
+        deserializer(def.response),
+        {},
+        this.metadata(options),
+        { deadline },
+      );
+      const cancel = () => call.cancel();
+      options.signal?.addEventListener('abort', cancel, { once: true });
+      try {
+        for await (const reply of call as AsyncIterable<MessageShape<typeof def.response>>)
+          await options.onChunk(reply.bytes);
+      } catch (error) {
+        call.cancel();
+        throw error;
+      } finally {
+        options.signal?.removeEventListener('abort', cancel);
+      }
+    });
+  }
+
+  /**
    * What the node still keeps of its events (MachineService.Events from the start,
    * `tail_events -1`): its sequence events, how many events of any kind it sent, and when
    * the oldest was published. Read until, after the first event (Talos sends an empty one

@@ -36,6 +36,8 @@ import {
 import { callReached } from './events.ts';
 import type { ExecutionFacts, ExecutionStep, ExecutionStepFacts } from './facts.ts';
 import { callSequence, type ConfigSecret, type TalosSteps } from './plan.ts';
+import { CONFIG_READ_TIMEOUT_MS, type ConfigRead } from './config-disruption-read.ts';
+import { etcdSnapshotStep, type EtcdSnapshotStepRequest } from './etcd-snapshot-step.ts';
 
 export interface TalosExecutorOptions {
   rest: RestClient;
@@ -64,6 +66,8 @@ export interface StepRequest {
   onChange: () => void;
   /** For the call: whether the action, read afresh, still records this call and is unfinished. */
   confirm?: () => Promise<boolean>;
+  /** For the snapshot step: what to take and where to store it. */
+  snapshot?: EtcdSnapshotStepRequest;
 }
 
 /** A client and the steps talking to Talos through it. */
@@ -91,6 +95,9 @@ interface NodeObject extends KubeObject {
 /** The Kubernetes default key of a ConfigChange's Secret (spec.configChange.configSecretRef.key). */
 const CONFIG_KEY = 'config.yaml';
 const PROGRESS_INTERVAL_MS = 1000;
+
+/** How long MachineService.Rollback, or a TRY's commit, may take to answer. */
+const ROLLBACK_TIMEOUT_MS = 60_000;
 
 /** Failures that show the call did not reach Talos, or that Talos refused it. */
 function definitelyNotMade(error: unknown): boolean {
@@ -137,7 +144,16 @@ export class TalosExecutor {
    */
   facts(uid: string): ExecutionFacts {
     const facts: ExecutionFacts = {};
-    for (const step of ['prepare', 'drain', 'install', 'call', 'verify'] as const) {
+    for (const step of [
+      'prepare',
+      'drain',
+      'install',
+      'call',
+      'verify',
+      'rollback',
+      'snapshot',
+      'commit',
+    ] as const) {
       const s = this.steps.get(`${uid}/${step}`);
       if (s) {
         s.touched = Date.now();
@@ -185,9 +201,15 @@ export class TalosExecutor {
         ? this.drain(action, signal, progress, blocked)
         : step === 'call'
           ? this.call(request, signal, progress)
-          : step === 'verify'
-            ? this.verify(action, signal)
-            : this.prepare(step, request, signal, progress);
+          : step === 'rollback'
+            ? this.rollback(request, signal)
+            : step === 'commit'
+              ? this.commit(request, signal)
+              : step === 'verify'
+                ? this.verify(action, signal)
+                : step === 'snapshot'
+                  ? this.snapshot(request, signal, progress)
+                  : this.prepare(step, request, signal, progress);
     work.then(
       (facts) => finish(facts),
       (error: unknown) => {
@@ -196,7 +218,7 @@ export class TalosExecutor {
         finish({
           state: 'failed',
           message: errorMessage(error),
-          ...(step === 'call' ? { mayHaveReached: false } : {}),
+          ...(step === 'call' || step === 'rollback' || step === 'commit' ? { mayHaveReached: false } : {}),
           ...(error instanceof TalosUpgradeFailedError ? { exitCode: error.exitCode } : {}),
           ...(error instanceof DrainError ? { timedOut: true } : {}),
         });
@@ -259,6 +281,29 @@ export class TalosExecutor {
       return { value: await fn(client) };
     } finally {
       release();
+    }
+  }
+
+  /**
+   * The node's running configuration and the ConfigChange's new one, for its disruption
+   * class (config-disruption-read.ts). Never throws: a failed read says why.
+   */
+  async readConfigs(action: ObservedNodeAction): Promise<ConfigRead> {
+    const at = new Date();
+    const ref = action.spec.configChange?.configSecretRef;
+    try {
+      const next = await this.machineConfig(
+        ref && { name: ref.name, ...(ref.key !== undefined ? { key: ref.key } : {}) },
+        AbortSignal.timeout(CONFIG_READ_TIMEOUT_MS),
+      );
+      const { address } = this.target(action);
+      const read = await this.withClient((client) =>
+        client.machineConfiguration({ node: address, timeoutMs: CONFIG_READ_TIMEOUT_MS }),
+      );
+      if (!read) return { at, error: 'this controller has no talosconfig to read the node with' };
+      return { at, current: read.value, next };
+    } catch (error) {
+      return { at, error: errorMessage(error) };
     }
   }
 
@@ -404,6 +449,87 @@ export class TalosExecutor {
       const history = await client.eventHistory({ node: target.address, signal });
       const { reached, message } = callReached(history, sequence, callTime);
       return { state: 'succeeded', ...(reached !== undefined ? { reached } : {}), message };
+    } finally {
+      release();
+    }
+  }
+
+  /** The etcd snapshot before a control-plane action is approved (etcd-snapshot-step.ts). */
+  private async snapshot(
+    request: StepRequest,
+    signal: AbortSignal,
+    progress: (message: string) => void,
+  ): Promise<ExecutionStepFacts> {
+    const { action, snapshot } = request;
+    if (!snapshot) throw new Error('the snapshot to take is missing');
+    const { client, release } = this.hold();
+    try {
+      const who = { name: action.metadata.name, node: action.spec.nodeName };
+      return await etcdSnapshotStep(client, this.o.rest, who, snapshot, signal, progress);
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * MachineService.Rollback of an upgrade whose post-checks failed: made at most once,
+   * only while the action, read afresh, still records this rollback and no outcome
+   * (written before this step was asked for). Answers before the node is back.
+   */
+  private async rollback(request: StepRequest, signal: AbortSignal): Promise<ExecutionStepFacts> {
+    const { action, confirm } = request;
+    if (!confirm || !(await confirm()) || !this.o.mayWrite())
+      return {
+        state: 'failed',
+        mayHaveReached: false,
+        message: 'not made: the action no longer records the rollback, or this replica no longer leads',
+      };
+    const target = this.target(action);
+    const { client, release } = this.hold();
+    try {
+      await client.rollback({ node: target.address, signal, timeoutMs: ROLLBACK_TIMEOUT_MS });
+      return { state: 'succeeded', message: 'Talos acknowledged MachineService.Rollback' };
+    } catch (error) {
+      return {
+        state: 'failed',
+        mayHaveReached: !definitelyNotMade(error),
+        message: errorMessage(error),
+      };
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * The commit of a TRY confirmed by checks: the same configuration applied again with
+   * NO_REBOOT, which keeps it (Talos cancels the TRY's revert). Made at most once, only
+   * while the action, read afresh, still records this commit without an outcome.
+   */
+  private async commit(request: StepRequest, signal: AbortSignal): Promise<ExecutionStepFacts> {
+    const { action, confirm } = request;
+    if (!confirm || !(await confirm()) || !this.o.mayWrite())
+      return {
+        state: 'failed',
+        mayHaveReached: false,
+        message: 'not made: the action no longer records the commit, or this replica no longer leads',
+      };
+    const machineConfig = await this.machineConfig(action.spec.configChange?.configSecretRef, signal);
+    const target = this.target(action);
+    const { client, release } = this.hold();
+    try {
+      const applied = await client.applyConfiguration({
+        node: target.address,
+        data: machineConfig,
+        mode: 'no-reboot',
+        signal,
+        timeoutMs: ROLLBACK_TIMEOUT_MS,
+      });
+      return {
+        state: 'succeeded',
+        message: `committed: the configuration applied again (mode ${applied.mode})`,
+      };
+    } catch (error) {
+      return { state: 'failed', mayHaveReached: !definitelyNotMade(error), message: errorMessage(error) };
     } finally {
       release();
     }

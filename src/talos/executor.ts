@@ -229,7 +229,12 @@ export async function callTalos(
       const requested = call.mode;
       const machineConfig = options.machineConfig;
       const applied = await confirmed(`ApplyConfiguration in mode ${requested}`, target.osImage, () =>
-        client.applyConfiguration({ ...to, data: machineConfig, mode: requested }),
+        client.applyConfiguration({
+          ...to,
+          data: machineConfig,
+          mode: requested,
+          ...(call.tryTimeoutMs !== undefined ? { tryModeTimeoutMs: call.tryTimeoutMs } : {}),
+        }),
       );
       const mode = applied.mode;
       return {

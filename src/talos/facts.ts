@@ -2,8 +2,26 @@
 // decision core reads it (src/actions): plain data, so the core imports no effect module.
 import type { DrainBlocker } from '../api/node-action.ts';
 
-/** The steps of a Managed action the Talos executor makes (executor.ts). */
-export type ExecutionStep = 'prepare' | 'drain' | 'install' | 'call' | 'verify';
+/**
+ * The steps of a Managed action the Talos executor makes (executor.ts); rollback: an
+ * upgrade whose post-checks failed; snapshot: the etcd snapshot an ActionPolicy asks for
+ * before a control-plane action is approved (etcd-snapshot-step.ts), Managed or External;
+ * commit: a ConfigChange applied in TRY mode, confirmed by checks (phases/try-confirm.ts).
+ */
+export type ExecutionStep =
+  'prepare' | 'drain' | 'install' | 'call' | 'verify' | 'rollback' | 'snapshot' | 'commit';
+
+/** A snapshot step's result: what was stored, where, and what was pruned (etcd-snapshot-step.ts). */
+export interface EtcdSnapshotFacts {
+  name: string;
+  /** Credentials redacted. */
+  url: string;
+  member: string;
+  size: number;
+  sha256: string;
+  raftIndex: number;
+  pruned: string[];
+}
 
 /** What the Talos executor knows of one step of an action; in memory, so lost with the process. */
 export interface ExecutionStepFacts {
@@ -27,6 +45,8 @@ export interface ExecutionStepFacts {
   blockers?: DrainBlocker[];
   /** A failed drain: it timed out (pods left that could not be evicted), not an error. */
   timedOut?: boolean;
+  /** A snapshot step that succeeded: the snapshot stored. */
+  snapshot?: EtcdSnapshotFacts;
 }
 
 export type ExecutionFacts = Partial<Record<ExecutionStep, ExecutionStepFacts>>;

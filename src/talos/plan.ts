@@ -2,6 +2,7 @@
 // (executor.ts) without knowing which kind of action asked for them: one planner per
 // action kind, pure, so that the decision core chooses the steps (each action kind's
 // descriptor, src/actions/kinds/) and the executor only performs them.
+import { parseDuration } from '../duration.ts';
 import type { NodeActionSpec } from '../api/node-action.ts';
 import type { ApplyMode, WipeMode } from './client.ts';
 import {
@@ -47,7 +48,13 @@ export type TalosCall =
   | ({ method: 'MachineService.Reset'; graceful: boolean } & ResetRequestPlan)
   /** Talos before 1.13: the node pulls, installs and reboots by itself. */
   | { method: 'MachineService.Upgrade'; image: string; stage: boolean; version: string }
-  | { method: 'MachineService.ApplyConfiguration'; mode: ApplyMode; secret: ConfigSecret | undefined }
+  | {
+      method: 'MachineService.ApplyConfiguration';
+      mode: ApplyMode;
+      secret: ConfigSecret | undefined;
+      /** A TRY confirmed by checks: Talos's timeout, the confirm window. */
+      tryTimeoutMs?: number;
+    }
   /** The node's etcd member leaves the cluster for good; the node keeps running. */
   | { method: 'MachineService.EtcdLeaveCluster' };
 
@@ -306,6 +313,9 @@ export const configChangeSteps: TalosStepsPlanner = (spec, osImage) => {
           method: 'MachineService.ApplyConfiguration',
           mode: APPLY[spec.configChange?.mode ?? 'Auto'] ?? 'auto',
           secret,
+          ...(spec.configChange?.confirm
+            ? { tryTimeoutMs: parseDuration(spec.configChange.confirm.window ?? '2m') }
+            : {}),
         },
       };
 };

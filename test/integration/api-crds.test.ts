@@ -749,6 +749,15 @@ const INVALID: [string, () => Obj, RegExp][] = [
     /spec\.configChange\.configSecretRef: Forbidden: .*only allowed with Managed execution/,
   ],
   [
+    'a Managed ConfigChange stating its disruption class',
+    () =>
+      action({
+        action: 'ConfigChange',
+        configChange: { mode: 'NoReboot', configSecretRef, disruptionClass: 'None' },
+      }),
+    /spec\.configChange\.disruptionClass: Forbidden: .*only allowed with External execution/,
+  ],
+  [
     'drain with External execution',
     () => action({ action: 'Reboot', execution: 'External', drain: {} }),
     /spec\.drain: Forbidden: spec\.drain is only allowed with Managed execution/,
@@ -946,11 +955,22 @@ const SAMPLES: Record<string, { spec: Record<string, unknown>; status: Record<st
     },
   },
   NodeAction: {
-    spec: { nodeName: 'worker-1', action: 'Reboot', execution: 'External' },
+    spec: {
+      nodeName: 'worker-1',
+      action: 'ConfigChange',
+      execution: 'External',
+      configChange: { mode: 'NoReboot', disruptionClass: 'CRIRestart' },
+    },
     status: {
       phase: 'WaitingForHealth',
       message: 'waiting for ceph-health-ok',
       startTime: now,
+      configDisruption: {
+        class: 'CRIRestart',
+        basis: 'Stated',
+        message: 'CRIRestart: as spec.configChange.disruptionClass states it',
+        time: now,
+      },
       bootIDBefore: '0b9c4a4e-3c39-4a55-9d5e-6d1b27a1c001',
       checks: [{ name: 'ceph-health-ok', healthy: false, probeTime: now, message: 'HEALTH_WARN' }],
       hooks: [

@@ -187,7 +187,11 @@ describe('Managed execution means what Talos means', () => {
     });
     const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
     assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
-    assert.deepEqual(await callsOn(leader), { ApplyConfiguration: 1 }, 'no hand-off, no election forced');
+    assert.deepEqual(
+      await callsOn(leader),
+      { MachineConfigGet: 1, ApplyConfiguration: 1 },
+      'its configuration read for its class; no hand-off, no election forced',
+    );
     assert.equal((await readNode(leader)).metadata.annotations?.[ETCD_LEADER_ANNOTATION], 'true');
   });
 

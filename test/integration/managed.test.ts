@@ -382,7 +382,7 @@ describe('Managed execution', () => {
     assert.match(message, /disruption budget osd needs 2 healthy pods/);
     // Issue 16: nothing was done to the node, so it is put back as it was.
     assert.match(message, new RegExp(`uncordoning node ${target}, cordoned for this action`));
-    assert.equal(conditionOf(failed, 'Drained')?.reason, 'DrainFailed');
+    assert.equal(conditionOf(failed, 'Drained')?.reason, 'DrainTimedOut');
     // What held it stays recorded: both pods, their budget, nothing it allowed.
     assert.equal(conditionOf(failed, 'DrainBlocked')?.status, 'True');
     assert.deepEqual(
@@ -529,7 +529,8 @@ describe('Managed execution', () => {
     const node = await readNode(live);
     assert.equal(node.metadata.annotations?.[MACHINE_CONFIG_ANNOTATION], digest(config('one')));
     assert.ok(!node.spec?.unschedulable, 'never cordoned');
-    assert.deepEqual(await callsOn(live), { ApplyConfiguration: 1 });
+    // The running configuration read for the change's disruption class, then the apply.
+    assert.deepEqual(await callsOn(live), { MachineConfigGet: 1, ApplyConfiguration: 1 });
 
     const b = await managedAction(t, {
       nodeName: rebooting,
@@ -703,8 +704,10 @@ describe('Managed execution', () => {
     const done = await waitForPhase(client, name, ['Succeeded', 'Failed'], 120_000);
     assert.equal(done.status?.phase, 'Succeeded', done.status?.message);
     assert.equal(done.status.execution?.reboots, true);
+    assert.equal(done.status.configDisruption?.class, 'Reboot', 'classified so, and drained');
+    assert.equal(conditionOf(done, 'Drained')?.reason, 'Drained');
     assert.notEqual(done.status.bootIDAfter, done.status.bootIDBefore);
-    assert.deepEqual(await callsOn(node), { ApplyConfiguration: 1 });
+    assert.deepEqual(await callsOn(node), { MachineConfigGet: 1, ApplyConfiguration: 1 });
   });
 
   it('fails, naming the disagreement, when Talos answers UNIMPLEMENTED where the osImage promised the call', async (t) => {

@@ -262,6 +262,8 @@ describe('the Talos API gate holds disruptive calls until their NodeAction is Ap
     assert.equal(liveHeld.codeName, 'FAILED_PRECONDITION');
     const [liveChange] = await actionsOn(current.name);
     assert.equal(liveChange?.spec.configChange?.mode, 'NoReboot');
+    // Its class, from the bytes forwarded and the node's running configuration (issue 30, item 1).
+    assert.equal(liveChange.spec.configChange.disruptionClass, 'None');
     const rebootOn114 = await refused(admin.applyConfiguration({ node: current.ip, data, mode: 'reboot' }));
     assert.equal(rebootOn114.codeName, 'UNIMPLEMENTED', "1.14's own answer, forwarded");
 

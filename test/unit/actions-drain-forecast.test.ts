@@ -293,7 +293,14 @@ const events = (d: ActionDecision, why: string) =>
 describe('drain forecast: at the health gate', () => {
   it('asks for the forecast of an action that drains, not of one that does not', () => {
     assert.equal(gate().readDrainForecast, true);
-    const live = gate({ spec: { action: 'ConfigChange', configChange: { mode: 'NoReboot' } } });
+    // A change classified None (unclassified, a live change counts as restarting CRI: drained).
+    const live = gate({
+      spec: {
+        action: 'ConfigChange',
+        execution: 'External',
+        configChange: { mode: 'NoReboot', disruptionClass: 'None' },
+      },
+    });
     assert.equal(live.readDrainForecast, undefined);
   });
 

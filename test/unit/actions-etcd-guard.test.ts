@@ -6,7 +6,7 @@ import { decide, type ActionDecision, type ActionInput } from '../../src/actions
 import { drainsBeforeCall } from '../../src/actions/kinds/index.ts';
 import { ETCD_CHECK_NAME, etcdAway, etcdGuardApplies } from '../../src/actions/etcd-guard.ts';
 import { CONTROL_PLANE_LABEL } from '../../src/api/names.ts';
-import type { NodeActionSpec } from '../../src/api/node-action.ts';
+import type { DisruptionClass, NodeActionSpec, NodeActionStatus } from '../../src/api/node-action.ts';
 import type { EtcdCheckState } from '../../src/talos/etcd-health.ts';
 import { T0, action, admitted, at, check, hook, input, node } from './action-fixtures.ts';
 
@@ -40,15 +40,33 @@ describe('etcd guard', () => {
     const change = (mode: 'Auto' | 'Reboot' | 'NoReboot') =>
       spec({ action: 'ConfigChange', configChange: { mode } });
     assert.equal(etcdGuardApplies(change('Reboot'), cp.labels, 'Talos (v1.14.0)'), true);
-    assert.equal(etcdGuardApplies(change('NoReboot'), cp.labels), false);
     assert.equal(
       etcdGuardApplies(change('Auto'), cp.labels, 'Talos (v1.13.9)'),
       true,
       'AUTO may reboot on 1.13',
     );
-    // Talos 1.14: AUTO never reboots, so neither the guard nor a drain.
-    assert.equal(etcdGuardApplies(change('Auto'), cp.labels, 'Talos (v1.14.0)'), false);
-    assert.equal(drainsBeforeCall(change('Auto'), 'Talos (v1.14.0)'), false);
+    // A live change: as its disruption class says (issue 30); until it is classified,
+    // the most the mode allows — a CRI restart on 1.14, a service restart before.
+    const classified = (c: DisruptionClass): NodeActionStatus => ({
+      configDisruption: { class: c, basis: 'Compared', message: c, time: '2026-01-01T00:00:00Z' },
+    });
+    assert.equal(etcdGuardApplies(change('NoReboot'), cp.labels, 'Talos (v1.13.9)'), false);
+    assert.equal(etcdGuardApplies(change('Auto'), cp.labels, 'Talos (v1.14.0)'), true);
+    assert.equal(drainsBeforeCall(change('Auto'), 'Talos (v1.14.0)'), true);
+    for (const c of ['None', 'ServiceRestart'] as const) {
+      assert.equal(etcdGuardApplies(change('Auto'), cp.labels, 'Talos (v1.14.0)', classified(c)), false, c);
+      assert.equal(drainsBeforeCall(change('Auto'), 'Talos (v1.14.0)', classified(c)), false, c);
+    }
+    for (const c of ['CRIRestart', 'Reboot'] as const) {
+      assert.equal(
+        etcdGuardApplies(change('NoReboot'), cp.labels, 'Talos (v1.14.0)', classified(c)),
+        true,
+        c,
+      );
+      assert.equal(drainsBeforeCall(change('NoReboot'), 'Talos (v1.14.0)', classified(c)), true, c);
+    }
+    // Talos 1.13 AUTO of a change it applies live: classified, not drained.
+    assert.equal(drainsBeforeCall(change('Auto'), 'Talos (v1.13.9)', classified('None')), false);
     assert.equal(drainsBeforeCall(change('Auto'), 'Talos (v1.13.9)'), true);
   });
 

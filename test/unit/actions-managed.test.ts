@@ -655,4 +655,20 @@ describe('Managed execution: the end', () => {
     const fine = decide(afterReboot(upgrade, { osImage: 'Talos (v1.13.1)' }));
     assert.equal(fine.status.phase, 'Succeeded');
   });
+
+  it('fails an External upgrade whose node came back running the old version (Talos fell back)', () => {
+    const external = (osImage: string) =>
+      input({
+        action: action(
+          { ...upgrade, execution: 'External' },
+          admitted(T0, { phase: 'WaitingForNode', bootIDBefore: 'boot-1' }),
+          { annotations: { 'talos.dev/executed': 'true' } },
+        ),
+        node: node('w1', { bootID: 'boot-2', osImage }),
+      });
+    const fell = decide(external(V13));
+    assert.equal(fell.status.phase, 'Failed');
+    assert.match(fell.status.message ?? '', /came back running Talos v1\.13\.0, not v1\.13\.1/);
+    assert.equal(decide(external('Talos (v1.13.1)')).status.phase, 'Succeeded');
+  });
 });

@@ -311,7 +311,7 @@ describe('request validation', () => {
       return [];
     })();
     assert.deepEqual(details, [
-      'spec.color is not a field here; spec accepts nodeName, action, upgrade, reboot, reset, configChange, maintenance, execution, drain, bypass, deadlines',
+      'spec.color is not a field here; spec accepts nodeName, action, upgrade, reboot, reset, configChange, maintenance, execution, drain, postChecks, onPostCheckFailure, bypass, deadlines',
       'spec.drain.timeout must be a string, not number 5 (How long evictions may take before the action fails. A duration such as 30s, 5m or 1h30m, from 1s to 24h. Defaults to 10m.)',
       'spec.nodeName must match ^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$, not "Worker_1" (Name of the Node to act on.)',
       'spec.requestedBy is set by gatehouse to the user the bearer token belongs to; leave it out',

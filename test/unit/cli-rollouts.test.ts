@@ -41,6 +41,26 @@ describe('gatehouse rollout', () => {
     assert.equal(spec.requestedBy, 'alice');
   });
 
+  it('asks for post-checks, a rollback only with them, and what an undrainable node becomes', () => {
+    assert.throws(() => rolloutSpec({ ...base, image: 'x:v1', rollback: true }, 'alice'), /--post-check/);
+    const spec = rolloutSpec(
+      {
+        ...base,
+        image: 'x/installer:v1.13.1',
+        postCheck: ['ceph', 'csi'],
+        postCheckWithin: '5m',
+        rollback: true,
+        onDrainTimeout: 'Quarantine',
+        maxQuarantined: 3,
+      },
+      'alice',
+    );
+    assert.deepEqual(spec.postChecks, { checks: ['ceph', 'csi'], within: '5m' });
+    assert.equal(spec.onPostCheckFailure, 'Rollback');
+    assert.equal(spec.onDrainTimeout, 'Quarantine');
+    assert.equal(spec.maxQuarantined, 3);
+  });
+
   it('ends 0 when complete without failures, 1 when halted or with failed nodes, not before', () => {
     const counts = { pending: 0, running: 0, succeeded: 2, failed: 0, skipped: 0, vanished: 0 };
     assert.equal(
@@ -55,6 +75,16 @@ describe('gatehouse rollout', () => {
         }),
       ),
       EXIT.failed,
+    );
+    assert.equal(
+      rolloutCode(
+        rollout({
+          counts: { ...counts, quarantined: 1 },
+          conditions: [condition('Complete', 'True', 'AllNodesDone')],
+        }),
+      ),
+      EXIT.failed,
+      'nodes left quarantined need a person',
     );
     assert.equal(
       rolloutCode(rollout({ conditions: [condition('Halted', 'True', 'FailureBudgetExhausted')] })),

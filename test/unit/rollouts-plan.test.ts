@@ -374,3 +374,40 @@ describe('the drain forecast in a plan', () => {
     );
   });
 });
+
+describe('a node rolled back after its post-checks failed', () => {
+  it('halts the rollout whatever maxFailures says, remembers it when its action is gone, and goes on once promoted', () => {
+    const nodes = [node('w1'), node('w2'), node('w3')];
+    const spec = { maxParallel: 1, maxFailures: 5 };
+    const rolled = {
+      name: 'r-w1',
+      node: 'w1',
+      phase: 'Failed' as const,
+      message: 'rolled back',
+      rolledBack: true,
+    };
+    const halted = decide(input({ rollout: rollout(spec), nodes, actions: [rolled] }));
+    assert.deepEqual(halted.create, []);
+    assert.equal(halted.status.conditions?.find((c) => c.type === 'Halted')?.reason, 'RolledBack');
+    assert.equal(halted.status.gate?.id, 'rollback/w1');
+    assert.equal(halted.status.gate.kind, 'Rollback');
+    // Its action garbage-collected: the status remembers.
+    const later = decide(input({ rollout: rollout(spec, halted.status), nodes, actions: [] }));
+    assert.deepEqual(later.create, []);
+    const promoted = decide(
+      input({
+        rollout: rollout(spec, later.status, {
+          [PROMOTE_ANNOTATION]: 'rollback/w1',
+          [PROMOTED_BY_ANNOTATION]: 'bob',
+          [PROMOTE_REASON_ANNOTATION]: 'the CSI driver was at fault, not the version',
+        }),
+        nodes,
+        actions: [],
+      }),
+    );
+    assert.deepEqual(
+      promoted.create.map((c) => c.node),
+      ['w2'],
+    );
+  });
+});

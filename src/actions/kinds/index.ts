@@ -2,7 +2,7 @@
 // about a kind is written anywhere else.
 import type { Action } from '../../api/common.ts';
 import type { PreActionHookKind } from '../../api/hooks.ts';
-import type { ExecutionRecord, NodeActionSpec } from '../../api/node-action.ts';
+import type { ExecutionRecord, NodeActionSpec, NodeActionStatus } from '../../api/node-action.ts';
 import { configChange } from './config-change.ts';
 import { etcdLeave } from './etcd-leave.ts';
 import { maintenance } from './maintenance.ts';
@@ -51,9 +51,10 @@ export function completionOf(
 
 /**
  * Whether a Managed action cordons and drains the node (running `osImage`) before its
- * work: unless spec.drain.enabled is false, whenever its kind does (ActionKind.noDrain).
+ * work: unless spec.drain.enabled is false, whenever its kind does (ActionKind.noDrain),
+ * as decided in `status` (a ConfigChange's class; without it, the most its mode allows).
  */
-export function drainsBeforeCall(spec: NodeActionSpec, osImage?: string): boolean {
+export function drainsBeforeCall(spec: NodeActionSpec, osImage?: string, status?: NodeActionStatus): boolean {
   if (spec.drain?.enabled === false) return false;
-  return kindOf(spec).noDrain(spec, osImage) === undefined;
+  return kindOf(spec).noDrain(spec, osImage, status) === undefined;
 }

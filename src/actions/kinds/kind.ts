@@ -60,13 +60,14 @@ export interface ActionKind {
   /**
    * Why a Managed action of this kind on a node running `osImage` is not cordoned and
    * drained before its work; undefined: it is (unless spec.drain.enabled is false).
+   * `status` holds what was decided before the health gate (a ConfigChange's class).
    */
-  noDrain: (spec: NodeActionSpec, osImage?: string) => string | undefined;
+  noDrain: (spec: NodeActionSpec, osImage?: string, status?: NodeActionStatus) => string | undefined;
   /**
    * Whether, on a control-plane node, the etcd guard holds the action (src/actions/
    * etcd-guard.ts) and, once approved, counts the node's member as away for the others.
    */
-  etcdGuard: (spec: NodeActionSpec, osImage?: string) => boolean;
+  etcdGuard: (spec: NodeActionSpec, osImage?: string, status?: NodeActionStatus) => boolean;
   /**
    * What the action does to the node's etcd member (src/talos/etcd-health.ts): down for a
    * while, or for good — leaving the cluster (`leaves`) or left listed and dead (`dead`),
@@ -84,6 +85,12 @@ export interface ActionKind {
    * once Talos answered, what it does is known rather than guessed.
    */
   completion: (spec: NodeActionSpec, execution?: ExecutionRecord, osImage?: string) => Completion;
+  /**
+   * Whether the action restarts every pod on its node without taking the node away (a
+   * ConfigChange classified CRIRestart): the pods' do-not-disrupt, other maintainers and
+   * the drain forecast hold it as they hold an action that takes the node away.
+   */
+  restartsPods?: (spec: NodeActionSpec, osImage?: string, status?: NodeActionStatus) => boolean;
   /** Whether the node, once back, shows the action did not take (an upgrade booted the old version). */
   missed?: (spec: NodeActionSpec, status: NodeActionStatus, node: NodeFacts) => string | undefined;
   words: ActionWords;

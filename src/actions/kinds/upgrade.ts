@@ -20,7 +20,9 @@ export const upgrade: ActionKind = {
   // A Managed upgrade whose node came back running another version than the installer's:
   // Talos boots the previous version when the new one fails.
   missed: (spec, status, node) => {
-    if (status.execution?.callTime === undefined) return undefined;
+    // Managed: once the call was made. External: the requester's image is known too, and
+    // a node back on the old version is as much a failed upgrade.
+    if (status.execution?.callTime === undefined && spec.execution !== 'External') return undefined;
     const wanted = installerVersion(spec.upgrade?.image ?? '');
     const running = talosVersionFromOsImage(node.osImage);
     if (!wanted || !running || compareTalosVersions(wanted, running) === 0) return undefined;

@@ -8,6 +8,7 @@ import { selectHooks } from '../../hooks/select.ts';
 import { COMPLETIONS } from '../completions.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { ETCD_CHECK_NAME, ETCD_RETRY_MS, guardEtcd, withEtcdResult } from '../etcd-guard.ts';
+import { etcdSnapshotTaken, recordEtcdSnapshot } from '../etcd-snapshot.ts';
 import { completionOf, kindOf } from '../kinds/index.ts';
 import { approvalTakesLease } from '../medik8s-lease.ts';
 import type { NodeFacts } from '../observations.ts';
@@ -78,7 +79,10 @@ function etcdSpares(b: DecisionBuilder): boolean {
 
 export function approve(b: DecisionBuilder, n: NodeFacts): void {
   const { spec, nodeName, status, condition, transition } = b;
+  recordEtcdSnapshot(b);
   if (!etcdSpares(b)) return;
+  // Once etcd spares the node, the snapshot an ActionPolicy asks for (etcd-snapshot.ts).
+  if (!etcdSnapshotTaken(b)) return;
   if (!bootAnnounced(b, n)) return;
   if (!approvalTakesLease(b)) return;
   status.approvalTime = b.now.toISOString();

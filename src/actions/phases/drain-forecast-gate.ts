@@ -32,7 +32,7 @@ export function drainForecastBlockedBy(
  * it (Managed: the controller does; External: whoever performs it, or the node going down).
  */
 export function drainForecastApplies(b: DecisionBuilder): boolean {
-  return neighboursApply(b) && drainsBeforeCall(b.spec, b.node?.osImage);
+  return neighboursApply(b) && drainsBeforeCall(b.spec, b.node?.osImage, b.status);
 }
 
 /** The forecast made for this decision, recorded; a Warning when what would hold the drain changed. */

@@ -93,7 +93,7 @@ function performByDraining(b: DecisionBuilder): void {
   }
   if (!drained(b, node.osImage)) return;
   const completion = completionOf(spec, b.status.execution, node.osImage);
-  const how = drainsBeforeCall(spec, node.osImage)
+  const how = drainsBeforeCall(spec, node.osImage, b.status)
     ? `node ${nodeName} cordoned and drained`
     : `node ${nodeName} left as it is (spec.drain.enabled is false)`;
   condition('Executed', 'True', 'Drained', how);
@@ -109,9 +109,11 @@ function drained(b: DecisionBuilder, osImage: string | undefined): boolean {
   const recorded: ExecutionRecord = status.execution ?? {};
   if (recorded.drainTime !== undefined) return true;
   const kind = kindOf(spec);
-  if (!drainsBeforeCall(spec, osImage)) {
+  if (!drainsBeforeCall(spec, osImage, status)) {
     const why = `not drained: ${
-      spec.drain?.enabled === false ? 'spec.drain.enabled is false' : (kind.noDrain(spec, osImage) ?? '')
+      spec.drain?.enabled === false
+        ? 'spec.drain.enabled is false'
+        : (kind.noDrain(spec, osImage, status) ?? '')
     }`;
     status.execution = { ...recorded, drainTime: now.toISOString() };
     condition('Drained', 'True', spec.drain?.enabled === false ? 'Disabled' : 'NotNeeded', why);

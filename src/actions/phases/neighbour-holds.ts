@@ -12,7 +12,7 @@ import {
   judgeDoNotDisrupt,
   type DoNotDisruptHolder,
 } from '../do-not-disrupt.ts';
-import { drainsBeforeCall } from '../kinds/index.ts';
+import { drainsBeforeCall, kindOf } from '../kinds/index.ts';
 import {
   MAINTAINERS_CHECK,
   judgeMaintainers,
@@ -22,10 +22,17 @@ import {
 
 type CheckResult = NonNullable<NodeActionStatus['checks']>[number];
 
-/** Whether the gate reads the node's neighbours: the action takes its node away. */
+/**
+ * Whether the gate reads the node's neighbours: the action takes its node away, or
+ * restarts every pod on it (a ConfigChange classified CRIRestart: ActionKind.restartsPods).
+ */
 export function neighboursApply(b: DecisionBuilder): boolean {
   const { spec, node, status } = b;
-  return node !== undefined && takesNodeAway(spec, status.execution, node.osImage);
+  return (
+    node !== undefined &&
+    (takesNodeAway(spec, status.execution, node.osImage) ||
+      kindOf(spec).restartsPods?.(spec, node.osImage, status) === true)
+  );
 }
 
 /** The Pods read for this decision and the Node itself, as do-not-disrupt holders. */
@@ -78,7 +85,8 @@ export function maintainersInput(b: DecisionBuilder): MaintainersInput {
     ...(input.neighbours?.lease ? { lease: input.neighbours.lease } : {}),
     ...(input.neighbours?.error !== undefined ? { readError: input.neighbours.error } : {}),
     foreignCordon: node?.unschedulable === true && node.cordonedBy !== action.metadata.name,
-    drainsItself: (spec.execution ?? 'Managed') === 'Managed' && drainsBeforeCall(spec, node?.osImage),
+    drainsItself:
+      (spec.execution ?? 'Managed') === 'Managed' && drainsBeforeCall(spec, node?.osImage, status),
     allowForeignCordon: input.allowForeignCordon === true,
     ...(recorded ? { recorded } : {}),
     now,

@@ -2,11 +2,13 @@
 // and records them on the node by boot ID; the action waits for the record of the boot
 // it caused, and shows that boot's runs beside its own. A Maintenance released without
 // its node having booted runs the node's NodeReadyJobs itself, as for a returned node.
+// Then the post-checks (post-checks.ts), which may roll an upgrade back.
 import { bootOutcome } from '../../boots/record.ts';
 import { planHookStage } from '../../hooks/plan.ts';
 import { selectHooks } from '../../hooks/select.ts';
 import type { DecisionBuilder } from '../decision.ts';
 import { followStage } from './hook-stage.ts';
+import { postChecksPassed } from './post-checks.ts';
 
 export function runningPostHooks(b: DecisionBuilder): void {
   const { input, node, nodeName, status, condition } = b;
@@ -16,6 +18,11 @@ export function runningPostHooks(b: DecisionBuilder): void {
   }
   if (b.runsReadyHooks()) {
     runReadyHooks(b, node);
+    return;
+  }
+  // Rolled back: the node reboots into its previous version; the rollback is followed.
+  if (status.rollback) {
+    postChecksPassed(b);
     return;
   }
   const bootID = status.bootIDAfter;
@@ -38,6 +45,8 @@ export function runningPostHooks(b: DecisionBuilder): void {
     b.end('Failed', `boot hook failed: ${outcome.message}`);
   } else if (outcome.state === 'Succeeded') {
     condition('PostHooksSucceeded', 'True', 'Succeeded', outcome.message);
+    // Then the post-checks (spec.postChecks), which may hold, fail or roll back.
+    if (!postChecksPassed(b)) return;
     b.succeed(`node ${nodeName} is back with boot ID ${bootID ?? '?'}; ${outcome.message}`);
   } else {
     condition('PostHooksSucceeded', 'Unknown', outcome.state, outcome.message);

@@ -10,6 +10,7 @@ import type { DecisionBuilder } from '../decision.ts';
 import { DO_NOT_DISRUPT_CHECK } from '../do-not-disrupt.ts';
 import { ETCD_CHECK_NAME, etcdGuardApplies, guardEtcd } from '../etcd-guard.ts';
 import { MAINTAINERS_CHECK } from '../maintainers.ts';
+import { classified } from './config-disruption.ts';
 import {
   DRAIN_FORECAST_CHECK,
   bypassedDrainForecast,
@@ -30,7 +31,12 @@ export const HEALTH_RETRY_MS = 5000;
 
 type CheckResult = NonNullable<NodeActionStatus['checks']>[number];
 
-function checkResult(name: string, state: CheckState | undefined, at: Date, bypassed: boolean): CheckResult {
+export function checkResult(
+  name: string,
+  state: CheckState | undefined,
+  at: Date,
+  bypassed: boolean,
+): CheckResult {
   const healthy = state?.healthy === true;
   const message =
     state === undefined
@@ -47,7 +53,7 @@ function checkResult(name: string, state: CheckState | undefined, at: Date, bypa
   };
 }
 
-function describeChecks(results: readonly CheckResult[]): string {
+export function describeChecks(results: readonly CheckResult[]): string {
   const failing = results.filter((r) => !r.healthy);
   const shown = failing.slice(0, 5).map((r) => `${r.name} (${r.message})`);
   return `${shown.join('; ')}${failing.length > 5 ? `; and ${failing.length - 5} more` : ''}`;
@@ -80,11 +86,13 @@ export function waitingForHealth(b: DecisionBuilder): void {
     b.end('Failed', `node ${nodeName} no longer exists`);
     return;
   }
+  // What the action does to the node decides what gates it: its class first.
+  if (!classified(b)) return;
   const gating = input.checks
     .filter((c) => checkGates(c.spec, spec.action, node.labels))
     .sort((a, b) => a.name.localeCompare(b.name));
   // The built-in etcd guard of a control-plane node (etcd-guard.ts), beside the checks.
-  const etcdApplies = etcdGuardApplies(spec, node.labels, node.osImage);
+  const etcdApplies = etcdGuardApplies(spec, node.labels, node.osImage, status);
   const neighbours = neighboursApply(b);
   const forecast = drainForecastApplies(b);
   if (spec.bypass?.healthChecks) {

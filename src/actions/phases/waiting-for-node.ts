@@ -2,6 +2,7 @@
 // the action's kind says (src/actions/kinds/: completion), one handler per Completion.
 import type { DecisionBuilder } from '../decision.ts';
 import { completionOf, kindOf, type Completion } from '../kinds/index.ts';
+import { confirmsTry, confirmTry } from './try-confirm.ts';
 
 type PhaseHandler = (b: DecisionBuilder) => void;
 
@@ -51,6 +52,11 @@ const down: PhaseHandler = (b) => {
 /** The change is applied (the mark, or Talos's answer): done once the node is Ready. */
 const marked: PhaseHandler = (b) => {
   const { spec, node, nodeName, status, condition } = b;
+  // A change on trial (TRY) is done when its checks confirmed it and it is committed.
+  if (confirmsTry(b)) {
+    confirmTry(b);
+    return;
+  }
   if (!node?.ready) {
     b.say(`waiting for node ${nodeName} to be Ready`);
     return;

@@ -352,6 +352,25 @@ function drainForecastPart(action, forecast) {
 }
 
 /**
+ * How a configuration change disrupts its node, decided before approval: its class, how
+ * it was decided, and the configuration paths that decided it.
+ * @param {ActionRow} action
+ * @param {NonNullable<ActionRow['configDisruption']>} disruption
+ */
+function configDisruptionPart(action, disruption) {
+  return [
+    h('h4', {}, 'Disruption', h('span', { class: 'muted' }, ` — ${disruption.basis}`)),
+    h(
+      'div',
+      { class: 'message', 'aria-label': `Disruption class of ${action.name}` },
+      badge('disruption', disruption.class, disruption.class === 'None' ? '✓' : '–'),
+      ` ${disruption.paths.join(', ')}`,
+    ),
+    h('p', { class: 'muted', text: disruption.message }),
+  ];
+}
+
+/**
  * The undo of the pre-action hooks: why (not), and each run like a hook's.
  * @param {ActionRow} action
  * @param {NonNullable<ActionRow['undo']>} undo
@@ -376,6 +395,7 @@ function undoPart(action, undo) {
 function actionDetails(action) {
   const parts = [h('h3', { text: `Timeline of ${action.name}` }), timeline(action)];
   if (action.drain) parts.push(...drainHold(action, action.drain));
+  if (action.configDisruption) parts.push(...configDisruptionPart(action, action.configDisruption));
   if (action.drainForecast) parts.push(...drainForecastPart(action, action.drainForecast));
   if (action.undo) parts.push(...undoPart(action, action.undo));
   if (action.checks.length > 0) {
