@@ -140,7 +140,8 @@ export interface NodeMark {
  * The marks the entries ask for. A node set aside is labelled, and its cordon passes to
  * its retry; a retry that succeeded took the cordon away with it and the label goes; an
  * undrainable node that is not set aside (Skip, or beyond maxQuarantined) has the cordon
- * its action kept lifted, as an action lifts its own when nothing was done to the node.
+ * its action kept lifted, as an action lifts its own when nothing was done to the node —
+ * never one whose last action ended otherwise (it may have disrupted the node).
  */
 export function nodeMarks(
   input: RolloutInput,
@@ -151,9 +152,9 @@ export function nodeMarks(
   const marks: NodeMark[] = [];
   for (const e of entries) {
     const own = actions.get(e.node);
-    const names = [own?.first?.name, own?.retry?.name, e.quarantine?.action].filter(
-      (n): n is string => n !== undefined,
-    );
+    // Only the cordon of an action that ended for its drain is lifted: nothing was done to
+    // the node. One that ended otherwise (after a Talos call, say) keeps its own rule.
+    const latest = own?.retry ?? own?.first;
     if (e.phase === 'Quarantined' && e.quarantine) {
       const retry = rolloutRetryName(rollout, e.node);
       marks.push({
@@ -166,7 +167,9 @@ export function nodeMarks(
       marks.push({
         node: e.node,
         labelled: false,
-        ...(e.phase === 'Failed' || e.phase === 'Skipped' ? { cordon: { from: names, to: null } } : {}),
+        ...((e.phase === 'Failed' || e.phase === 'Skipped') && latest && undrained(latest)
+          ? { cordon: { from: [latest.name], to: null } }
+          : {}),
       });
   }
   return marks;

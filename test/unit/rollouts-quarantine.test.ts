@@ -105,6 +105,23 @@ describe('onDrainTimeout: Quarantine', () => {
     );
   });
 
+  it('a retry that failed after touching the node keeps its cordon: only an undrained one is lifted', () => {
+    const broke = { name: retry('w1'), node: 'w1', phase: 'Failed' as const, message: 'Talos call failed' };
+    const plan = decide(
+      input(rollout({ ...spec, maxFailures: 5 }), 2, [
+        stuck(first('w1'), 'w1'),
+        ok(first('w2'), 'w2'),
+        broke,
+      ]),
+    );
+    assert.equal(entry(plan, 'w1')?.phase, 'Failed');
+    assert.deepEqual(
+      plan.marks?.find((m) => m.node === 'w1'),
+      { node: 'w1', labelled: false },
+      'the label goes, the cordon is the action’s',
+    );
+  });
+
   it('a canary that cannot be drained stops the rollout: it proves nothing', () => {
     const canary = { ...spec, canary: { nodes: 1, soak: '0s' } };
     const plan = decide(input(rollout(canary), 3, [stuck(first('w1'), 'w1')]));
