@@ -88,6 +88,13 @@ const specRules: ValidationRule[] = [
   },
   ...postCheckRules,
   {
+    rule: "!has(self.onDrainTimeout) || self.onDrainTimeout == 'Fail' || self.execution == 'Managed'",
+    message:
+      'spec.onDrainTimeout may be Quarantine or Skip only with Managed execution: with External execution the requester drains, and gatehouse never sees a drain time out',
+    fieldPath: '.onDrainTimeout',
+    reason: 'FieldValueForbidden',
+  },
+  {
     rule: 'self.requestedBy == oldSelf.requestedBy',
     message: 'spec.requestedBy may not change once the rollout exists',
     fieldPath: '.requestedBy',

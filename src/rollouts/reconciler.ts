@@ -279,7 +279,7 @@ export class RolloutReconciler {
       ...(s.reboot ? { reboot: s.reboot } : {}),
       ...(s.execution ? { execution: s.execution } : {}),
       // Under Quarantine, a drain that times out leaves the node cordoned for the rollout.
-      ...(s.onDrainTimeout === 'Quarantine'
+      ...(s.onDrainTimeout === 'Quarantine' && (s.execution ?? 'Managed') === 'Managed'
         ? { drain: { ...s.drain, onTimeout: 'KeepCordoned' as const } }
         : s.drain
           ? { drain: s.drain }

@@ -272,6 +272,38 @@ describe('NodeRollout', () => {
         (e: unknown) => e as Error,
       );
     assert.match(String(error), /spec.bypass.reason is required/);
+    // Quarantine needs the controller's drain; a rollback, a Managed upgrade with post-checks.
+    const refusals: [Record<string, unknown>, RegExp][] = [
+      [
+        { action: 'Reboot', execution: 'External', onDrainTimeout: 'Quarantine' },
+        /spec.onDrainTimeout may be/,
+      ],
+      [
+        { action: 'Reboot', postChecks: { checks: ['c'] }, onPostCheckFailure: 'Rollback' },
+        /spec.onPostCheckFailure may be Rollback only/,
+      ],
+      [
+        { action: 'Upgrade', upgrade: { image: ROLLOUT_IMAGE }, onPostCheckFailure: 'Rollback' },
+        /spec.onPostCheckFailure may be Rollback only/,
+      ],
+    ];
+    for (const [spec, why] of refusals) {
+      const refused = await client
+        .request(`${API}/noderollouts`, {
+          method: 'POST',
+          body: {
+            apiVersion: 'talos.dev/v1alpha1',
+            kind: 'NodeRollout',
+            metadata: { name: uniqueName('ro-bad') },
+            spec: { ...spec, requestedBy: me },
+          },
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => e as Error,
+        );
+      assert.match(String(refused), why);
+    }
   });
 });
 
