@@ -15,6 +15,7 @@ import { checksBench } from './checks.ts';
 import { gateBench } from './gate.ts';
 import { nodeChecksBench } from './node-checks.ts';
 import { restBench } from './rest.ts';
+import { rolloutBench } from './rollout.ts';
 import { growthBench, scaleBench } from './scale.ts';
 import { talosGateBench } from './talos-gate.ts';
 import { printSummary } from './summary.ts';
@@ -34,6 +35,9 @@ const TALOS_GATE_HELD = Number(process.env.BENCH_TALOS_GATE_HELD ?? 200);
 const NODE_CHECK_NODES = Number(process.env.BENCH_NODE_CHECK_NODES ?? 1000);
 /** One round of every node is measured: a shorter nodeInterval than the default 5m keeps the run short (and is harder). */
 const NODE_INTERVAL = process.env.BENCH_NODE_INTERVAL ?? '1m';
+/** The rollout benchmark's nodes (a NodeRollout tracks at most 1,000) and its parallelism. */
+const ROLLOUT_NODES = Number(process.env.BENCH_ROLLOUT_NODES ?? 1000);
+const ROLLOUT_PARALLEL = Number(process.env.BENCH_ROLLOUT_PARALLEL ?? 50);
 
 /** Empties the page cache so the next start reads every binary from disk; false if not permitted. */
 async function dropPageCache(): Promise<boolean> {
@@ -147,6 +151,17 @@ const benches: Record<string, () => Promise<void>> = {
       await installGatehouseAPI(s.kubeConfig());
       await nodeChecksBench(s, { nodes: NODE_CHECK_NODES, interval: '10s', nodeInterval: NODE_INTERVAL });
     }),
+  rollout: () =>
+    withSandbox(1, (s) =>
+      rolloutBench(s, {
+        nodes: ROLLOUT_NODES,
+        maxParallel: ROLLOUT_PARALLEL,
+        floorNodes: Number(process.env.BENCH_ROLLOUT_FLOOR_NODES ?? 5),
+        undrainablePercent: 10,
+        drainTimeout: '5s',
+        idleMs: Number(process.env.BENCH_ROLLOUT_IDLE_MS ?? 15_000),
+      }),
+    ),
 };
 for (const name of only) {
   if (!(name in benches))

@@ -9,6 +9,7 @@ import {
   phaseDurations,
   ratio,
   slotUse,
+  times,
 } from '../../bench/rollout-figures.ts';
 
 describe('the rollout benchmark: ideal makespan', () => {
@@ -94,5 +95,13 @@ describe('the rollout benchmark: where an action spends its time', () => {
       ['Pending', 200],
       ['Executing', 1000],
     ]);
+  });
+});
+
+describe('the rollout benchmark: ratios as printed', () => {
+  it('says n/a rather than divide by nothing', () => {
+    assert.equal(times(92, 80), '1.15×');
+    assert.equal(times(5, 0), 'n/a');
+    assert.equal(times(Number.NaN, 3), 'n/a');
   });
 });
