@@ -162,8 +162,14 @@ export function nodeMarks(
         labelled: true,
         ...(e.quarantine.retried ? {} : { cordon: { from: [e.quarantine.action], to: retry } }),
       });
-    } else if (e.phase === 'Running' && e.quarantine) marks.push({ node: e.node, labelled: true });
-    else if (e.quarantine || undrained(own?.retry) || undrained(own?.first))
+    } else if (e.phase === 'Running' && e.quarantine) {
+      // Its retry: the cordon passes to it even when it was set aside and retried in the
+      // same pass (the last undrainable node); a no-op once the mark names the retry.
+      const handOver = e.quarantine.retried
+        ? {}
+        : { cordon: { from: [e.quarantine.action], to: rolloutRetryName(rollout, e.node) } };
+      marks.push({ node: e.node, labelled: true, ...handOver });
+    } else if (e.quarantine || undrained(own?.retry) || undrained(own?.first))
       marks.push({
         node: e.node,
         labelled: false,

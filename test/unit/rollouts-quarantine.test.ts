@@ -81,6 +81,15 @@ describe('onDrainTimeout: Quarantine', () => {
     assert.equal(plan.status.conditions?.find((c) => c.type === 'Complete')?.status, 'True');
   });
 
+  it('the last node, set aside and retried in the same pass, hands its cordon to the retry before it starts', () => {
+    const actions = [ok(first('w1'), 'w1'), stuck(first('w2'), 'w2')];
+    const plan = decide(input(rollout(spec), 2, actions));
+    assert.deepEqual(plan.create, [{ name: retry('w2'), node: 'w2' }]);
+    assert.deepEqual(plan.marks, [
+      { node: 'w2', labelled: true, cordon: { from: [first('w2')], to: retry('w2') } },
+    ]);
+  });
+
   it('a retry that cannot drain either leaves the node quarantined for a person, and the rollout completes', () => {
     const actions = [stuck(first('w1'), 'w1'), ok(first('w2'), 'w2'), stuck(retry('w1'), 'w1')];
     const plan = decide(input(rollout(spec), 2, actions));
@@ -227,6 +236,10 @@ describe('quarantine as a process (property)', () => {
               made.add(c.name);
               if (c.name === retry(c.node)) {
                 assert.equal(mode, 'Quarantine', 'a retry only under Quarantine');
+                assert.ok(
+                  plan.marks?.some((m) => m.node === c.node && m.cordon?.to === c.name),
+                  `${c.name} made without the cordon handed to it`,
+                );
                 assert.ok(
                   actions.get(first(c.node))?.drainTimedOut,
                   `${c.node} retried without being undrainable`,
