@@ -346,9 +346,15 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
       if (status.code === 410) throw new Gone(status.message ?? 'Gone');
       throw new WatchStatusError(`watch error: ${status.message ?? JSON.stringify(status)}`);
     }
+    // A bookmark carries a resourceVersion and nothing else: never given to a transform,
+    // which may read fields only a whole object has (a NodeAction's spec).
+    if (event.type === 'BOOKMARK') {
+      const rv = (event.object as Partial<KubeObject>).metadata?.resourceVersion;
+      if (rv) this.resourceVersion = rv;
+      return;
+    }
     const object = this.trim(event.object as unknown as T);
     if (object.metadata.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
-    if (event.type === 'BOOKMARK') return;
     const key = objectKey(object);
     if (event.type === 'DELETED') {
       const old = this.store.get(key);

@@ -116,3 +116,44 @@ it('takes in a write’s response only over the version that write replaced', as
   await informer.stop();
   assert.deepEqual(updates, ['6']);
 });
+
+it('takes a bookmark’s resourceVersion without giving it to the transform, which may read a whole object’s fields', async () => {
+  const watchedFrom: (string | undefined)[] = [];
+  const relists: string[] = [];
+  const server = {
+    listPage: (_path: string, _req: unknown, onItem: (o: KubeObject) => void): Promise<unknown> => {
+      relists.push('list');
+      onItem({ metadata: { name: 'a', resourceVersion: '1' }, spec: { nodeName: 'w1' } } as KubeObject);
+      return Promise.resolve({ metadata: { resourceVersion: '1' } });
+    },
+    watch: (
+      _path: string,
+      query: Record<string, unknown>,
+      onEvent: (e: WatchEvent) => void,
+      signal?: AbortSignal,
+    ): Promise<void> => {
+      watchedFrom.push(query.resourceVersion as string | undefined);
+      if (watchedFrom.length === 1) {
+        onEvent({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '9' } } });
+        return Promise.resolve();
+      }
+      return new Promise((_, reject) =>
+        signal?.addEventListener('abort', () => reject(signal.reason as Error)),
+      );
+    },
+  } as unknown as RestClient;
+  type WithSpec = KubeObject & { spec: { nodeName: string } };
+  const informer = new Informer<WithSpec>({
+    rest: server,
+    path: '/x',
+    log: silentLogger(),
+    minBackoffMs: 1,
+    transform: (o) => ({ ...o, spec: { nodeName: o.spec.nodeName } }),
+  });
+  informer.start();
+  const deadline = Date.now() + 5000;
+  while (watchedFrom.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  await informer.stop();
+  assert.deepEqual(watchedFrom, ['1', '9'], 'resumed from the bookmark');
+  assert.deepEqual(relists, ['list'], 'no error, so no relist');
+});
