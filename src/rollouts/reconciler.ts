@@ -120,6 +120,9 @@ export function markPatch(node: KubeObject, mark: NodeMark, value: string): obje
   };
 }
 
+/** The least time between two status writes of one rollout. */
+export const STATUS_WRITE_INTERVAL_MS = 1000;
+
 /** How often a rollout looks again at the names it found taken, while one is. */
 const SQUATTER_RECHECK_MS = 30_000;
 
@@ -139,6 +142,8 @@ export class RolloutReconciler {
    * UID, with why: the node waits while one is there.
    */
   private readonly foreign = new Map<string, Map<string, Impostor>>();
+  /** When each rollout's status was last written by this replica (STATUS_WRITE_INTERVAL_MS). */
+  private readonly lastWrite = new Map<string, number>();
   /** The impostors each rollout (by UID) has reported in a Warning: one Event each per process. */
   private readonly reported = new Map<string, Set<string>>();
 
@@ -176,6 +181,7 @@ export class RolloutReconciler {
     rollouts.on('update', (_, r) => this.queue.add(r.metadata.name));
     rollouts.on('delete', (r) => {
       this.writes.forget(r.metadata.name);
+      this.lastWrite.delete(r.metadata.name);
       this.foreign.delete(r.metadata.uid);
       this.reported.delete(r.metadata.uid);
       this.o.metrics.forgetRollout(r.metadata.name);
@@ -471,8 +477,16 @@ export class RolloutReconciler {
     this.o.metrics.observeRollout(rollout.metadata.name, plan.status.counts);
     // The clock aside, an unchanged status is not written again.
     if (!sameJSON(rollout.status ?? {}, plan.status)) {
+      // At most one write per rollout per STATUS_WRITE_INTERVAL_MS: each carries every
+      // node's entry, and a thousand nodes changing one by one would otherwise write the
+      // whole list a thousand times. The pass is decided again then (actions it created
+      // are known meanwhile: `created`); its Events wait for the write, as they follow the
+      // stored status.
+      const wait = (this.lastWrite.get(name) ?? 0) + STATUS_WRITE_INTERVAL_MS - Date.now();
+      if (wait > 0) return { requeueAfterMs: wait };
       try {
         await this.writes.status(this.o.rest, `${NODE_ROLLOUTS_PATH}/${name}`, rollout, plan.status);
+        this.lastWrite.set(name, Date.now());
         this.o.metrics.statusWrites.inc();
       } catch (error) {
         // A newer rollout (or a write of ours the cache has not shown yet): decide again on it.
