@@ -343,6 +343,8 @@ export class TalosSimulator {
   private readonly log: (line: string) => void;
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly injected = new Map<string, TalosFault[]>();
+  /** The Node name of each address (and name) seen in the last LIST (findNode). */
+  private readonly nodeNames = new Map<string, string>();
   /** Images each machine has pulled, by `<Node uid>/<containerd namespace>`: name (as asked or pinned) → reference asked. */
   private readonly pulled = new Map<string, Map<string, string>>();
   private boundPort = 0;
@@ -1007,6 +1009,35 @@ export class TalosSimulator {
   }
 
   /** The machine a call is for (from its `node` metadata), or undefined when it names none. */
+  /**
+   * The simulated Node a call names (its address or name), read afresh: by name when the
+   * address was seen before (one GET, not a LIST of every Node on every call), else from
+   * a LIST that also refreshes what is known of the addresses.
+   */
+  private async findNode(address: string): Promise<NodeObject | undefined> {
+    const simulated = (n: NodeObject) =>
+      n.metadata.annotations?.[KWOK_NODE_ANNOTATION] !== undefined &&
+      (internalIP(n) === address || n.metadata.name === address);
+    const known = this.nodeNames.get(address);
+    if (known !== undefined) {
+      const read = await this.rest
+        .request<NodeObject>(`/api/v1/nodes/${encodeURIComponent(known)}`)
+        .catch((error: unknown) => {
+          if (error instanceof KubeApiError && error.code === 404) return undefined;
+          throw error;
+        });
+      if (read && simulated(read)) return read;
+    }
+    const list = await this.rest.request<{ items: NodeObject[] }>('/api/v1/nodes');
+    this.nodeNames.clear();
+    for (const n of list.items) {
+      const ip = internalIP(n);
+      if (ip !== undefined) this.nodeNames.set(ip, n.metadata.name);
+      this.nodeNames.set(n.metadata.name, n.metadata.name);
+    }
+    return list.items.find(simulated);
+  }
+
   private async target(metadata: Metadata, method: MethodName): Promise<Machine | undefined> {
     const node = metadata.get('node')[0];
     if (node === undefined) {
@@ -1018,12 +1049,7 @@ export class TalosSimulator {
       return undefined;
     }
     const address = String(node);
-    const list = await this.rest.request<{ items: NodeObject[] }>('/api/v1/nodes');
-    const found = list.items.find(
-      (n) =>
-        n.metadata.annotations?.[KWOK_NODE_ANNOTATION] !== undefined &&
-        (internalIP(n) === address || n.metadata.name === address),
-    );
+    const found = await this.findNode(address);
     if (!found)
       throw new CallError(
         GrpcStatus.UNAVAILABLE,
