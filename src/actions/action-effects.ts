@@ -4,7 +4,7 @@
 // uncordon, and hook Jobs and webhook calls (through the HookRunner). A step that must
 // never be made twice — the Talos call, a hook attempt — is confirmed first against the
 // action as the API server has it, not the cache.
-import type { ActionObject } from '../api/node-action.ts';
+import type { ActionObject, NodeActionStatus } from '../api/node-action.ts';
 import { NODE_ACTIONS_PATH } from '../api/paths.ts';
 import { isTerminal } from '../api/phases.ts';
 import { writeNode } from '../boots/node.ts';
@@ -306,21 +306,22 @@ export class ActionEffects {
   }
 
   /**
-   * Whether the action, read from the API server (not the cache), still records this
-   * Talos call as about to be made, unfinished and not deleted: the last check before
-   * a call that must never be made twice.
+   * Whether the action, read from the API server (not the cache), is still the one decided
+   * on (same uid, not deleted) and its status still `records` the Talos call as about to be
+   * made, without an outcome: the last check before a call that must never be made twice.
    */
-  /** Whether the action, read afresh, still records this commit of its TRY, with no outcome yet, in time. */
-  private async confirmCommit(name: string, uid: string, time: string): Promise<boolean> {
+  private async stillRecords(
+    name: string,
+    uid: string,
+    records: (status: NodeActionStatus) => boolean,
+  ): Promise<boolean> {
     try {
       const live = await this.c.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
       return (
         live.metadata.uid === uid &&
         !live.metadata.deletionTimestamp &&
-        live.status?.phase === 'WaitingForNode' &&
-        live.status.tryConfirm?.commitTime === time &&
-        live.status.tryConfirm.commitResult === undefined &&
-        Date.parse(live.status.tryConfirm.until) > Date.now()
+        live.status !== undefined &&
+        records(live.status)
       );
     } catch (error) {
       if (isConflict(error, [404])) return false;
@@ -328,37 +329,37 @@ export class ActionEffects {
     }
   }
 
-  /** Whether the action, read afresh, still records this rollback, with no outcome yet. */
-  private async confirmRollback(name: string, uid: string, time: string): Promise<boolean> {
-    try {
-      const live = await this.c.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
-      return (
-        live.metadata.uid === uid &&
-        !live.metadata.deletionTimestamp &&
-        live.status?.phase === 'RunningPostHooks' &&
-        live.status.rollback?.time === time &&
-        live.status.rollback.callResult === undefined
-      );
-    } catch (error) {
-      if (isConflict(error, [404])) return false;
-      throw error;
-    }
+  /** The disruptive call recorded at `callTime`, still Executing. */
+  private confirmCall(name: string, uid: string, callTime: string): Promise<boolean> {
+    return this.stillRecords(
+      name,
+      uid,
+      (s) =>
+        s.phase === 'Executing' && s.execution?.callTime === callTime && s.execution.callResult === undefined,
+    );
   }
 
-  private async confirmCall(name: string, uid: string, callTime: string): Promise<boolean> {
-    try {
-      const live = await this.c.o.rest.request<ActionObject>(`${NODE_ACTIONS_PATH}/${name}`);
-      return (
-        live.metadata.uid === uid &&
-        !live.metadata.deletionTimestamp &&
-        live.status?.phase === 'Executing' &&
-        live.status.execution?.callTime === callTime &&
-        live.status.execution.callResult === undefined
-      );
-    } catch (error) {
-      if (isConflict(error, [404])) return false;
-      throw error;
-    }
+  /** The rollback decided at `time` (post-checks.ts), still RunningPostHooks. */
+  private confirmRollback(name: string, uid: string, time: string): Promise<boolean> {
+    return this.stillRecords(
+      name,
+      uid,
+      (s) =>
+        s.phase === 'RunningPostHooks' && s.rollback?.time === time && s.rollback.callResult === undefined,
+    );
+  }
+
+  /** The commit of a TRY decided at `time` (try-confirm.ts), before the window ends. */
+  private confirmCommit(name: string, uid: string, time: string): Promise<boolean> {
+    return this.stillRecords(
+      name,
+      uid,
+      (s) =>
+        s.phase === 'WaitingForNode' &&
+        s.tryConfirm?.commitTime === time &&
+        s.tryConfirm.commitResult === undefined &&
+        Date.parse(s.tryConfirm.until) > Date.now(),
+    );
   }
 
   /** Whether the record of this attempt is persisted and unfinished, read from the API server (not the cache). */

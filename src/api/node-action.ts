@@ -949,18 +949,19 @@ export const PhaseEntry = Type.Object(
   { description: 'One phase the action entered, and when.' },
 );
 
+/** The last fresh evaluation of the checks a trial or post-checks name, check by check. */
+const LastEvaluation = Type.Array(CheckResult, {
+  description: 'The last evaluation, check by check.',
+  maxItems: 32,
+  'x-kubernetes-list-type': 'map',
+  'x-kubernetes-list-map-keys': ['name'],
+});
+
 export const TryConfirmRecord = Type.Object(
   {
     until: Timestamp('When Talos reverts the change unless it is committed: the call, plus the window.'),
     time: Type.Optional(Timestamp('When the checks were last evaluated.')),
-    results: Type.Optional(
-      Type.Array(CheckResult, {
-        description: 'The last evaluation, check by check.',
-        maxItems: 32,
-        'x-kubernetes-list-type': 'map',
-        'x-kubernetes-list-map-keys': ['name'],
-      }),
-    ),
+    results: Type.Optional(LastEvaluation),
     commitTime: Type.Optional(
       Timestamp(
         'When the controller decided to commit (apply again with NO_REBOOT), written before the call: it is never made twice, nor after the window.',
@@ -980,14 +981,7 @@ export const PostChecksRecord = Type.Object(
   {
     since: Timestamp('When the post-checks began: the node back, its boot hooks done.'),
     time: Type.Optional(Timestamp('When they were last evaluated.')),
-    results: Type.Optional(
-      Type.Array(CheckResult, {
-        description: 'The last evaluation, check by check.',
-        maxItems: 32,
-        'x-kubernetes-list-type': 'map',
-        'x-kubernetes-list-map-keys': ['name'],
-      }),
-    ),
+    results: Type.Optional(LastEvaluation),
   },
   { description: 'The post-checks (spec.postChecks) of the returned node.' },
 );

@@ -16,6 +16,7 @@ import { errorMessage } from '../wait.ts';
 import type { EtcdMemberStatusInfo, TalosClient } from './client.ts';
 import { readEtcd, type ControlPlaneNode } from './etcd.ts';
 import type { EtcdObservation } from './etcd-health.ts';
+import type { EtcdSnapshotFacts } from './facts.ts';
 import { SnapshotStoreError, SnapshotUpload, storedSize } from './etcd-snapshot-store.ts';
 
 /** The length of the SHA-256 etcd appends to a snapshot. */
@@ -96,16 +97,11 @@ export class SnapshotDigest {
   }
 }
 
-export interface EtcdSnapshotTaken {
-  name: string;
-  url: string;
-  member: string;
-  size: number;
-  sha256: string;
-  raftIndex: number;
+/** A snapshot stored (what the step then reports, but what it pruned), and the members tried before. */
+export type EtcdSnapshotTaken = Omit<EtcdSnapshotFacts, 'pruned'> & {
   /** The members tried first and why they gave nothing, if any. */
   failures: string[];
-}
+};
 
 /** A failure of the source (Talos, etcd): another member may do. */
 class SourceError extends Error {}

@@ -472,67 +472,58 @@ export class TalosExecutor {
   }
 
   /**
-   * MachineService.Rollback of an upgrade whose post-checks failed: made at most once,
-   * only while the action, read afresh, still records this rollback and no outcome
-   * (written before this step was asked for). Answers before the node is back.
+   * A Talos call made after the action's own, at most once: only while the action, read
+   * afresh, still records it without an outcome (`request.confirm`) and this replica
+   * leads; `what` names it for the refusal. Talos's answer, or the failure, as facts.
    */
-  private async rollback(request: StepRequest, signal: AbortSignal): Promise<ExecutionStepFacts> {
+  private async guardedCall(
+    request: StepRequest,
+    what: string,
+    make: (client: TalosClient, address: string) => Promise<string>,
+  ): Promise<ExecutionStepFacts> {
     const { action, confirm } = request;
     if (!confirm || !(await confirm()) || !this.o.mayWrite())
       return {
         state: 'failed',
         mayHaveReached: false,
-        message: 'not made: the action no longer records the rollback, or this replica no longer leads',
+        message: `not made: the action no longer records the ${what}, or this replica no longer leads`,
       };
     const target = this.target(action);
     const { client, release } = this.hold();
     try {
-      await client.rollback({ node: target.address, signal, timeoutMs: ROLLBACK_TIMEOUT_MS });
-      return { state: 'succeeded', message: 'Talos acknowledged MachineService.Rollback' };
-    } catch (error) {
-      return {
-        state: 'failed',
-        mayHaveReached: !definitelyNotMade(error),
-        message: errorMessage(error),
-      };
-    } finally {
-      release();
-    }
-  }
-
-  /**
-   * The commit of a TRY confirmed by checks: the same configuration applied again with
-   * NO_REBOOT, which keeps it (Talos cancels the TRY's revert). Made at most once, only
-   * while the action, read afresh, still records this commit without an outcome.
-   */
-  private async commit(request: StepRequest, signal: AbortSignal): Promise<ExecutionStepFacts> {
-    const { action, confirm } = request;
-    if (!confirm || !(await confirm()) || !this.o.mayWrite())
-      return {
-        state: 'failed',
-        mayHaveReached: false,
-        message: 'not made: the action no longer records the commit, or this replica no longer leads',
-      };
-    const machineConfig = await this.machineConfig(action.spec.configChange?.configSecretRef, signal);
-    const target = this.target(action);
-    const { client, release } = this.hold();
-    try {
-      const applied = await client.applyConfiguration({
-        node: target.address,
-        data: machineConfig,
-        mode: 'no-reboot',
-        signal,
-        timeoutMs: ROLLBACK_TIMEOUT_MS,
-      });
-      return {
-        state: 'succeeded',
-        message: `committed: the configuration applied again (mode ${applied.mode})`,
-      };
+      return { state: 'succeeded', message: await make(client, target.address) };
     } catch (error) {
       return { state: 'failed', mayHaveReached: !definitelyNotMade(error), message: errorMessage(error) };
     } finally {
       release();
     }
+  }
+
+  /** MachineService.Rollback of an upgrade whose post-checks failed. Answers before the node is back. */
+  private rollback(request: StepRequest, signal: AbortSignal): Promise<ExecutionStepFacts> {
+    return this.guardedCall(request, 'rollback', async (client, node) => {
+      await client.rollback({ node, signal, timeoutMs: ROLLBACK_TIMEOUT_MS });
+      return 'Talos acknowledged MachineService.Rollback';
+    });
+  }
+
+  /**
+   * The commit of a TRY confirmed by checks: the same configuration applied again with
+   * NO_REBOOT, which keeps it (Talos cancels the TRY's revert).
+   */
+  private async commit(request: StepRequest, signal: AbortSignal): Promise<ExecutionStepFacts> {
+    // Read first: a Secret that cannot be read is a commit not made (the step fails so).
+    const data = await this.machineConfig(request.action.spec.configChange?.configSecretRef, signal);
+    return this.guardedCall(request, 'commit', async (client, node) => {
+      const applied = await client.applyConfiguration({
+        node,
+        data,
+        mode: 'no-reboot',
+        signal,
+        timeoutMs: ROLLBACK_TIMEOUT_MS,
+      });
+      return `committed: the configuration applied again (mode ${applied.mode})`;
+    });
   }
 
   private async call(
