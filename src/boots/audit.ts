@@ -5,7 +5,7 @@
 // action was disrupting it, is an UnplannedDisruption. What the audit has seen of a
 // node is kept on the Node (AUDIT_ANNOTATION), so a restarted or failed-over controller
 // neither misses a boot nor reports one twice; a node seen for the first time is
-// recorded, never reported.
+// recorded, never reported, and so is a NotReady spell it was already in.
 import type { Action } from '../api/common.ts';
 import type { NodeActionPhase } from '../api/node-action.ts';
 import { APPROVED_PHASES } from '../api/phases.ts';
@@ -91,7 +91,17 @@ function explaining(input: AuditInput): AuditAction | undefined {
 export function auditNode(input: AuditInput): AuditDecision {
   const { node, record, now } = input;
   if (!node.bootID) return { disruptions: [] };
-  if (!record) return { record: { bootID: node.bootID, osImage: node.osImage }, disruptions: [] };
+  // First sight: what the node is now is where the audit starts, a NotReady spell already
+  // under way included — it began before gatehouse watched, so nothing went around the gate.
+  if (!record)
+    return {
+      record: {
+        bootID: node.bootID,
+        osImage: node.osImage,
+        ...(!node.ready && node.notReadySince ? { notReadyReported: node.notReadySince } : {}),
+      },
+      disruptions: [],
+    };
   const disruptions: Disruption[] = [];
   const next: AuditRecord = { ...record };
   const cause = explaining(input);

@@ -20,6 +20,25 @@ describe('the unplanned-disruption audit', () => {
     assert.deepEqual(d.record, { bootID: 'b2', osImage: 'Talos (v1.13.0)' });
   });
 
+  it('a node first seen NotReady: the spell under way began before the audit watched, and is never reported', () => {
+    const since = new Date(now.getTime() - 3_600_000).toISOString();
+    const node = { ...base.node, ready: false, notReadySince: since };
+    const first = auditNode({ ...base, node, record: undefined });
+    assert.deepEqual(first.disruptions, []);
+    assert.equal(first.record?.notReadyReported, since);
+    assert.deepEqual(
+      auditNode({ ...base, node, record: first.record }).disruptions,
+      [],
+      'nor on the next look',
+    );
+    const later = new Date(now.getTime() - 600_000).toISOString();
+    assert.deepEqual(
+      kinds({ node: { ...node, notReadySince: later }, record: first.record }),
+      ['not-ready'],
+      'a later spell is reported',
+    );
+  });
+
   it('reports a boot with no action in flight, once', () => {
     const d = auditNode(base);
     assert.deepEqual(
