@@ -286,6 +286,9 @@ export class Controller {
         list: () => this.nodeInformer.list(),
         busy: () => nodesWithUnfinishedActions(this.actionInformer.list()),
         live: () => this.nodeInformer.live,
+        synced: async () => {
+          await Promise.all([this.nodeInformer.waitForSync(), this.actionInformer.waitForSync()]);
+        },
       },
     });
   }

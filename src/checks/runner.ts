@@ -62,7 +62,12 @@ export interface NodeSource {
   busy(): ReadonlySet<string>;
   /** Whether the cache is kept current by a live watch (Informer.live): periodic `nodes` probes then read it. */
   live?(): boolean;
+  /** Resolves once the caches behind get, list and busy have synced: the first probes wait for it (bounded). */
+  synced?(): Promise<void>;
 }
+
+/** How long first probes wait for the Node cache to sync before they go without it. */
+export const FIRST_PROBE_SYNC_WAIT_MS = 30_000;
 
 /** The default nodeInterval: how often every selected node is evaluated. */
 export const DEFAULT_NODE_INTERVAL = '5m';
@@ -135,6 +140,8 @@ export class CheckRunner {
   private readonly jobs: CheckerJobs;
   /** What periodic probes may read from caches (ProbeContext.cached); gates never get it. */
   private readonly cached: CachedReads;
+  /** The wait of first probes for the Node cache (nodesSynced), shared by every check. */
+  private firstSync: Promise<void> | undefined;
 
   constructor(options: CheckRunnerOptions) {
     this.options = { statusRefreshMs: 300_000, jitter: 0.1, ...options };
@@ -223,8 +230,34 @@ export class CheckRunner {
     this.options.metrics?.setCheckGates(name, spec.actions ?? ACTIONS);
     this.changed(name);
     // The first probe comes soon, spread over a fraction of the interval so that a
-    // thousand checks appearing at once (a restart) do not probe in the same instant.
-    this.schedule(entry, Math.random() * Math.min(entry.intervalMs, 1000));
+    // thousand checks appearing at once (a restart) do not probe in the same instant —
+    // and, at a start, once the Node cache has synced: before it, every `nodes` probe would
+    // be a LIST of the Nodes beside the cache's own (739 of them while 5,000 Nodes were
+    // listed, in the scale benchmark), and a Node-scoped check would have no node to ask about.
+    void this.nodesSynced().then(() => {
+      if (this.entries.get(name) === entry)
+        this.schedule(entry, Math.random() * Math.min(entry.intervalMs, 1000));
+    });
+  }
+
+  /**
+   * Resolves once the Node cache has synced, or after FIRST_PROBE_SYNC_WAIT_MS (a cache that
+   * cannot list must not keep every check from probing); at once without a cache to wait for.
+   */
+  private nodesSynced(): Promise<void> {
+    const nodes = this.options.nodes;
+    if (!nodes?.synced) return Promise.resolve();
+    return (this.firstSync ??= new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, FIRST_PROBE_SYNC_WAIT_MS);
+      timer.unref();
+      void nodes.synced?.().then(
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        () => resolve(),
+      );
+    }));
   }
 
   remove(name: string): void {

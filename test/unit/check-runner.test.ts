@@ -172,6 +172,44 @@ describe('CheckRunner', () => {
     }
   });
 
+  it('makes the first probes once the Node cache has synced, not before', async () => {
+    let probes = 0;
+    let markSynced = () => {};
+    const synced = new Promise<void>((resolve) => {
+      markSynced = resolve;
+    });
+    const node = { metadata: { name: 'n1' } };
+    const r = new CheckRunner({
+      rest: new RestClient(kc),
+      probe: () => {
+        probes++;
+        return Promise.resolve({ healthy: true, message: 'ok' });
+      },
+      log: silentLogger(),
+      serviceResolution: 'dns',
+      mayWrite: () => false,
+      nodes: {
+        get: () => node,
+        list: () => [node],
+        busy: () => new Set(),
+        live: () => true,
+        synced: () => synced,
+      },
+    });
+    try {
+      r.upsert(check('a', { interval: '20ms' }));
+      r.upsert(check('b', { interval: '20ms' }));
+      await sleep(1300); // past the first probe's spread (≤ 1 s)
+      assert.equal(probes, 0, 'no probe while the Node cache lists');
+      markSynced();
+      await waitFor('both first probes', () =>
+        r.view('a')?.state.healthy && r.view('b')?.state.healthy ? true : undefined,
+      );
+    } finally {
+      r.stop();
+    }
+  });
+
   it('starts a check over as unknown when its spec changes', async () => {
     const r = runner(() => Promise.resolve({ healthy: true, message: 'ok' }));
     try {
