@@ -2,6 +2,8 @@
 // watches: streams the server ends, watches that go silent, and expired history.
 import assert from 'node:assert/strict';
 import { describe, it, type TestContext } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Informer, type KubeObject } from '../../src/kube/informer.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -262,5 +264,31 @@ describe('Informer', () => {
         .sort(),
       ['between-pages', ...Array.from({ length: 7 }, (_, i) => `t-${String(i)}`)].sort(),
     );
+  });
+});
+
+describe('RestClient.listPage', () => {
+  it('lets go of what the caller collected once the page is read, while its connection lives on', async (t) => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const namespace = await freshNamespace(t);
+    for (const name of ['a', 'b', 'c']) await create(namespace, name);
+    const client = rest(kc);
+    const collected = async () => {
+      const items: unknown[] = [];
+      await client.listPage(`/api/v1/namespaces/${namespace}/configmaps`, { query: { limit: 2 } }, (item) =>
+        items.push(item),
+      );
+      assert.equal(items.length, 2);
+      return new WeakRef(items);
+    };
+    const ref = await collected();
+    // The kept-alive connection (and whatever Node hangs on it) is still in the client's pool.
+    await client.request(`/api/v1/namespaces/${namespace}/configmaps`);
+    // A WeakRef's target is kept for the rest of the job that made or read it: collect
+    // in a later one, and read only after collecting.
+    await sleep(20);
+    gc();
+    assert.equal(ref.deref(), undefined, "the caller's items are still reachable after the page was read");
   });
 });
