@@ -6,6 +6,7 @@
 // probed twice and every first status write and Event is done) and lasts one interval,
 // so that each check probes in it about once.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -157,7 +158,10 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
   );
   const listening = new Promise<{ ready: string; metrics: string }>((resolve, reject) => {
     let buffer = '';
+    // BENCH_CONTROLLER_LOG=FILE keeps the controller's log (appended, every start).
+    const logFile = process.env.BENCH_CONTROLLER_LOG;
     child.stdout.on('data', (d: Buffer) => {
+      if (logFile) appendFileSync(logFile, d);
       buffer += d.toString();
       const match = /"url":"(http:\/\/[^"]+)"/.exec(buffer);
       if (match?.[1]) {
