@@ -145,6 +145,15 @@ describe('Informer', () => {
     assert.equal(inf.live, false, 'a stopped informer is not live');
   });
 
+  it('is live from the end of its list, before its watch has answered', async (t) => {
+    const namespace = await freshNamespace(t);
+    const inf = informer(t, namespace);
+    const at: boolean[] = [];
+    inf.once('synced', () => at.push(inf.live));
+    await inf.waitForSync();
+    assert.deepEqual(at, [true], 'not live as the list ended');
+  });
+
   it('is not live while its watch reconnects', async (t) => {
     const namespace = await freshNamespace(t);
     const inf = informer(t, namespace);
