@@ -36,5 +36,7 @@ USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/node", "/app/dist/src/cli/main.js"]
 
 FROM cli AS controller
+# As the Deployment sets it (src/manifests/controller.ts, CONTROLLER_MALLOC_ARENA_MAX).
+ENV MALLOC_ARENA_MAX=2
 EXPOSE 8080
 CMD ["controller"]

@@ -12,7 +12,7 @@ import { CONTROL_PLANE_LABEL, talosNode } from '../sandbox/nodes.ts';
 import { BOOT_DELAY_ANNOTATION } from '../sandbox/talos-faults.ts';
 import { Controller } from '../src/controller.ts';
 import { silentLogger } from '../src/log.ts';
-import { CONTROLLER_NODE_OPTIONS } from '../src/manifests/controller.ts';
+import { CONTROLLER_NODE_OPTIONS, CONTROLLER_MALLOC_ARENA_MAX } from '../src/manifests/controller.ts';
 import { loadTalosConfig } from '../src/talos/config.ts';
 import type { RestClient } from '../src/kube/rest.ts';
 import { waitFor } from '../src/wait.ts';
@@ -279,6 +279,7 @@ export async function startController(sandbox: Sandbox): Promise<ControllerProce
       env: {
         ...process.env,
         NODE_OPTIONS: process.env.BENCH_CONTROLLER_NODE_OPTIONS ?? CONTROLLER_NODE_OPTIONS,
+        MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? CONTROLLER_MALLOC_ARENA_MAX,
         NODE_ENV: 'production',
       },
     },

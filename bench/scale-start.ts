@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Sandbox } from '../sandbox/cluster.ts';
 import type { RestClient } from '../src/kube/rest.ts';
-import { CONTROLLER_NODE_OPTIONS } from '../src/manifests/controller.ts';
+import { CONTROLLER_NODE_OPTIONS, CONTROLLER_MALLOC_ARENA_MAX } from '../src/manifests/controller.ts';
 import { sleep, waitFor } from '../src/wait.ts';
 import { lessBackground, perMs, served, serverCounters, type ServerCounters } from './api-requests.ts';
 import { baselineArguments, baselineBinary, freePort } from './baseline-go.ts';
@@ -151,6 +151,7 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
         ...process.env,
         // As the Deployment and the image set them, unless the run overrides them.
         NODE_OPTIONS: process.env.BENCH_CONTROLLER_NODE_OPTIONS ?? CONTROLLER_NODE_OPTIONS,
+        MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? CONTROLLER_MALLOC_ARENA_MAX,
         NODE_ENV: 'production',
         GATEHOUSE_BENCH_MEMORY_FILE: memoryFile,
       },

@@ -26,6 +26,15 @@ export const HTTP_PORT = 8080;
  */
 export const CONTROLLER_NODE_OPTIONS = '--max-semi-space-size=4';
 
+/**
+ * glibc's malloc arenas, at most (MALLOC_ARENA_MAX): by default up to eight per core, one
+ * for each thread that allocates (V8's compiler and GC threads, libuv's pool), and what is
+ * freed in one stays there. With two, the controller's memory outside the V8 heap was
+ * 82 MiB instead of 102 at the scale benchmark's peak (docs/decisions.md, "What had
+ * grown since"); a mostly single-threaded process pays nothing measurable for it.
+ */
+export const CONTROLLER_MALLOC_ARENA_MAX = '2';
+
 export function labels(component?: string): Record<string, string> {
   return {
     'app.kubernetes.io/name': 'gatehouse',
@@ -101,6 +110,7 @@ export function deploymentObject(namespace: string, image: string): Record<strin
                 { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
                 { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
                 { name: 'NODE_OPTIONS', value: CONTROLLER_NODE_OPTIONS },
+                { name: 'MALLOC_ARENA_MAX', value: CONTROLLER_MALLOC_ARENA_MAX },
               ],
               ports: [{ name: 'http', containerPort: HTTP_PORT, protocol: 'TCP' }],
               livenessProbe: httpProbe('/healthz', 10),

@@ -197,7 +197,7 @@ describe('Helm chart', () => {
     assert.equal(plain.topologySpreadConstraints, undefined);
     assert.deepEqual(
       plain.containers[0]?.env.map((e) => e.name),
-      ['POD_NAMESPACE', 'POD_NAME', 'NODE_OPTIONS'],
+      ['POD_NAMESPACE', 'POD_NAME', 'NODE_OPTIONS', 'MALLOC_ARENA_MAX'],
     );
 
     const set = await pod(
