@@ -43,7 +43,6 @@ export class AuditReconciler {
   /** Our writes to Nodes, and the versions they replaced. */
   private readonly writes = new ConditionalWrites();
   private readonly counter: Counter<'node' | 'kind'>;
-  private readonly counted = new Set<string>();
 
   constructor(options: AuditReconcilerOptions) {
     this.o = options;
@@ -69,7 +68,6 @@ export class AuditReconciler {
     options.nodes.on('add', (n) => this.queue.add(n.metadata.name));
     options.nodes.on('update', (_, n) => this.queue.add(n.metadata.name));
     options.nodes.on('delete', (n) => {
-      this.counted.delete(n.metadata.name);
       this.writes.forget(n.metadata.name);
       for (const kind of DISRUPTION_KINDS) this.counter.remove({ node: n.metadata.name, kind });
     });
@@ -107,11 +105,8 @@ export class AuditReconciler {
     // Our own newer write has not reached the cache yet; its event brings the node back.
     if (this.writes.stale(node)) return { requeueAfterMs: 1000 };
     if ((node.metadata.labels?.[INSTANCE_LABEL] ?? undefined) !== this.o.instance) return undefined;
-    if (!this.counted.has(name)) {
-      // Every series exists from 0, so that the first disruption is an increase Prometheus sees.
-      for (const kind of DISRUPTION_KINDS) this.counter.inc({ node: name, kind }, 0);
-      this.counted.add(name);
-    }
+    // A series is born with the node's first disruption, not at 0 for every node and kind
+    // (15,000 series beside 5,000 Nodes): the chart's alert sees a series born at 1.
     const record = readAuditRecord(node.metadata.annotations);
     const ready = isNodeReady(node);
     const osImage = node.status?.nodeInfo?.osImage ?? '';

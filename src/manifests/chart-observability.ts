@@ -200,7 +200,9 @@ export function alertRules(): Record<string, unknown>[] {
       // A boot, a Talos version or a long NotReady with no gatehouse action in flight:
       // what went around the gate (talosctl straight at apid, Talos's fallback, a crash).
       alert: 'GatehouseUnplannedDisruption',
-      expr: `sum by (node, kind) (increase(gatehouse_unplanned_disruptions_total{${sel}}[{{ .Values.prometheusRule.unplannedDisruptionWindow }}])) > 0`,
+      // A series is born at its first disruption (at 1), which increase() cannot see: it
+      // counts while it is younger than the window (absent the window's length ago).
+      expr: `sum by (node, kind) (increase(gatehouse_unplanned_disruptions_total{${sel}}[{{ .Values.prometheusRule.unplannedDisruptionWindow }}])) > 0 or sum by (node, kind) (gatehouse_unplanned_disruptions_total{${sel}} unless gatehouse_unplanned_disruptions_total{${sel}} offset {{ .Values.prometheusRule.unplannedDisruptionWindow }}) > 0`,
       labels: { severity: 'warning' },
       annotations: {
         summary: 'Node {{`{{ $labels.node }}`}} was disrupted around the gate ({{`{{ $labels.kind }}`}})',
