@@ -31,7 +31,7 @@ export const CONTROLLER_NODE_OPTIONS = '--max-semi-space-size=4';
  * for each thread that allocates (V8's compiler and GC threads, libuv's pool), and what is
  * freed in one stays there. With two, the controller's memory outside the V8 heap was
  * 82 MiB instead of 102 at the scale benchmark's peak (docs/decisions.md, "What had
- * grown since"); a mostly single-threaded process pays nothing measurable for it.
+ * grown since"), and the benchmark's sync and probe figures did not move.
  */
 export const CONTROLLER_MALLOC_ARENA_MAX = '2';
 
