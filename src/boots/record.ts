@@ -2,7 +2,7 @@
 // announcement (the two annotations of src/api/boot-record.ts), and what a record means
 // for the hooks that select the node now. Pure; shared by the boot reconciler and by the
 // action reconciler, which waits on the record of the boot its action caused.
-import Value from 'typebox/value';
+import Schema from 'typebox/schema';
 import { BootAnnouncement, BootRecord, type BootStage } from '../api/boot-record.ts';
 import type { HookKindName } from '../api/hooks.ts';
 import { BOOT_ANNOUNCEMENT_ANNOTATION, BOOT_RECORD_ANNOTATION, PREREADY_TAINT } from '../api/names.ts';
@@ -75,8 +75,8 @@ function parse<T>(
   }
 }
 
-const isRecord = (value: unknown): value is BootRecord => Value.Check(BootRecord, value);
-const isAnnouncement = (value: unknown): value is BootAnnouncement => Value.Check(BootAnnouncement, value);
+const isRecord = (value: unknown): value is BootRecord => Schema.Check(BootRecord, value);
+const isAnnouncement = (value: unknown): value is BootAnnouncement => Schema.Check(BootAnnouncement, value);
 
 export function readBootAnnotations(node: BootNodeObject): BootAnnotations {
   const annotations = node.metadata.annotations ?? {};
