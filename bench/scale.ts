@@ -46,10 +46,20 @@ async function nodeCacheSizes(api: RestClient): Promise<{ served: number; cached
   return { served: served / list.items.length, cached: cached / list.items.length };
 }
 
-/** One start's figures on a line, printed as it ends. */
+/** What a peak was made of: the V8 heap's pages, and memory outside it. */
+function peakMakeup(peak: NonNullable<StartFigures['peak']>): string {
+  const native = peak.rss - peak.heapPhysical - peak.external;
+  return `V8 heap ${mib(peak.heapPhysical)} (${mib(peak.heapUsed)} in use), external ${mib(peak.external)} (array buffers ${mib(peak.arrayBuffers)}), native rest ${mib(native)}`;
+}
+
+/**
+ * One start's figures on a line, printed as it ends — with what its peak was made of, for
+ * the summary prints that only for the median start (never a cluster's first).
+ */
 function startLine(f: StartFigures): string {
   const perMinute = (total(f.steadyWindow.requests) * 60_000) / f.steadyMs;
-  return `synced ${ms(f.syncedMs)}, peak RSS ${mib(f.peakRss)}, steady RSS ${mib(f.steady.rss)}, heap ${mib(f.steady.heapUsed)}, steady ${perMinute.toFixed(0)} requests/min over ${String(f.probes)} probes`;
+  const peak = f.peak ? `\n      peak at ${ms(f.peak.atMs)}: ${peakMakeup(f.peak)}` : '';
+  return `synced ${ms(f.syncedMs)}, peak RSS ${mib(f.peakRss)}, steady RSS ${mib(f.steady.rss)}, heap ${mib(f.steady.heapUsed)}, steady ${perMinute.toFixed(0)} requests/min over ${String(f.probes)} probes${peak}`;
 }
 
 /** The start whose peak RSS is the median: it stands for all in what its memory was made of. */
@@ -164,16 +174,12 @@ export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number
     ],
   ];
   if (peak) {
-    const native = peak.rss - peak.heapPhysical - peak.external;
     const spaces = Object.entries(peak.spaces)
       .filter(([, bytes]) => bytes >= MiB)
       .map(([name, bytes]) => `${name.replace(/_space$/, '')} ${mib(bytes)}`)
       .join(', ');
     rows.push(
-      [
-        `  at its peak (${ms(peak.atMs)} after start)`,
-        `V8 heap ${mib(peak.heapPhysical)} (${mib(peak.heapUsed)} in use), external ${mib(peak.external)} (array buffers ${mib(peak.arrayBuffers)}), native rest ${mib(native)}`,
-      ],
+      [`  at its peak (${ms(peak.atMs)} after start)`, peakMakeup(peak)],
       ['  V8 heap spaces at the peak', spaces],
     );
   }

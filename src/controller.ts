@@ -33,7 +33,7 @@ import { Informer, type KubeObject } from './kube/informer.ts';
 import { LeaderElector } from './kube/leader.ts';
 import { TurnLease } from './kube/turn-lease.ts';
 import { turnIdentity, type TurnTiming } from './kube/turn.ts';
-import { slimNode } from './kube/nodes.ts';
+import { NODE_UNREAD, slimNode } from './kube/nodes.ts';
 import { RestClient } from './kube/rest.ts';
 import { RolloutReconciler, type RolloutObject } from './rollouts/reconciler.ts';
 import type { Logger } from './log.ts';
@@ -306,7 +306,12 @@ export class Controller {
     checks.on('delete', (c) => this.checks.remove(c.metadata.name));
     return {
       checks,
-      nodes: new Informer<KubeObject>({ ...common, path: '/api/v1/nodes', transform: slimNode }),
+      nodes: new Informer<KubeObject>({
+        ...common,
+        path: '/api/v1/nodes',
+        transform: slimNode,
+        omit: NODE_UNREAD,
+      }),
       actions: new Informer<ActionObject>({
         ...common,
         path: NODE_ACTIONS_PATH,

@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '../log.ts';
 import { sleep } from '../wait.ts';
 import { KubeApiError, type ListFields, type RestClient, type WatchEvent } from './rest.ts';
+import type { MemberPath } from './list-decoder.ts';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -47,6 +48,11 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
    * SetTransform does: the cache then holds only what its readers need.
    */
   transform?: (object: T) => T;
+  /**
+   * Members of each listed object to leave out undecoded (list-decoder.ts); the transform
+   * must drop them too, for watch events are decoded whole. metadata.managedFields always is.
+   */
+  omit?: readonly MemberPath[];
 }
 
 export interface InformerEvents<T> {
@@ -82,6 +88,8 @@ export const LIVE_SILENCE_MS = 75_000;
  */
 export const LISTED_FRESH_MS = 5000;
 
+const MANAGED_FIELDS: MemberPath = ['metadata', 'managedFields'];
+
 /**
  * The cache keeps objects without metadata.managedFields: nothing here reads them, and
  * on Nodes they are often the larger part of the object.
@@ -93,10 +101,13 @@ function slim<T extends KubeObject>(object: T): T {
 }
 
 export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<T>> {
-  private readonly options: Required<Omit<InformerOptions, 'labelSelector' | 'fieldSelector' | 'transform'>> &
+  private readonly options: Required<
+    Omit<InformerOptions, 'labelSelector' | 'fieldSelector' | 'transform' | 'omit'>
+  > &
     Pick<InformerOptions, 'labelSelector' | 'fieldSelector'>;
   // Typed for any object, so that an Informer<Check> still reads as an Informer<KubeObject>.
   private readonly transform: ((object: KubeObject) => KubeObject) | undefined;
+  private readonly omit: readonly MemberPath[];
   private readonly store = new Map<string, T>();
   private resourceVersion: string | undefined;
   private running: AbortController | undefined;
@@ -112,7 +123,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   /** Counters for tests and metrics. */
   readonly stats = { lists: 0, watches: 0, watchdogRestarts: 0, gone: 0, errors: 0 };
 
-  constructor({ transform, ...options }: InformerOptions<T>) {
+  constructor({ transform, omit = [], ...options }: InformerOptions<T>) {
     super();
     this.options = {
       watchTimeoutSeconds: 290,
@@ -124,6 +135,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
       ...options,
     };
     this.transform = transform as ((object: KubeObject) => KubeObject) | undefined;
+    this.omit = [MANAGED_FIELDS, ...omit];
   }
 
   get synced(): boolean {
@@ -267,6 +279,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
           signal,
         },
         (item) => items.push(this.trim(item as T)),
+        { omit: this.omit },
       );
       metadata = page.metadata;
     } while (metadata?.continue);

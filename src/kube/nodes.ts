@@ -1,9 +1,20 @@
 // What the controller keeps of a Node in its cache.
 import type { KubeObject } from './informer.ts';
+import type { MemberPath } from './list-decoder.ts';
 
 interface NodeStatusLists {
   status?: { images?: unknown; volumesInUse?: unknown; volumesAttached?: unknown };
 }
+
+/**
+ * What slimNode drops, for the Node informer's lists to leave out before decoding
+ * (InformerOptions.omit): a listed Node's images are then never parsed at all.
+ */
+export const NODE_UNREAD: readonly MemberPath[] = [
+  ['status', 'images'],
+  ['status', 'volumesInUse'],
+  ['status', 'volumesAttached'],
+];
 
 /**
  * Drops the parts of a Node's status that grow with its workload and that gatehouse never

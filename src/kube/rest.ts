@@ -9,7 +9,7 @@ import type { ClientRequest, IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { createSecureContext } from 'node:tls';
-import { ListDecoder } from './list-decoder.ts';
+import { ListDecoder, type ListDecoderOptions } from './list-decoder.ts';
 import type { KubeCredentials } from './kubeconfig.ts';
 
 /** Idle connections are closed after this long: before kube-apiserver closes them (after 90 s). */
@@ -174,12 +174,14 @@ export class RestClient {
    * never held whole. Resolves with the list's other fields (its metadata: resourceVersion,
    * continue). A refusal rejects with a KubeApiError, as request() does; a malformed body,
    * or an exception from `onItem`, rejects with that error and closes the connection.
-   * Pages travel with the watches, not in line behind requests (see Pool).
+   * Pages travel with the watches, not in line behind requests (see Pool). `omit` names
+   * members of each item left out undecoded.
    */
   async listPage(
     path: string,
     req: Pick<RestRequest, 'query' | 'headers' | 'signal'>,
     onItem: (item: unknown) => void,
+    options: ListDecoderOptions = {},
   ): Promise<ListFields> {
     // The decoder reaches the caller through `sink` alone, let go of once the page is read:
     // Node keeps the last request made on a kept-alive connection reachable from the
@@ -188,7 +190,7 @@ export class RestClient {
     // long as the connection lived, beside the newer Nodes the watch had brought since.
     let sink: ((item: unknown) => void) | undefined = onItem;
     try {
-      return await this.readPage(path, req, (item) => sink?.(item));
+      return await this.readPage(path, req, (item) => sink?.(item), options);
     } finally {
       sink = undefined;
     }
@@ -198,6 +200,7 @@ export class RestClient {
     path: string,
     req: Pick<RestRequest, 'query' | 'headers' | 'signal'>,
     onItem: (item: unknown) => void,
+    options: ListDecoderOptions,
   ): Promise<ListFields> {
     const { status, body } = await this.exchange<{ text?: string; fields?: ListFields }>(
       path,
@@ -212,7 +215,7 @@ export class RestClient {
             res.on('error', reject);
           });
         }
-        const decoder = new ListDecoder(onItem);
+        const decoder = new ListDecoder(onItem, options);
         return new Promise((resolve, reject) => {
           res.on('data', (chunk: Buffer) => {
             try {

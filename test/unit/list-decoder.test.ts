@@ -4,12 +4,16 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import fc from 'fast-check';
-import { ListDecodeError, ListDecoder } from '../../src/kube/list-decoder.ts';
+import { ListDecodeError, ListDecoder, type MemberPath } from '../../src/kube/list-decoder.ts';
 
 /** Decodes `body` fed in the chunks that `cuts` (byte offsets) make. */
-function decode(body: Buffer, cuts: number[] = []): { items: unknown[]; fields: Record<string, unknown> } {
+function decode(
+  body: Buffer,
+  cuts: number[] = [],
+  omit: MemberPath[] = [],
+): { items: unknown[]; fields: Record<string, unknown> } {
   const items: unknown[] = [];
-  const decoder = new ListDecoder((item) => items.push(item));
+  const decoder = new ListDecoder((item) => items.push(item), { omit });
   let from = 0;
   for (const cut of [...new Set(cuts)].sort((a, b) => a - b)) {
     decoder.write(body.subarray(from, cut));
@@ -19,9 +23,21 @@ function decode(body: Buffer, cuts: number[] = []): { items: unknown[]; fields: 
   return { items, fields: decoder.end() };
 }
 
-/** What the decoder should give: the list parsed whole, items apart. */
-function expected(body: Buffer): { items: unknown[]; fields: Record<string, unknown> } {
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** What the decoder should give: the list parsed whole, items apart, the omitted members deleted. */
+function expected(
+  body: Buffer,
+  omit: MemberPath[] = [],
+): { items: unknown[]; fields: Record<string, unknown> } {
   const { items, ...fields } = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+  for (const item of (items as unknown[] | undefined) ?? [])
+    for (const path of omit) {
+      let parent: unknown = item;
+      for (const key of path.slice(0, -1)) parent = isObject(parent) ? parent[key] : undefined;
+      if (isObject(parent)) Reflect.deleteProperty(parent, path.at(-1) as string);
+    }
   return { items: (items as unknown[] | undefined) ?? [], fields };
 }
 
@@ -67,6 +83,64 @@ it('decodes any list the same as JSON.parse, cut into chunks anywhere', () => {
     ),
     { numRuns: 500 },
   );
+});
+
+// Items whose keys are often the omitted ones, at every depth, in every position.
+const keys = fc.oneof(fc.constantFrom('status', 'images', 'metadata', 'managedFields', 'x'), tricky);
+const member: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small' },
+    tricky,
+    fc.integer(),
+    fc.constant(null),
+    fc.array(tie('value'), { maxLength: 3 }),
+    fc.dictionary(keys, tie('value'), { maxKeys: 5 }),
+  ),
+})).value;
+const omitted: MemberPath[] = [
+  ['metadata', 'managedFields'],
+  ['status', 'images'],
+  ['status', 'x'],
+  ['images'],
+];
+
+it('leaves out the omitted members, and only those, cut into chunks anywhere', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.oneof(fc.dictionary(keys, member, { maxKeys: 5 }), member), { maxLength: 6 }),
+      fc.constantFrom(undefined, 1, '\t'),
+      fc.array(fc.nat(), { maxLength: 12 }),
+      (items, indent, offsets) => {
+        const body = Buffer.from(JSON.stringify({ metadata: { resourceVersion: '7' }, items }, null, indent));
+        const cuts = offsets.map((o) => o % (body.length + 1));
+        assert.deepEqual(decode(body, cuts, omitted), expected(body, omitted));
+      },
+    ),
+    { numRuns: 1000 },
+  );
+});
+
+it('leaves out first, middle, last and only members, and neighbours both omitted', () => {
+  const node = (status: Record<string, unknown>) => ({ metadata: { name: 'n' }, status });
+  const items = [
+    node({ images: [1], a: 1 }),
+    node({ a: 1, images: [{ names: ['x'] }], b: 2 }),
+    node({ a: 1, images: [] }),
+    node({ images: { deep: { x: ',"]}' } } }),
+    node({ a: 1, images: [], x: 'gone' }),
+    node({ images: [], x: 'gone', a: 1 }),
+    node({ x: 'gone', images: [] }),
+    { images: 'top', status: 'not an object', metadata: [{ managedFields: 1 }] },
+  ];
+  const body = Buffer.from(JSON.stringify({ items }));
+  for (const cuts of [[], Array.from({ length: body.length }, (_, i) => i)])
+    assert.deepEqual(decode(body, cuts, omitted).items, expected(body, omitted).items);
+});
+
+it('refuses a body cut short anywhere with members to omit, as without', () => {
+  const body = Buffer.from(JSON.stringify({ metadata: {}, items: [{ status: { images: ['"]}'], a: 1 } }] }));
+  for (let cut = 0; cut < body.length; cut++)
+    assert.throws(() => decode(body.subarray(0, cut), [], omitted), ListDecodeError, `cut at ${String(cut)}`);
 });
 
 it('decodes a list fed one byte at a time', () => {
