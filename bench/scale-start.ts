@@ -35,6 +35,8 @@ export interface StartFigures {
   /** gatehouse only: what its peak RSS was made of (bench/memory-sampler.ts). */
   peak?: MemorySample;
   steady: { rss: number; heapUsed: number };
+  /** Loading the code, then the lists, by the controller's own clock (gatehouse only). */
+  syncSplit?: SyncSplit;
   /** Requests from the start to caches synced, less the cluster's background. */
   toSync: ServerCounters;
   /** From the start to the steady window: the start burst. */
@@ -49,6 +51,12 @@ export interface StartFigures {
 }
 
 /** A controller process under measurement. */
+/** From the controller's `caches synced` line: milliseconds since its process started. */
+export interface SyncSplit {
+  loadingMs: number;
+  listingMs: number;
+}
+
 interface Subject {
   child: ChildProcess;
   /** Resolves with its base URLs once it listens: readiness, and metrics. */
@@ -57,6 +65,8 @@ interface Subject {
   heapMetric: string;
   /** After it exited. */
   peakSample?: () => Promise<MemorySample>;
+  /** What its own `caches synced` log line said the sync time went to (gatehouse). */
+  syncSplit?: Promise<SyncSplit>;
   /** Takes a heap snapshot (gatehouse with BENCH_HEAP_SNAPSHOT=1), named by the moment. */
   snapshot?: (moment: string) => Promise<void>;
   cleanup: () => Promise<void>;
@@ -157,6 +167,16 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
       },
     },
   );
+  let splitFound: (split: SyncSplit) => void = () => undefined;
+  const syncSplit = new Promise<SyncSplit>((resolve) => (splitFound = resolve));
+  let lines = '';
+  child.stdout.on('data', (d: Buffer) => {
+    lines += d.toString();
+    const end = lines.lastIndexOf('\n');
+    for (const line of lines.slice(0, end + 1).split('\n'))
+      if (line.includes('"msg":"caches synced"')) splitFound(JSON.parse(line) as SyncSplit);
+    lines = lines.slice(end + 1);
+  });
   const listening = new Promise<{ ready: string; metrics: string }>((resolve, reject) => {
     let buffer = '';
     // BENCH_CONTROLLER_LOG=FILE keeps the controller's log (appended, every start).
@@ -177,6 +197,7 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
     child,
     listening,
     probesMetric: 'gatehouse_probes_total',
+    syncSplit,
     heapMetric: 'gatehouse_nodejs_heap_size_used_bytes',
     peakSample: async () => (JSON.parse(await readFile(memoryFile, 'utf8')) as { peak: MemorySample }).peak,
     ...(snapshots
@@ -322,12 +343,17 @@ export async function measureStart(
     child.kill('SIGTERM');
     await exited;
     const peak = await subject.peakSample?.();
+    // Logged at sync, long before the process was stopped; none if it never was.
+    const syncSplit = subject.syncSplit
+      ? await Promise.race([subject.syncSplit, sleep(1000).then(() => undefined)])
+      : undefined;
     const burstMs = windowStart.at - started;
     const steadyMs = windowEnd.at - windowStart.at;
     return {
       syncedMs,
       peakRss,
       ...(peak ? { peak } : {}),
+      ...(syncSplit ? { syncSplit: { loadingMs: syncSplit.loadingMs, listingMs: syncSplit.listingMs } } : {}),
       steady,
       toSync: lessBackground(served(beforeStart, atSync), background, syncedMs),
       // Each reading in between is one GET /metrics of ours.

@@ -561,6 +561,8 @@ export class Controller {
   }
 
   static async start(options: ControllerOptions): Promise<Controller> {
+    // Milliseconds since the process started: what loading the code took (logged at sync).
+    const loadedMs = performance.now();
     const probe: ProbeFunction = options.probe ?? (await import('./checks/probes/index.ts')).runProbe;
     const controller = new Controller(options, probe, await loadClusterCA());
     const executor = controller.executor;
@@ -570,6 +572,22 @@ export class Controller {
         registry: controller.metrics.registry,
       });
     for (const informer of controller.informers()) informer.start();
+    const listingFrom = performance.now();
+    void controller.waitForSync().then(
+      () => {
+        const now = performance.now();
+        options.log.info(
+          {
+            sinceStartMs: Math.round(now),
+            loadingMs: Math.round(loadedMs),
+            listingMs: Math.round(now - listingFrom),
+            nodes: controller.nodeInformer.list().length,
+          },
+          'caches synced',
+        );
+      },
+      () => undefined,
+    );
     controller.turn?.start();
     controller.leader?.start();
     const stopping = new AbortController();
