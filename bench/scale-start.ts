@@ -11,13 +11,19 @@ import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import type { Readable } from 'node:stream';
 import type { Sandbox } from '../sandbox/cluster.ts';
 import type { RestClient } from '../src/kube/rest.ts';
-import { CONTROLLER_NODE_OPTIONS, CONTROLLER_MALLOC_ARENA_MAX } from '../src/manifests/controller.ts';
+import {
+  CONTROLLER_MALLOC_ARENA_MAX,
+  CONTROLLER_NODE_OPTIONS,
+  CONTROLLER_RESOURCES,
+} from '../src/manifests/controller.ts';
 import { sleep, waitFor } from '../src/wait.ts';
 import { lessBackground, perMs, served, serverCounters, type ServerCounters } from './api-requests.ts';
 import { baselineArguments, baselineBinary, freePort } from './baseline-go.ts';
 import { analyse, byConstructor, dominatorTree } from './heap-retainers.ts';
+import { spawnLimited } from './memory-limit.ts';
 import type { MemorySample } from './memory-sampler.ts';
 
 const MiB = 2 ** 20;
@@ -35,6 +41,8 @@ export interface StartFigures {
   /** gatehouse only: what its peak RSS was made of (bench/memory-sampler.ts). */
   peak?: MemorySample;
   steady: { rss: number; heapUsed: number };
+  /** The memory cgroup it ran in, or why none. */
+  confinement: string;
   /** Loading the code, then the lists, by the controller's own clock (gatehouse only). */
   syncSplit?: SyncSplit;
   /** Requests from the start to caches synced, less the cluster's background. */
@@ -57,8 +65,19 @@ export interface SyncSplit {
   listingMs: number;
 }
 
+/**
+ * The memory limit each controller runs under: its Deployment's (CONTROLLER_RESOURCES),
+ * unless BENCH_CONTROLLER_MEMORY_LIMIT names another, or `none`.
+ */
+function memoryLimit(): string | undefined {
+  const limit = process.env.BENCH_CONTROLLER_MEMORY_LIMIT ?? CONTROLLER_RESOURCES.limits.memory;
+  return limit === 'none' ? undefined : limit;
+}
+
 interface Subject {
   child: ChildProcess;
+  /** The memory cgroup it runs in, or why none. */
+  confinement: string;
   /** Resolves with its base URLs once it listens: readiness, and metrics. */
   listening: Promise<{ ready: string; metrics: string }>;
   probesMetric: string;
@@ -136,7 +155,7 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
   const memoryFile = join(dir, 'memory.json');
   const extra = (process.env.BENCH_CONTROLLER_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean);
   const snapshots = process.env.BENCH_HEAP_SNAPSHOT === '1';
-  const child = spawn(
+  const { child, confinement, release } = await spawnLimited(
     process.execPath,
     [
       // The sampler first: it sees the whole life of the process.
@@ -166,11 +185,13 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
         GATEHOUSE_BENCH_MEMORY_FILE: memoryFile,
       },
     },
+    memoryLimit(),
   );
+  const stdout = child.stdout as Readable;
   let splitFound: (split: SyncSplit) => void = () => undefined;
   const syncSplit = new Promise<SyncSplit>((resolve) => (splitFound = resolve));
   let lines = '';
-  child.stdout.on('data', (d: Buffer) => {
+  stdout.on('data', (d: Buffer) => {
     lines += d.toString();
     const end = lines.lastIndexOf('\n');
     for (const line of lines.slice(0, end + 1).split('\n'))
@@ -181,7 +202,7 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
     let buffer = '';
     // BENCH_CONTROLLER_LOG=FILE keeps the controller's log (appended, every start).
     const logFile = process.env.BENCH_CONTROLLER_LOG;
-    child.stdout.on('data', (d: Buffer) => {
+    stdout.on('data', (d: Buffer) => {
       if (logFile) appendFileSync(logFile, d);
       buffer += d.toString();
       const match = /"url":"(http:\/\/[^"]+)"/.exec(buffer);
@@ -195,6 +216,7 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
   let taken = 0;
   return {
     child,
+    confinement,
     listening,
     probesMetric: 'gatehouse_probes_total',
     syncSplit,
@@ -231,6 +253,7 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
         }
       : {}),
     cleanup: async () => {
+      await release();
       if (snapshots) process.stderr.write(`heap snapshots kept in ${dir}\n`);
       else await rm(dir, { recursive: true, force: true });
     },
@@ -253,20 +276,22 @@ function printRetainers(moment: string, file: string, text: string): void {
 async function baseline(sandbox: Sandbox, checks: number, nodes: number, interval: string): Promise<Subject> {
   const binary = await baselineBinary((line) => process.stderr.write(`${line}\n`));
   const [healthPort, metricsPort] = [await freePort(), await freePort()];
-  const child = spawn(
+  const { child, confinement, release } = await spawnLimited(
     binary,
     baselineArguments({ kubeconfig: sandbox.kubeconfig, checks, nodes, interval, healthPort, metricsPort }),
     { stdio: ['ignore', 'ignore', 'inherit'] },
+    memoryLimit(),
   );
   return {
     child,
+    confinement,
     listening: Promise.resolve({
       ready: `http://127.0.0.1:${String(healthPort)}/readyz`,
       metrics: `http://127.0.0.1:${String(metricsPort)}/metrics`,
     }),
     probesMetric: 'baseline_probes_total',
     heapMetric: 'go_memstats_heap_inuse_bytes',
-    cleanup: () => Promise.resolve(),
+    cleanup: release,
   };
 }
 
@@ -350,6 +375,7 @@ export async function measureStart(
     const burstMs = windowStart.at - started;
     const steadyMs = windowEnd.at - windowStart.at;
     return {
+      confinement: subject.confinement,
       syncedMs,
       peakRss,
       ...(peak ? { peak } : {}),

@@ -62,7 +62,7 @@ function startLine(f: StartFigures): string {
   const split = f.syncSplit
     ? ` (by its own clock: loading ${ms(f.syncSplit.loadingMs)}, then lists ${ms(f.syncSplit.listingMs)})`
     : '';
-  return `synced ${ms(f.syncedMs)}${split}, peak RSS ${mib(f.peakRss)}, steady RSS ${mib(f.steady.rss)}, heap ${mib(f.steady.heapUsed)}, steady ${perMinute.toFixed(0)} requests/min over ${String(f.probes)} probes${peak}`;
+  return `[${f.confinement}] synced ${ms(f.syncedMs)}${split}, peak RSS ${mib(f.peakRss)}, steady RSS ${mib(f.steady.rss)}, heap ${mib(f.steady.heapUsed)}, steady ${perMinute.toFixed(0)} requests/min over ${String(f.probes)} probes${peak}`;
 }
 
 /** The start whose peak RSS is the median: it stands for all in what its memory was made of. */

@@ -8,7 +8,7 @@
 import { stringify } from 'yaml';
 import { observabilityFiles, observabilitySchema, observabilityValues } from './chart-observability.ts';
 import { chartReadme, commentedValues } from './chart-readme.ts';
-import { DEFAULT_IMAGE, selector } from './controller.ts';
+import { CONTROLLER_RESOURCES, DEFAULT_IMAGE, selector } from './controller.ts';
 import { installSet, renderYaml, type ManifestObject } from './install-set.ts';
 import { MUTATING_ADMISSION_POLICY_API, finalizerPolicyObjects } from './finalizer-policy.ts';
 import { talosGateSchema, talosGateTemplate, talosGateValues } from './chart-talos-gate.ts';
@@ -144,7 +144,7 @@ export const chartValues = {
   logLevel: 'info',
   dashboard: { enabled: true, anonymousActions: false },
   clusterAPI: { kubeconfigSecret: '', kubeconfigKey: 'value', cluster: '' },
-  resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { cpu: '1', memory: '512Mi' } },
+  resources: structuredClone(CONTROLLER_RESOURCES),
   ...observabilityValues,
   ...talosGateValues,
 };

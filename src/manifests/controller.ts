@@ -35,6 +35,17 @@ export const CONTROLLER_NODE_OPTIONS = '--max-semi-space-size=4';
  */
 export const CONTROLLER_MALLOC_ARENA_MAX = '2';
 
+/**
+ * The controller container's requests and limits (the chart's default `resources`). Node
+ * sizes the V8 heap from the memory limit it runs under (a 512 MiB limit: a 259 MiB heap,
+ * major collections early); the scale benchmark starts the controller under the same
+ * limit (bench/memory-limit.ts).
+ */
+export const CONTROLLER_RESOURCES = {
+  requests: { cpu: '50m', memory: '128Mi' },
+  limits: { cpu: '1', memory: '512Mi' },
+} as const;
+
 export function labels(component?: string): Record<string, string> {
   return {
     'app.kubernetes.io/name': 'gatehouse',
@@ -115,10 +126,7 @@ export function deploymentObject(namespace: string, image: string): Record<strin
               ports: [{ name: 'http', containerPort: HTTP_PORT, protocol: 'TCP' }],
               livenessProbe: httpProbe('/healthz', 10),
               readinessProbe: httpProbe('/readyz', 5),
-              resources: {
-                requests: { cpu: '50m', memory: '128Mi' },
-                limits: { cpu: '1', memory: '512Mi' },
-              },
+              resources: structuredClone(CONTROLLER_RESOURCES),
               securityContext: {
                 allowPrivilegeEscalation: false,
                 readOnlyRootFilesystem: true,
