@@ -5,11 +5,19 @@ import { describe, it, type TestContext } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Informer, type KubeObject } from '../../src/kube/informer.ts';
+import { NODE_UNREAD, slimNode } from '../../src/kube/nodes.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
 import { sleep } from '../../src/wait.ts';
 import { compactEtcd } from '../../sandbox/cluster.ts';
-import { freshNamespace, rest, testKubeConfig, testSandboxState, waitFor } from '../support/kube.ts';
+import {
+  freshNamespace,
+  rest,
+  testKubeConfig,
+  testSandboxState,
+  uniqueName,
+  waitFor,
+} from '../support/kube.ts';
 
 const kc = testKubeConfig();
 const api = rest(kc);
@@ -49,6 +57,30 @@ async function consistent(inf: Informer<KubeObject>, namespace: string): Promise
     observe(`server ${server.length} objects, cache ${cache.length}`);
     return JSON.stringify(server) === JSON.stringify(cache) ? true : undefined;
   });
+}
+
+/**
+ * The cached Node equals the served one, slimmed as the cache keeps it (list items carry no
+ * kind), once both are at the same version: the node lifecycle controller writes new Nodes.
+ */
+async function sameAsServed(inf: Informer<KubeObject>, name: string): Promise<void> {
+  const [cached, served] = await waitFor('the cache and the server at the same version', async () => {
+    const node = await api.request<KubeObject>(`/api/v1/nodes/${name}`);
+    const inCache = inf.get(name);
+    return inCache?.metadata.resourceVersion === node.metadata.resourceVersion ? [inCache, node] : undefined;
+  });
+  const {
+    kind: _kind,
+    apiVersion: _apiVersion,
+    ...rest
+  } = served as KubeObject & { kind?: string; apiVersion?: string };
+  delete (rest.metadata as { managedFields?: unknown }).managedFields;
+  const {
+    kind: _k,
+    apiVersion: _a,
+    ...cachedRest
+  } = cached as KubeObject & { kind?: string; apiVersion?: string };
+  assert.deepEqual(cachedRest, slimNode(rest));
 }
 
 describe('Informer', () => {
@@ -101,6 +133,59 @@ describe('Informer', () => {
     assert.deepEqual(watched.data, { keep: 'b' });
     for (const o of [listed, watched])
       assert.equal((o.metadata as { managedFields?: unknown }).managedFields, undefined);
+  });
+
+  it('leaves the members `omit` names out of listed objects undecoded: a listed Node is cached as a watched one', async (t) => {
+    const name = uniqueName('omit');
+    const busy = {
+      images: [{ names: ['registry.example/app@sha256:1', 'registry.example/app:v1'], sizeBytes: 1234 }],
+      volumesInUse: ['kubernetes.io/csi/driver^volume-1'],
+      volumesAttached: [{ name: 'kubernetes.io/csi/driver^volume-1', devicePath: '' }],
+      nodeInfo: { bootID: 'b-1', osImage: 'Talos (v1.13.0)', kubeletVersion: 'v1.36.0' },
+      conditions: [
+        { type: 'Ready', status: 'False', reason: 'Test', message: 'a "quoted", [bracketed] message' },
+      ],
+    };
+    await api.request('/api/v1/nodes', {
+      method: 'POST',
+      body: { metadata: { name, labels: { 'gatehouse.test/omit': name } }, status: busy },
+    });
+    t.after(() => api.request(`/api/v1/nodes/${name}`, { method: 'DELETE' }).catch(() => undefined));
+    const decoded: { images: boolean; managedFields: boolean }[] = [];
+    const inf = new Informer<KubeObject>({
+      rest: api,
+      path: '/api/v1/nodes',
+      labelSelector: `gatehouse.test/omit=${name}`,
+      log: silentLogger(),
+      omit: NODE_UNREAD,
+      transform: (node) => {
+        const seen = node as { status?: { images?: unknown }; metadata: { managedFields?: unknown } };
+        decoded.push({
+          images: seen.status?.images !== undefined,
+          managedFields: seen.metadata.managedFields !== undefined,
+        });
+        return slimNode(node);
+      },
+    });
+    inf.start();
+    t.after(() => inf.stop());
+    await inf.waitForSync();
+    // The list's item reached the transform without them: they were never parsed.
+    assert.deepEqual(decoded[0], { images: false, managedFields: false });
+    await sameAsServed(inf, name);
+    assert.equal(
+      (inf.get(name) as { status?: { conditions?: unknown[] } } | undefined)?.status?.conditions?.length,
+      1,
+    );
+    // A watched change is decoded whole and slimmed by the transform alone: the same shape.
+    await api.request(`/api/v1/nodes/${name}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { touched: 'yes' } } },
+    });
+    await waitFor('the watched change in the cache', () => inf.get(name)?.metadata.annotations?.touched);
+    assert.equal(decoded.at(-1)?.images, true);
+    await sameAsServed(inf, name);
   });
 
   it('resumes watches the server ends without missing a change', async (t) => {
