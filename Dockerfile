@@ -33,8 +33,7 @@ COPY --from=app /app /app
 ENV NODE_ENV=production PATH=/usr/local/bin
 WORKDIR /app
 USER 65532:65532
-# CONTROLLER_NODE_FLAGS (src/manifests/controller.ts): Node refuses them in NODE_OPTIONS.
-ENTRYPOINT ["/usr/local/bin/node", "--initial-old-space-size=96", "/app/dist/src/cli/main.js"]
+ENTRYPOINT ["/usr/local/bin/node", "/app/dist/src/cli/main.js"]
 
 FROM cli AS controller
 # As the Deployment sets it (src/manifests/controller.ts, CONTROLLER_MALLOC_ARENA_MAX).

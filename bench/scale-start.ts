@@ -16,7 +16,6 @@ import type { Sandbox } from '../sandbox/cluster.ts';
 import type { RestClient } from '../src/kube/rest.ts';
 import {
   CONTROLLER_MALLOC_ARENA_MAX,
-  CONTROLLER_NODE_FLAGS,
   CONTROLLER_NODE_OPTIONS,
   CONTROLLER_RESOURCES,
 } from '../src/manifests/controller.ts';
@@ -164,8 +163,6 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
       new URL('./memory-sampler.ts', import.meta.url).pathname,
       ...(snapshots ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`] : []),
       ...extra,
-      // As the image's entrypoint passes them.
-      ...CONTROLLER_NODE_FLAGS,
       await controllerEntry(),
       'controller',
       '--kubeconfig',

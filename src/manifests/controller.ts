@@ -27,17 +27,6 @@ export const HTTP_PORT = 8080;
 export const CONTROLLER_NODE_OPTIONS = '--max-semi-space-size=4';
 
 /**
- * Node flags the image's entrypoint passes before the CLI (Node refuses them in
- * NODE_OPTIONS). Under the Deployment's 512Mi limit V8 takes itself for a memory-constrained
- * device and starts the old generation small: a start at 5,000 Nodes made 5 to 10 full
- * collections before its caches had synced, 1.27-1.42 s against 0.96-1.01 s with none.
- * An old generation of 96 MiB before the first full collection holds the filled caches
- * (~60 MiB at 5,000 Nodes); later ones follow V8's own limits. docs/decisions.md, "The
- * Deployment's memory limit".
- */
-export const CONTROLLER_NODE_FLAGS = ['--initial-old-space-size=96'] as const;
-
-/**
  * glibc's malloc arenas, at most (MALLOC_ARENA_MAX): by default up to eight per core, one
  * for each thread that allocates (V8's compiler and GC threads, libuv's pool), and what is
  * freed in one stays there. With two, the controller's memory outside the V8 heap was
