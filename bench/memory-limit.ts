@@ -8,7 +8,8 @@
 // The CPU limit is not applied: it only slows a start, and the Go baseline's Deployment
 // would have a limit of its own.
 //
-// Needs a writable cgroup hierarchy with the memory controller (root here; cgroup v1 or v2).
+// Needs a writable cgroup hierarchy with the memory controller (root here; cgroup v1 or v2;
+// on v2 it enables the memory controller for the root's children if it is not yet).
 // Without one, the process runs unconfined and the benchmark says so.
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync } from 'node:fs';

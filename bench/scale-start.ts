@@ -58,7 +58,6 @@ export interface StartFigures {
   serverCpuMs: number;
 }
 
-/** A controller process under measurement. */
 /** From the controller's `caches synced` line: milliseconds since its process started. */
 export interface SyncSplit {
   loadingMs: number;
@@ -74,6 +73,7 @@ function memoryLimit(): string | undefined {
   return limit === 'none' ? undefined : limit;
 }
 
+/** A controller process under measurement. */
 interface Subject {
   child: ChildProcess;
   /** The memory cgroup it runs in, or why none. */
@@ -187,31 +187,26 @@ async function gatehouse(sandbox: Sandbox): Promise<Subject> {
     },
     memoryLimit(),
   );
-  const stdout = child.stdout as Readable;
+  // The controller's log, line by line: where it listens, then what its sync went to.
+  // BENCH_CONTROLLER_LOG=FILE keeps it (appended, every start).
+  const logFile = process.env.BENCH_CONTROLLER_LOG;
+  let listened: (urls: { ready: string; metrics: string }) => void = () => undefined;
   let splitFound: (split: SyncSplit) => void = () => undefined;
-  const syncSplit = new Promise<SyncSplit>((resolve) => (splitFound = resolve));
-  let lines = '';
-  stdout.on('data', (d: Buffer) => {
-    lines += d.toString();
-    const end = lines.lastIndexOf('\n');
-    for (const line of lines.slice(0, end + 1).split('\n'))
-      if (line.includes('"msg":"caches synced"')) splitFound(JSON.parse(line) as SyncSplit);
-    lines = lines.slice(end + 1);
-  });
   const listening = new Promise<{ ready: string; metrics: string }>((resolve, reject) => {
-    let buffer = '';
-    // BENCH_CONTROLLER_LOG=FILE keeps the controller's log (appended, every start).
-    const logFile = process.env.BENCH_CONTROLLER_LOG;
-    stdout.on('data', (d: Buffer) => {
-      if (logFile) appendFileSync(logFile, d);
-      buffer += d.toString();
-      const match = /"url":"(http:\/\/[^"]+)"/.exec(buffer);
-      if (match?.[1]) {
-        resolve({ ready: `${match[1]}/readyz`, metrics: `${match[1]}/metrics` });
-        buffer = '';
-      }
-    });
+    listened = resolve;
     child.once('exit', (code) => reject(new Error(`the controller exited with ${String(code)}`)));
+  });
+  const syncSplit = new Promise<SyncSplit>((resolve) => (splitFound = resolve));
+  let partial = '';
+  (child.stdout as Readable).on('data', (d: Buffer) => {
+    if (logFile) appendFileSync(logFile, d);
+    const lines = (partial + d.toString()).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      const url = /"url":"(http:\/\/[^"]+)"/.exec(line)?.[1];
+      if (url) listened({ ready: `${url}/readyz`, metrics: `${url}/metrics` });
+      if (line.includes('"msg":"caches synced"')) splitFound(JSON.parse(line) as SyncSplit);
+    }
   });
   let taken = 0;
   return {
