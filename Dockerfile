@@ -5,9 +5,9 @@
 #
 # - base: Node 24 (stripped), the shared libraries it links, CA certificates and the
 #   user 65532. No shell, no package manager.
-# - app: the CLI and the controller compiled to JavaScript as in the npm package (no
-#   test bed: sandbox/ and src/demo, which only `gatehouse sandbox` and `gatehouse demo`
-#   load, are compiled but left out), and the production dependencies.
+# - app: the CLI and the controller bundled with their production dependencies into a
+#   few ES modules (scripts/bundle.ts; no test bed: sandbox/ and src/demo, which only
+#   `gatehouse sandbox` and `gatehouse demo` load, are left out).
 # The process runs as 65532 and needs nothing writable but /tmp (the Deployment mounts an
 # emptyDir there; the root filesystem is read-only).
 #
@@ -22,7 +22,7 @@ RUN bash /build/scripts/image-rootfs.sh base /rootfs /usr/local/bin/node
 FROM node:24-bookworm-slim AS app
 WORKDIR /src
 COPY package.json package-lock.json ./
-# The whole lock, for tsc; image-rootfs.sh installs the production dependencies alone.
+# The whole lock: esbuild bundles the production dependencies from it.
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY . .
 RUN bash scripts/image-rootfs.sh app /app
@@ -33,7 +33,7 @@ COPY --from=app /app /app
 ENV NODE_ENV=production PATH=/usr/local/bin
 WORKDIR /app
 USER 65532:65532
-ENTRYPOINT ["/usr/local/bin/node", "/app/dist/src/cli/main.js"]
+ENTRYPOINT ["/usr/local/bin/node", "/app/main.mjs"]
 
 FROM cli AS controller
 # As the Deployment sets it (src/manifests/controller.ts, CONTROLLER_MALLOC_ARENA_MAX).

@@ -5,7 +5,7 @@
 // The steady window starts two check intervals after sync (by then every check has
 // probed twice and every first status write and Event is done) and lasts one interval,
 // so that each check probes in it about once.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import type { Sandbox } from '../sandbox/cluster.ts';
+import { bundle } from '../scripts/bundle.ts';
 import type { RestClient } from '../src/kube/rest.ts';
 import {
   CONTROLLER_MALLOC_ARENA_MAX,
@@ -126,27 +127,20 @@ export async function backgroundRate(api: RestClient, windowMs: number): Promise
   return perMs(served(before, after), performance.now() - t0);
 }
 
-let compiled: Promise<string> | undefined;
+let bundled: Promise<string> | undefined;
 
 /**
- * The controller as the image runs it: compiled to JavaScript (scripts/package-build.ts),
- * into .build/ so that its packages resolve from this checkout's node_modules. Compiled once
- * per benchmark run. BENCH_CONTROLLER_SOURCES=1 runs the TypeScript sources instead.
+ * The controller as the image runs it: bundled (scripts/bundle.ts) into .build/, once per
+ * benchmark run. BENCH_CONTROLLER_SOURCES=1 runs the TypeScript sources instead.
  */
 function controllerEntry(): Promise<string> {
   if (process.env.BENCH_CONTROLLER_SOURCES === '1') return Promise.resolve('src/cli/main.ts');
-  compiled ??= (async () => {
+  bundled ??= (async () => {
     const out = join(process.cwd(), '.build', 'bench-controller');
-    await new Promise<void>((resolve, reject) => {
-      const build = spawn(process.execPath, ['scripts/package-build.ts', out], { stdio: 'inherit' });
-      build.once('error', reject);
-      build.once('exit', (code) =>
-        code === 0 ? resolve() : reject(new Error(`scripts/package-build.ts exited with ${String(code)}`)),
-      );
-    });
-    return join(out, 'src', 'cli', 'main.js');
+    await bundle(out);
+    return join(out, 'main.mjs');
   })();
-  return compiled;
+  return bundled;
 }
 
 /** gatehouse's controller, started as the Deployment starts it (src/manifests/controller.ts, the image). */

@@ -8,11 +8,11 @@
 #                                    non-root user 65532, an empty /tmp. No shell, no
 #                                    package manager: nothing else.
 #   [NODE=node24] image-rootfs.sh app DEST
-#                                    the application for /app: the compiled CLI and
-#                                    controller (scripts/package-build.ts, as in the npm
-#                                    package, without the test bed) and the production
-#                                    dependencies, without what only a compiler or an
-#                                    editor reads (type declarations, source maps).
+#                                    the application for /app: the CLI and the controller
+#                                    bundled with their production dependencies into a
+#                                    few ES modules (scripts/bundle.ts: main.mjs, the
+#                                    chunks it loads on demand, the dashboard's files and
+#                                    the dependencies' licences), without the test bed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,19 +56,9 @@ base() {
 
 app() {
   local dest=$1
-  need npm npm
   mkdir -p "$dest"
   # Node 24 (which strips the types of scripts/*.ts): $NODE, else the one on PATH.
-  "${NODE:-node}" scripts/package-build.ts "$dest/dist"
-  # What the npm package ships of it (package.json's `files`): no test bed. tsc follows
-  # the CLI's dynamic imports into sandbox/ and src/demo, which stay out.
-  find "$dest/dist" -mindepth 1 -maxdepth 1 ! -name src ! -name package.json -exec rm -rf {} +
-  rm -rf "$dest/dist/src/demo"
-  cp package.json package-lock.json "$dest/"
-  (cd "$dest" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error)
-  find "$dest/node_modules" -type f \( -name '*.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' \
-    -o -name '*.md' -o -name '*.markdown' \) -delete
-  rm -rf "$dest/node_modules/.package-lock.json" "$dest/node_modules/.bin"
+  "${NODE:-node}" scripts/bundle.ts "$dest"
   chmod -R a+rX,go-w "$dest"
 }
 

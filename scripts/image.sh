@@ -8,7 +8,7 @@
 # assemble the same ones): the runtime (Node 24 from the npm package `node` this
 # repository runs on, the libraries it links, CA certificates, the user 65532) and the
 # application in /app. Two targets share them and differ in their configuration only:
-#   controller  tag <version>      entrypoint node /app/dist/src/cli/main.js, command `controller`
+#   controller  tag <version>      entrypoint node /app/main.mjs, command `controller`
 #   cli         tag <version>-cli  the same entrypoint, no command: `... IMAGE status`, `... IMAGE gate`
 # Both run as 65532:65532 and need nothing writable but /tmp. The tool is umoci
 # (Debian's package): it writes the layout, the layers and the configuration without
@@ -60,7 +60,7 @@ configure() { # TAG [COMMAND...]
     --os linux --architecture "$arch" \
     --config.user 65532:65532 --config.workingdir /app \
     --clear=config.env --config.env NODE_ENV=production --config.env PATH=/usr/local/bin \
-    --clear=config.entrypoint --config.entrypoint /usr/local/bin/node --config.entrypoint /app/dist/src/cli/main.js \
+    --clear=config.entrypoint --config.entrypoint /usr/local/bin/node --config.entrypoint /app/main.mjs \
     "${cmd[@]}" \
     --config.exposedports 8080/tcp \
     --config.label org.opencontainers.image.title=gatehouse \

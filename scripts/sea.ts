@@ -4,7 +4,7 @@
 //   node scripts/sea.ts [OUTPUT]      (default .build/gatehouse)
 //
 // The executable is the Node 24 binary this repository runs on (stripped) with
-// scripts/sea/main.cjs and, as an asset, the compiled CLI and its production
+// scripts/sea/main.cjs and, as an asset, the CLI bundled with its production
 // dependencies: the tree scripts/image-rootfs.sh makes for the container image's /app,
 // in a small archive main.cjs unpacks on the first run (see there for why).
 import { execFileSync } from 'node:child_process';

@@ -1,7 +1,7 @@
 // The main script of the single-file executable (scripts/sea.ts). Node's single
 // executable applications run one CommonJS script and load nothing else from inside the
-// file, so the CLI travels as an asset, `app.gz`: the compiled CLI and its production
-// dependencies (the container image's /app) in a small archive. On its first run the
+// file, so the CLI travels as an asset, `app.gz`: the CLI bundled with its production
+// dependencies (the container image's /app, scripts/bundle.ts) in a small archive. On its first run the
 // executable unpacks it into ~/.cache/gatehouse/sea/<its digest>/ (once per build) and
 // imports the CLI from there; later runs import it at once.
 'use strict';
@@ -29,7 +29,7 @@ function appDir() {
   const digest = sea.getAsset('app.sha256', 'utf8').trim();
   const cache = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
   const dir = join(process.env.GATEHOUSE_SEA_DIR || join(cache, 'gatehouse', 'sea'), digest);
-  if (existsSync(join(dir, 'package.json'))) return dir;
+  if (existsSync(join(dir, 'main.mjs'))) return dir;
   // Unpacked beside, then renamed: a run that is interrupted, or one racing another,
   // never leaves a half-written directory where the next run looks.
   const partial = `${dir}.${process.pid}.partial`;
@@ -39,14 +39,14 @@ function appDir() {
     renameSync(partial, dir);
   } catch (error) {
     rmSync(partial, { recursive: true, force: true });
-    if (!existsSync(join(dir, 'package.json'))) throw error;
+    if (!existsSync(join(dir, 'main.mjs'))) throw error;
   }
   return dir;
 }
 
 async function main() {
   const dir = appDir();
-  const { program } = await import(pathToFileURL(join(dir, 'dist', 'src', 'cli', 'main.js')).href);
+  const { program } = await import(pathToFileURL(join(dir, 'main.mjs')).href);
   await program().parseAsync(process.argv);
 }
 
