@@ -34,6 +34,7 @@ import { LeaderElector } from './kube/leader.ts';
 import { TurnLease } from './kube/turn-lease.ts';
 import { turnIdentity, type TurnTiming } from './kube/turn.ts';
 import { NODE_UNREAD, slimNode } from './kube/nodes.ts';
+import { NODE_LIST } from './kube/node-protobuf.ts';
 import { RestClient } from './kube/rest.ts';
 import { RolloutReconciler, type RolloutObject } from './rollouts/reconciler.ts';
 import type { Logger } from './log.ts';
@@ -311,6 +312,7 @@ export class Controller {
         path: '/api/v1/nodes',
         transform: slimNode,
         omit: NODE_UNREAD,
+        protobuf: NODE_LIST,
       }),
       actions: new Informer<ActionObject>({
         ...common,

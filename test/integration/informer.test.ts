@@ -5,6 +5,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Informer, type KubeObject } from '../../src/kube/informer.ts';
+import { NODE_LIST } from '../../src/kube/node-protobuf.ts';
 import { NODE_UNREAD, slimNode } from '../../src/kube/nodes.ts';
 import type { RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -384,5 +385,175 @@ describe('RestClient.listPage', () => {
     await sleep(20);
     gc();
     assert.equal(ref.deref(), undefined, "the caller's items are still reachable after the page was read");
+  });
+});
+
+describe('Nodes listed in protobuf', () => {
+  /** Nodes with every member gatehouse reads set, and some it does not; deleted after the test. */
+  async function busyNodes(t: TestContext): Promise<{ selector: string; names: string[] }> {
+    const run = uniqueName('protobuf');
+    const owner = await api.request<KubeObject>(`/api/v1/namespaces/${await freshNamespace(t)}`);
+    const names = [`${run}-busy`, `${run}-bare`];
+    const [busy, bare] = names as [string, string];
+    await api.request('/api/v1/nodes', {
+      method: 'POST',
+      body: {
+        metadata: {
+          name: busy,
+          labels: { 'gatehouse.test/protobuf': run, 'node-role.kubernetes.io/worker': '' },
+          annotations: { 'talos.dev/audit': '{"bootID":"b-1"}', note: 'naïve 日本 😀 "quoted"' },
+          finalizers: ['gatehouse.test/hold'],
+          ownerReferences: [
+            {
+              apiVersion: 'v1',
+              kind: 'Namespace',
+              name: owner.metadata.name,
+              uid: owner.metadata.uid,
+              controller: true,
+            },
+          ],
+        },
+        spec: {
+          unschedulable: true,
+          podCIDR: '10.244.7.0/24',
+          podCIDRs: ['10.244.7.0/24'],
+          providerID: 'talos://sandbox/busy',
+          taints: [
+            {
+              key: 'talos.dev/preready',
+              value: 'boot',
+              effect: 'NoExecute',
+              timeAdded: '2026-01-02T03:04:05Z',
+            },
+            { key: 'gatehouse.test/plain', effect: 'NoSchedule' },
+          ],
+        },
+        status: {
+          capacity: { cpu: '4', memory: '16Gi', pods: '110' },
+          allocatable: { cpu: '3900m', memory: '15Gi', pods: '110' },
+          conditions: [
+            {
+              type: 'Ready',
+              status: 'False',
+              reason: 'Test',
+              message: 'a "quoted", [bracketed] message',
+              lastHeartbeatTime: '2026-01-02T03:04:05Z',
+              lastTransitionTime: '2026-01-02T03:04:05Z',
+            },
+            { type: 'MemoryPressure', status: 'Unknown' },
+          ],
+          addresses: [
+            { type: 'InternalIP', address: '10.5.0.9' },
+            { type: 'Hostname', address: busy },
+          ],
+          daemonEndpoints: { kubeletEndpoint: { Port: 10250 } },
+          nodeInfo: {
+            machineID: 'm-1',
+            systemUUID: 's-1',
+            bootID: 'b-1',
+            kernelVersion: '6.18.1-talos',
+            osImage: 'Talos (v1.13.0)',
+            containerRuntimeVersion: 'containerd://2.1.5',
+            kubeletVersion: 'v1.36.0',
+            operatingSystem: 'linux',
+            architecture: 'amd64',
+          },
+          images: [{ names: ['registry.example/app@sha256:1', 'registry.example/app:v1'], sizeBytes: 1234 }],
+          volumesInUse: ['kubernetes.io/csi/driver^volume-1'],
+          volumesAttached: [{ name: 'kubernetes.io/csi/driver^volume-1', devicePath: '/dev/xvdb' }],
+        },
+      },
+    });
+    await api.request('/api/v1/nodes', {
+      method: 'POST',
+      body: { metadata: { name: bare, labels: { 'gatehouse.test/protobuf': run } } },
+    });
+    t.after(async () => {
+      for (const name of names) {
+        await api
+          .request(`/api/v1/nodes/${name}`, {
+            method: 'PATCH',
+            contentType: 'application/merge-patch+json',
+            body: { metadata: { finalizers: null } },
+          })
+          .catch(() => undefined);
+        await api.request(`/api/v1/nodes/${name}`, { method: 'DELETE' }).catch(() => undefined);
+      }
+    });
+    return { selector: `gatehouse.test/protobuf=${run}`, names };
+  }
+
+  /** Every Node of the cluster at one resourceVersion, in protobuf and then in JSON, by name. */
+  async function bothWays(omit: readonly (readonly string[])[]) {
+    const listed = { protobuf: new Map<string, KubeObject>(), json: new Map<string, KubeObject>() };
+    let resourceVersion: string | undefined;
+    for (const way of ['protobuf', 'json'] as const) {
+      let next: string | undefined;
+      do {
+        const encodings: string[] = [];
+        const page = await api.listPage(
+          '/api/v1/nodes',
+          {
+            query: {
+              limit: 2,
+              continue: next,
+              // The JSON list is of the very snapshot the protobuf one was.
+              ...(way === 'json' && next === undefined
+                ? { resourceVersion, resourceVersionMatch: 'Exact' }
+                : {}),
+            },
+          },
+          (item) => listed[way].set((item as KubeObject).metadata.name, item as KubeObject),
+          {
+            omit,
+            ...(way === 'protobuf' ? { protobuf: NODE_LIST } : {}),
+            onEncoding: (e) => encodings.push(e),
+          },
+        );
+        assert.deepEqual(encodings, [way], 'the page came in the encoding asked for');
+        resourceVersion ??= page.metadata?.resourceVersion;
+        next = page.metadata?.continue;
+      } while (next);
+    }
+    return listed;
+  }
+
+  it('gives every Node exactly as its JSON does, whole or with members omitted', async (t) => {
+    const { names } = await busyNodes(t);
+    for (const omit of [[], [['metadata', 'managedFields'], ...NODE_UNREAD]]) {
+      const { protobuf, json } = await bothWays(omit);
+      assert.deepEqual([...protobuf.keys()].sort(), [...json.keys()].sort());
+      for (const [name, node] of json) assert.deepEqual(protobuf.get(name), node, `Node ${name}`);
+      for (const name of names) assert.ok(protobuf.has(name), `Node ${name} listed`);
+      const busy = protobuf.get(names[0] as string) as KubeObject & {
+        spec: { taints?: unknown[] };
+        status: Record<string, unknown>;
+      };
+      // Ours, and any the node lifecycle controller added (unschedulable: true).
+      assert.ok((busy.spec.taints?.length ?? 0) >= 2);
+      assert.equal(busy.status.images === undefined, omit.length > 0);
+      assert.equal(
+        (busy.metadata as { managedFields?: unknown }).managedFields === undefined,
+        omit.length > 0,
+      );
+    }
+  });
+
+  it('the Node informer lists in protobuf and caches what it would have from JSON', async (t) => {
+    const { selector, names } = await busyNodes(t);
+    const inf = new Informer<KubeObject>({
+      rest: api,
+      path: '/api/v1/nodes',
+      labelSelector: selector,
+      log: silentLogger(),
+      omit: NODE_UNREAD,
+      transform: slimNode,
+      protobuf: NODE_LIST,
+    });
+    inf.start();
+    t.after(() => inf.stop());
+    await inf.waitForSync();
+    assert.equal(inf.stats.protobufPages, 1, 'the list came in protobuf, not JSON');
+    for (const name of names) await sameAsServed(inf, name);
   });
 });
