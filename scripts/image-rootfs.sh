@@ -11,8 +11,9 @@
 #                                    the application for /app: the CLI and the controller
 #                                    bundled with their production dependencies into a
 #                                    few ES modules (scripts/bundle.ts: main.mjs, the
-#                                    chunks it loads on demand, the dashboard's files and
-#                                    the dependencies' licences), without the test bed.
+#                                    chunks it loads on demand, the dashboard's files, Node's
+#                                    compile cache for the user 65532 and the dependencies'
+#                                    licences), without the test bed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,7 +59,8 @@ app() {
   local dest=$1
   mkdir -p "$dest"
   # Node 24 (which strips the types of scripts/*.ts): $NODE, else the one on PATH.
-  "${NODE:-node}" scripts/bundle.ts "$dest"
+  # Node's compile cache is kept per user: the bundle carries the image user's (65532).
+  "${NODE:-node}" scripts/bundle.ts "$dest" --cache-uid 65532
   chmod -R a+rX,go-w "$dest"
 }
 

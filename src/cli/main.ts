@@ -61,11 +61,14 @@ export function program(): Command {
   return gatehouse;
 }
 
-if (import.meta.main) {
+/** Runs the CLI on `argv`; a failure is written to stderr and sets the exit code. */
+export async function main(argv: string[]): Promise<void> {
   try {
-    await program().parseAsync(process.argv);
+    await program().parseAsync(argv);
   } catch (error) {
     process.stderr.write(`gatehouse: ${errorMessage(error)}\n`);
     process.exitCode = 1;
   }
 }
+
+if (import.meta.main) await main(process.argv);

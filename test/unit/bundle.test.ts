@@ -1,9 +1,10 @@
 // The bundle the container image and the single-file executable run (scripts/bundle.ts):
 // it holds no test bed, runs on its own, copied away from this checkout's node_modules,
-// and ships the licence of every package it carries code from.
+// starts from the compiled code it carries, and ships the licence of every package it
+// carries code from.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -48,6 +49,37 @@ describe('the bundle', () => {
       maxBuffer: 64 * 1024 * 1024,
     });
     assert.match(manifests.stdout, /kind: CustomResourceDefinition/);
+  });
+
+  it('starts from the compiled code it carries (Node’s compile cache)', async () => {
+    const { stderr } = await run(process.execPath, [join(dir, 'app', 'main.mjs'), '--version'], {
+      cwd: dir,
+      env: { ...process.env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' },
+    });
+    assert.match(stderr, /V8 code cache for ESM file:\S+\/main-\w+\.mjs was accepted/);
+  });
+
+  it('carries the compile cache of the user it is built for (the image: 65532)', async (t) => {
+    if (process.getuid?.() !== 0) return t.skip('needs root, to run as 65532 (CI runs as root)');
+    const app = join(dir, 'image');
+    await bundle(app, { cacheUid: 65532 });
+    await chmod(dir, 0o755);
+    await run('chmod', ['-R', 'a+rX,go-w', app]);
+    const { stdout, stderr } = await run(
+      'setpriv',
+      [
+        '--reuid=65532',
+        '--regid=65532',
+        '--clear-groups',
+        process.execPath,
+        join(app, 'main.mjs'),
+        '--version',
+      ],
+      { cwd: '/', env: { ...process.env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' } },
+    );
+    assert.equal(stdout.trim(), packageJson.version);
+    assert.match(stderr, /V8 code cache for ESM file:\S+\/main-\w+\.mjs was accepted/);
+    assert.doesNotMatch(stderr, /permission denied/);
   });
 
   it('ships the licence of every package it carries code from', async () => {
