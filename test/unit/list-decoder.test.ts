@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import fc from 'fast-check';
 import { ListDecodeError, ListDecoder, type MemberPath } from '../../src/kube/list-decoder.ts';
+import { writeInCuts } from '../support/cuts.ts';
 
 /** Decodes `body` fed in the chunks that `cuts` (byte offsets) make. */
 function decode(
@@ -14,12 +15,7 @@ function decode(
 ): { items: unknown[]; fields: Record<string, unknown> } {
   const items: unknown[] = [];
   const decoder = new ListDecoder((item) => items.push(item), { omit });
-  let from = 0;
-  for (const cut of [...new Set(cuts)].sort((a, b) => a - b)) {
-    decoder.write(body.subarray(from, cut));
-    from = cut;
-  }
-  decoder.write(body.subarray(from));
+  writeInCuts(decoder, body, cuts);
   return { items, fields: decoder.end() };
 }
 

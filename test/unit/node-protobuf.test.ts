@@ -14,6 +14,7 @@ import {
   decodeStatus,
 } from '../../src/kube/protobuf.ts';
 import { Writer, arbitraryNode, encodeNode, encodeNodeList } from './node-protobuf-fixtures.ts';
+import { writeInCuts } from '../support/cuts.ts';
 
 type Json = Record<string, unknown>;
 const OMIT = [['metadata', 'managedFields'], ...NODE_UNREAD];
@@ -21,12 +22,7 @@ const OMIT = [['metadata', 'managedFields'], ...NODE_UNREAD];
 function decode(body: Buffer, cuts: number[] = [], omit: readonly (readonly string[])[] = []) {
   const items: unknown[] = [];
   const decoder = new ProtobufListDecoder(NODE_LIST, (item) => items.push(item), { omit });
-  let from = 0;
-  for (const cut of [...new Set(cuts)].sort((a, b) => a - b)) {
-    decoder.write(body.subarray(from, cut));
-    from = cut;
-  }
-  decoder.write(body.subarray(from));
+  writeInCuts(decoder, body, cuts);
   return { items, fields: decoder.end() };
 }
 

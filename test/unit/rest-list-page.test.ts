@@ -4,11 +4,10 @@
 // small pieces, so items cross chunk boundaries as they do from a real API server.
 import assert from 'node:assert/strict';
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { ListDecodeError } from '../../src/kube/list-decoder.ts';
-import { KubeApiError, RestClient } from '../../src/kube/rest.ts';
+import { KubeApiError, type RestClient } from '../../src/kube/rest.ts';
+import { localRest } from '../support/local-rest.ts';
 
 let server: Server;
 let rest: RestClient;
@@ -53,20 +52,7 @@ before(async () => {
       );
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      {
-        name: 'c',
-        server: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`,
-        skipTLSVerify: true,
-      },
-    ],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  rest = new RestClient(kc);
+  rest = localRest(server);
 });
 
 after(() => server.close());

@@ -3,13 +3,12 @@
 // informer, on a field its tables lack, warns once and lists in JSON from then on.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, it } from 'node:test';
-import { KubeConfig } from '@kubernetes/client-node';
 import { Informer, type KubeObject } from '../../src/kube/informer.ts';
 import { NODE_LIST } from '../../src/kube/node-protobuf.ts';
 import { ProtobufUnknownFieldError } from '../../src/kube/protobuf.ts';
-import { KubeApiError, RestClient, type ListPageOptions, type WatchEvent } from '../../src/kube/rest.ts';
+import { KubeApiError, type RestClient, type ListPageOptions, type WatchEvent } from '../../src/kube/rest.ts';
+import { localRest } from '../support/local-rest.ts';
 import { silentLogger, type Logger } from '../../src/log.ts';
 import { Writer, encodeNodeList } from './node-protobuf-fixtures.ts';
 
@@ -71,20 +70,7 @@ before(async () => {
     }
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      {
-        name: 'c',
-        server: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`,
-        skipTLSVerify: true,
-      },
-    ],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  rest = new RestClient(kc);
+  rest = localRest(server);
 });
 
 after(() => server.close());

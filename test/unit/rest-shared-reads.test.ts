@@ -4,11 +4,10 @@
 // after a delay it is told, and counts what it was sent.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, it } from 'node:test';
 import { performance } from 'node:perf_hooks';
-import { KubeConfig } from '@kubernetes/client-node';
-import { RestClient } from '../../src/kube/rest.ts';
+import type { RestClient } from '../../src/kube/rest.ts';
+import { localRest } from '../support/local-rest.ts';
 
 let server: Server;
 let rest: RestClient;
@@ -32,20 +31,7 @@ before(async () => {
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      {
-        name: 'c',
-        server: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`,
-        skipTLSVerify: true,
-      },
-    ],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  rest = new RestClient(kc);
+  rest = localRest(server);
 });
 
 after(() => server.close());
