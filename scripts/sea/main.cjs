@@ -46,8 +46,8 @@ function appDir() {
 
 async function main() {
   const dir = appDir();
-  const { program } = await import(pathToFileURL(join(dir, 'main.mjs')).href);
-  await program().parseAsync(process.argv);
+  const cli = await import(pathToFileURL(join(dir, 'main.mjs')).href);
+  await cli.main(process.argv);
 }
 
 main().catch((error) => {

@@ -11,6 +11,6 @@ enableCompileCache({ directory: fileURLToPath(new URL('compile-cache', import.me
 
 const cli = await import('./main.ts');
 
-export const { program } = cli;
+export const { main } = cli;
 
-if (import.meta.main) await cli.main(process.argv);
+if (import.meta.main) await main(process.argv);

@@ -657,7 +657,6 @@ export class ProtobufListDecoder {
   private pendingElement: Element = ITEM_ELEMENT;
   private typeMeta: Record<string, unknown> = {};
   private metadata: Record<string, unknown> | undefined;
-  private contentEncoding = '';
 
   /** `onItem` is called for every item, in order, from within write(). */
   constructor(
@@ -822,13 +821,12 @@ export class ProtobufListDecoder {
           throw new ProtobufDecodeError(`expected a ${this.list.kind}, the server sent a ${String(kind)}`);
         return;
       }
-      case CONTENT_ENCODING_ELEMENT:
-        this.contentEncoding = text(buf, start, end);
-        if (this.contentEncoding !== '')
-          throw new ProtobufDecodeError(
-            `the list is encoded as ${this.contentEncoding}, which this decoder cannot read`,
-          );
+      case CONTENT_ENCODING_ELEMENT: {
+        const encoding = text(buf, start, end);
+        if (encoding !== '')
+          throw new ProtobufDecodeError(`the list is encoded as ${encoding}, which this decoder cannot read`);
         return;
+      }
       case CONTENT_TYPE_ELEMENT:
         return;
     }
