@@ -285,6 +285,7 @@ export class Controller {
       nodes: {
         get: (name) => this.nodeInformer.get(name),
         list: () => this.nodeInformer.list(),
+        select: (selector) => this.nodeInformer.select(selector),
         busy: () => nodesWithUnfinishedActions(this.actionInformer.list()),
         live: () => this.nodeInformer.live,
         synced: async () => {

@@ -7,6 +7,7 @@ import {
   type ProbeSpecs,
 } from '../api/cluster-health-check.ts';
 import type { KubeObject } from '../kube/informer.ts';
+import type { LabelSelector } from '../kube/labels.ts';
 import type { RestClient } from '../kube/rest.ts';
 import type { NodeTarget } from './node-target.ts';
 
@@ -55,8 +56,11 @@ export interface ProbeContext {
  * etcd or waiting for the cache to catch up — and Nodes come from the controller's own cache.
  */
 export interface CachedReads {
-  /** The controller's Nodes, or undefined while its Node watch is not live (ask the API server then). */
-  nodes(): readonly KubeObject[] | undefined;
+  /**
+   * The controller's Nodes that a valid label selector selects (all, without one), or
+   * undefined while its Node watch is not live (ask the API server then).
+   */
+  nodes(selector: LabelSelector | undefined): readonly KubeObject[] | undefined;
 }
 
 /**

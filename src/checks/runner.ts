@@ -19,7 +19,7 @@ import { nodeSummaryState, summarizeNodes, type NodeResults } from './node-resul
 import { CheckerJobs } from './checker-jobs.ts';
 import { nodeTarget, type NodeTarget } from './node-target.ts';
 import { probeTypeOf, type CachedReads, type ProbeContext, type ProbeResult } from './probe.ts';
-import { matchesSelector } from '../kube/labels.ts';
+import { matchesSelector, type LabelSelector } from '../kube/labels.ts';
 import {
   applyOutcome,
   significantlyChanged,
@@ -58,6 +58,8 @@ export interface CheckRunnerOptions {
 export interface NodeSource {
   get(name: string): KubeObject | undefined;
   list(): KubeObject[];
+  /** The nodes a valid label selector selects (Informer.select: by an index of their labels). */
+  select(selector: LabelSelector | undefined): KubeObject[];
   /** The nodes with an unfinished action: evaluated every interval, not only every nodeInterval. */
   busy(): ReadonlySet<string>;
   /** Whether the cache is kept current by a live watch (Informer.live): periodic `nodes` probes then read it. */
@@ -147,7 +149,7 @@ export class CheckRunner {
     this.options = { statusRefreshMs: 300_000, jitter: 0.1, ...options };
     this.jobs = new CheckerJobs(options.rest);
     const nodes = options.nodes;
-    this.cached = { nodes: () => (nodes?.live?.() ? nodes.list() : undefined) };
+    this.cached = { nodes: (selector) => (nodes?.live?.() ? nodes.select(selector) : undefined) };
   }
 
   /**

@@ -10,6 +10,8 @@ import { sleep } from '../wait.ts';
 import { KubeApiError, type ListFields, type RestClient, type WatchEvent } from './rest.ts';
 import type { MemberPath } from './list-decoder.ts';
 import { ProtobufUnknownFieldError, type ProtobufList } from './protobuf.ts';
+import { LabelIndex } from './label-index.ts';
+import type { LabelSelector } from './labels.ts';
 
 export interface KubeObject {
   apiVersion?: string;
@@ -119,6 +121,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   /** The tables lists are read by in protobuf; undefined once a list had a field they lack. */
   private protobuf: ProtobufList | undefined;
   private readonly store = new Map<string, T>();
+  private readonly labelIndex = new LabelIndex<T>(this.store);
   private resourceVersion: string | undefined;
   private running: AbortController | undefined;
   private loop: Promise<void> | undefined;
@@ -183,6 +186,15 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
 
   get(key: string): T | undefined {
     return this.store.get(key);
+  }
+
+  /**
+   * The cached objects a label selector selects, found through an index of the labels it
+   * names rather than by matching every object (label-index.ts). `selector` must be valid
+   * (labels.ts selectorValid): the API server would refuse it, and so must the caller.
+   */
+  select(selector: LabelSelector | undefined): T[] {
+    return this.labelIndex.select(selector);
   }
 
   /**
@@ -295,6 +307,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
     for (const [key, old] of this.store) {
       if (!seen.has(key)) {
         this.store.delete(key);
+        this.labelIndex.remove(key, old);
         this.emit('delete', old);
       }
     }
@@ -345,6 +358,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   private upsert(key: string, item: T): void {
     const old = this.store.get(key);
     this.store.set(key, item);
+    this.labelIndex.put(key, old, item);
     if (!old) this.emit('add', item);
     else if (old.metadata.resourceVersion !== item.metadata.resourceVersion) this.emit('update', old, item);
   }
@@ -429,6 +443,7 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
     if (event.type === 'DELETED') {
       const old = this.store.get(key);
       this.store.delete(key);
+      if (old) this.labelIndex.remove(key, old);
       this.emit('delete', old ?? object);
     } else {
       this.upsert(key, object);

@@ -14,6 +14,7 @@ import { runProbe } from '../../src/checks/probes/index.ts';
 import { resolveService } from '../../src/checks/service-address.ts';
 import { prometheusProbe } from '../../src/checks/probes/prometheus.ts';
 import { Informer, type KubeObject } from '../../src/kube/informer.ts';
+import type { LabelSelector } from '../../src/kube/labels.ts';
 import { slimNode } from '../../src/kube/nodes.ts';
 import { RestClient, type RestRequest } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
@@ -547,7 +548,9 @@ describe('periodic reads (ProbeContext.cached)', () => {
     t.after(() => nodes.stop());
     await nodes.waitForSync();
     await waitFor('the Node watch to open', () => (nodes.live ? true : undefined));
-    const cached = { nodes: () => (nodes.live ? nodes.list() : undefined) };
+    const cached = {
+      nodes: (selector: LabelSelector | undefined) => (nodes.live ? nodes.select(selector) : undefined),
+    };
     const run = async (spec: ProbeSpecFragment, withCache: boolean) => {
       const counting = new CountingRest(kc);
       const context = { ...probeContext(), rest: counting, ...(withCache ? { cached } : {}) };
@@ -556,11 +559,13 @@ describe('periodic reads (ProbeContext.cached)', () => {
       }));
       return { result, requests: counting.sent.length };
     };
-    const selectors = [
+    const selectors: (LabelSelector | undefined)[] = [
       undefined,
       { matchLabels: { type: 'kwok' } },
       { matchLabels: { type: 'none-such' } },
       { matchExpressions: [{ key: 'type', operator: 'In' as const, values: ['kwok', 'x'] }] },
+      { matchExpressions: [{ key: 'type', operator: 'In' as const, values: ['kwok', 'kwok'] }] },
+      { matchLabels: { type: 'kwok', 'kubernetes.io/os': 'linux' } },
       { matchExpressions: [{ key: 'type', operator: 'NotIn' as const, values: ['kwok'] }] },
       { matchExpressions: [{ key: 'node-role.kubernetes.io/control-plane', operator: 'Exists' as const }] },
       {

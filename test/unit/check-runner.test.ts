@@ -142,13 +142,19 @@ describe('CheckRunner', () => {
     const r = new CheckRunner({
       rest: new RestClient(kc),
       probe: (_spec, context) => {
-        calls.push({ cached: context.cached !== undefined, nodes: context.cached?.nodes()?.length });
+        calls.push({ cached: context.cached !== undefined, nodes: context.cached?.nodes(undefined)?.length });
         return Promise.resolve({ healthy: true, message: 'ok' });
       },
       log: silentLogger(),
       serviceResolution: 'dns',
       mayWrite: () => false,
-      nodes: { get: () => cachedNode, list: () => [cachedNode], busy: () => new Set(), live: () => live },
+      nodes: {
+        get: () => cachedNode,
+        list: () => [cachedNode],
+        select: () => [cachedNode],
+        busy: () => new Set(),
+        live: () => live,
+      },
     });
     try {
       r.upsert(check('c', { interval: '50ms' }));
@@ -191,6 +197,7 @@ describe('CheckRunner', () => {
       nodes: {
         get: () => node,
         list: () => [node],
+        select: () => [node],
         busy: () => new Set(),
         live: () => true,
         synced: () => synced,

@@ -10,6 +10,7 @@ import { escapeForUrl, nodeTarget, replaceNodeVariables } from '../../src/checks
 import { CheckRunner, type ObservedCheck, type ProbeFunction } from '../../src/checks/runner.ts';
 import { unknownState, type CheckState } from '../../src/checks/state.ts';
 import type { KubeObject } from '../../src/kube/informer.ts';
+import { matchesSelector } from '../../src/kube/labels.ts';
 import { RestClient } from '../../src/kube/rest.ts';
 import { silentLogger } from '../../src/log.ts';
 import { dashboardView } from '../../src/http/dashboard-view.ts';
@@ -97,6 +98,7 @@ function runner(probe: ProbeFunction, nodes: KubeObject[], busy: Set<string>): C
     nodes: {
       get: (name) => nodes.find((n) => n.metadata.name === name),
       list: () => nodes,
+      select: (selector) => nodes.filter((n) => matchesSelector(selector, n.metadata.labels)),
       busy: () => busy,
     },
   });

@@ -2,7 +2,7 @@
 // node controller lost touch with has Ready=Unknown, which counts as not Ready).
 import type { Static } from 'typebox';
 import type { NodesProbe } from '../../api/cluster-health-check.ts';
-import { labelMatcher, selectorValid } from '../../kube/labels.ts';
+import { selectorValid } from '../../kube/labels.ts';
 import type { Probe, ProbeContext } from '../probe.ts';
 import { count, labelQuery, listObjects, objectName, someOf, type KubeObject } from './kube-list.ts';
 
@@ -51,9 +51,7 @@ export const nodesProbe: Probe<NodesProbeSpec> = async (spec, context) => {
  */
 function cachedNodes(spec: NodesProbeSpec, context: ProbeContext): Node[] | undefined {
   if (spec.cluster !== undefined || !selectorValid(spec.selector)) return undefined;
-  const nodes = context.cached?.nodes();
-  const matches = labelMatcher(spec.selector);
-  return nodes?.filter((n) => matches(n.metadata.labels)) as Node[] | undefined;
+  return context.cached?.nodes(spec.selector) as Node[] | undefined;
 }
 
 function shorten(text: string, max: number): string {

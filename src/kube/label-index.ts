@@ -1,0 +1,114 @@
+// An informer's objects by the value of a label, so that selecting by label need not
+// match every object. A periodic `nodes` check selects its Nodes from the controller's
+// cache; with 5,000 Nodes and 1,000 checks that was five million label matches a minute,
+// a third of a core in the first second after a start, when every check probes once
+// (docs/decisions.md, "Selecting cached Nodes by label"). A label key is indexed the first
+// time a selector asks for it, and kept up to date from then on; selectors are written by
+// whoever may write checks, so the keys indexed are at most the keys their selectors name.
+import { labelMatcher, type LabelSelector } from './labels.ts';
+
+interface Labelled {
+  metadata: { labels?: Record<string, string> };
+}
+
+export class LabelIndex<T extends Labelled> {
+  /** label key → label value → the store's keys of the objects carrying it. */
+  private readonly byKey = new Map<string, Map<string, Set<string>>>();
+
+  private readonly store: ReadonlyMap<string, T>;
+
+  constructor(store: ReadonlyMap<string, T>) {
+    this.store = store;
+  }
+
+  /** How many (label, value, object) entries the index holds: none once the store is empty. */
+  get size(): number {
+    let size = 0;
+    for (const values of this.byKey.values()) for (const keys of values.values()) size += keys.size;
+    return size;
+  }
+
+  /** Call after `store` took `item` under `key` in place of `old`. */
+  put(key: string, old: T | undefined, item: T): void {
+    for (const [label, values] of this.byKey) {
+      const before = old?.metadata.labels?.[label];
+      const after = item.metadata.labels?.[label];
+      if (before === after) continue;
+      if (before !== undefined) remove(values, before, key);
+      if (after !== undefined) add(values, after, key);
+    }
+  }
+
+  /** Call after `store` dropped `old`, which it held under `key`. */
+  remove(key: string, old: T): void {
+    for (const [label, values] of this.byKey) {
+      const before = old.metadata.labels?.[label];
+      if (before !== undefined) remove(values, before, key);
+    }
+  }
+
+  /**
+   * The objects `selector` selects, as matching every object would find them (in any
+   * order). The candidates come from the narrowest of its equalities (matchLabels, or In
+   * over a few values), each then matched against the whole selector; a selector without
+   * one matches every object. The selector must be valid (labels.ts selectorValid).
+   */
+  select(selector: LabelSelector | undefined): T[] {
+    const matches = labelMatcher(selector);
+    const candidates = this.narrowest(selector);
+    const selected: T[] = [];
+    if (candidates === undefined) {
+      for (const item of this.store.values()) if (matches(item.metadata.labels)) selected.push(item);
+      return selected;
+    }
+    for (const key of candidates) {
+      const item = this.store.get(key);
+      if (item !== undefined && matches(item.metadata.labels)) selected.push(item);
+    }
+    return selected;
+  }
+
+  private narrowest(selector: LabelSelector | undefined): Iterable<string> | undefined {
+    let narrowest: Iterable<string> | undefined;
+    let size = Infinity;
+    const consider = (label: string, values: readonly string[]): void => {
+      const index = this.indexed(label);
+      const sets = values.map((value) => index.get(value));
+      const count = sets.reduce((sum, set) => sum + (set?.size ?? 0), 0);
+      if (count >= size) return;
+      size = count;
+      narrowest = sets.length === 1 ? (sets[0] ?? []) : new Set(sets.flatMap((set) => (set ? [...set] : [])));
+    };
+    for (const [label, value] of Object.entries(selector?.matchLabels ?? {})) consider(label, [value]);
+    for (const { key, operator, values = [] } of selector?.matchExpressions ?? [])
+      if (operator === 'In') consider(key, values);
+    return narrowest;
+  }
+
+  /** The index of one label key, built from the store the first time it is asked for. */
+  private indexed(label: string): Map<string, Set<string>> {
+    let values = this.byKey.get(label);
+    if (values === undefined) {
+      values = new Map();
+      for (const [key, item] of this.store) {
+        const value = item.metadata.labels?.[label];
+        if (value !== undefined) add(values, value, key);
+      }
+      this.byKey.set(label, values);
+    }
+    return values;
+  }
+}
+
+function add(values: Map<string, Set<string>>, value: string, key: string): void {
+  const keys = values.get(value);
+  if (keys) keys.add(key);
+  else values.set(value, new Set([key]));
+}
+
+function remove(values: Map<string, Set<string>>, value: string, key: string): void {
+  const keys = values.get(value);
+  if (!keys) return;
+  keys.delete(key);
+  if (keys.size === 0) values.delete(value);
+}
