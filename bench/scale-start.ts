@@ -57,6 +57,8 @@ export interface StartFigures {
   probes: number;
   /** CPU kube-apiserver and etcd spent in the steady window (ms), less their background. */
   serverCpuMs: number;
+  /** CPU the controller itself spent: from its start to sync, and in the steady window (ms). */
+  ownCpuMs: { toSync: number; steady: number };
 }
 
 /** From the controller's `caches synced` line: milliseconds since its process started. */
@@ -94,14 +96,18 @@ interface Subject {
 
 /** CPU time kube-apiserver and etcd have used so far, in milliseconds (/proc/PID/stat: utime + stime). */
 export async function serverCpuMs(sandbox: Sandbox): Promise<number> {
-  let ticks = 0;
-  for (const p of sandbox.state.processes.filter((x) => x.name === 'kube-apiserver' || x.name === 'etcd')) {
-    const stat = await readFile(`/proc/${String(p.pid)}/stat`, 'utf8');
-    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th of them.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    ticks += Number(fields[11]) + Number(fields[12]);
-  }
-  return ticks * 10; // USER_HZ is 100 on Linux
+  let ms = 0;
+  for (const p of sandbox.state.processes.filter((x) => x.name === 'kube-apiserver' || x.name === 'etcd'))
+    ms += await processCpuMs(p.pid);
+  return ms;
+}
+
+/** CPU time one process has used so far, in milliseconds (/proc/PID/stat: utime + stime). */
+async function processCpuMs(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${String(pid)}/stat`, 'utf8');
+  // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th of them.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10; // USER_HZ is 100 on Linux
 }
 
 async function procStatus(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number> {
@@ -319,6 +325,7 @@ export async function measureStart(
       { timeoutMs: 600_000, intervalMs: 50 },
     );
     const syncedMs = performance.now() - started;
+    const ownCpuAtSync = await processCpuMs(pid);
     const atSync = await serverCounters(api);
     await subject.snapshot?.('at sync');
     // The start burst's height: a quarter interval in, the first probes and their writes.
@@ -338,6 +345,7 @@ export async function measureStart(
       counters: await serverCounters(api),
       at: performance.now(),
       cpu: await serverCpuMs(sandbox),
+      ownCpu: await processCpuMs(pid),
     };
     const probesBefore = metricSum(await metricsText(), subject.probesMetric);
     await sleep(timing.intervalMs);
@@ -346,6 +354,7 @@ export async function measureStart(
       counters: await serverCounters(api),
       at: performance.now(),
       cpu: await serverCpuMs(sandbox),
+      ownCpu: await processCpuMs(pid),
     };
     const steadyText = await metricsText();
     const steady = {
@@ -378,6 +387,7 @@ export async function measureStart(
       steadyMs,
       probes: probesAfter - probesBefore,
       serverCpuMs: windowEnd.cpu - windowStart.cpu - backgroundCpu * steadyMs,
+      ownCpuMs: { toSync: ownCpuAtSync, steady: windowEnd.ownCpu - windowStart.ownCpu },
     };
   } finally {
     if (child.exitCode === null) child.kill('SIGTERM');

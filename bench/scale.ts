@@ -78,6 +78,9 @@ interface Summary {
   steadyHeap: number;
   perMinute: number;
   perProbe: number;
+  /** The controller's own CPU: start to sync (ms), and steady (ms per minute). */
+  cpuToSync: number;
+  cpuPerMinute: number;
   start: StartFigures;
 }
 
@@ -90,6 +93,8 @@ function summarise(figures: StartFigures[]): Summary {
     steadyHeap: median(figures.map((f) => f.steady.heapUsed)),
     perMinute: median(figures.map(perMinute)),
     perProbe: median(figures.map((f) => total(f.steadyWindow.requests) / Math.max(1, f.probes))),
+    cpuToSync: median(figures.map((f) => f.ownCpuMs.toSync)),
+    cpuPerMinute: median(figures.map((f) => (f.ownCpuMs.steady * 60_000) / f.steadyMs)),
     start: medianStart(figures),
   };
 }
@@ -206,6 +211,12 @@ export async function scaleBench(sandbox: Sandbox, nodes: number, checks: number
       ['baseline: peak RSS', `${mib(b.peakRss)}${all(figures.baseline, (f) => mib(f.peakRss))}`],
       ['baseline: steady RSS, Go heap in use', `${mib(b.steadyRss)}, ${mib(b.steadyHeap)}`],
     );
+  const cpu = (s: Summary) =>
+    `${ms(s.cpuToSync)} to sync, ${(s.cpuPerMinute / 1000).toFixed(2)} s per minute steady`;
+  rows.push([
+    'controller CPU (its own process, median)',
+    `gatehouse ${cpu(g)}${b ? `; baseline ${cpu(b)}` : ''}`,
+  ]);
   rows.push(...requestRows('gatehouse', g), ...(b ? requestRows('baseline', b) : []));
   rows.push(...readCosts);
   rows.push([
