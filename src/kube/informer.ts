@@ -110,15 +110,6 @@ function slim<T extends KubeObject>(object: T): T {
   return object;
 }
 
-/** A list page in flight (Informer.startPage). */
-interface ListingPage<T> {
-  readonly items: T[];
-  /** Where the next page starts, as soon as this page's metadata is in; undefined: none. */
-  readonly next: Promise<string | undefined>;
-  readonly done: Promise<ListFields>;
-  abort(): void;
-}
-
 export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<T>> {
   private readonly options: Required<
     Omit<InformerOptions, 'labelSelector' | 'fieldSelector' | 'transform' | 'omit' | 'protobuf'>
@@ -330,62 +321,23 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
   private async listAll(signal: AbortSignal): Promise<{ items: T[]; metadata: { resourceVersion: string } }> {
     // In pages, so that 5,000 nodes never sit in memory as one response; and each page
     // decoded as it arrives, each item trimmed as soon as it is complete (list-decoder.ts).
-    // The next page is asked for as soon as this one's metadata, which comes before its
-    // items, says where it starts: the API server prepares it while this one is read. At
-    // most two pages are in flight; items keep the order the server listed them in.
     const items: T[] = [];
-    let page = this.startPage(undefined, signal);
     let metadata: ListFields['metadata'];
-    for (;;) {
-      const token = await page.next;
-      const next = token === undefined ? undefined : this.startPage(token, signal);
-      try {
-        metadata = (await page.done).metadata;
-      } catch (error) {
-        next?.abort();
-        throw error;
-      }
-      for (const item of page.items) items.push(item);
-      if (!next) break;
-      page = next;
-    }
-    if (metadata?.resourceVersion === undefined)
-      throw new Error(`list ${this.options.path}: no resourceVersion`);
-    return { items, metadata: { resourceVersion: metadata.resourceVersion } };
-  }
-
-  /**
-   * One page, from `token` (the first without): its trimmed items as they arrive, where
-   * the next page starts (its continue token) as soon as this page's metadata says so —
-   * undefined for the last page, or a page that failed — and the page's end.
-   */
-  private startPage(token: string | undefined, signal: AbortSignal): ListingPage<T> {
-    const aborter = new AbortController();
-    const onAbort = () => aborter.abort(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    const items: T[] = [];
-    let tell: (token: string | undefined) => void = () => undefined;
-    const next = new Promise<string | undefined>((resolve) => (tell = resolve));
-    const continueOf = (metadata: Readonly<Record<string, unknown>> | undefined) => {
-      const value = metadata?.continue;
-      tell(typeof value === 'string' && value !== '' ? value : undefined);
-    };
-    const done = this.options.rest
-      .listPage(
+    do {
+      const page = await this.options.rest.listPage(
         this.options.path,
         {
           query: {
             labelSelector: this.options.labelSelector,
             fieldSelector: this.options.fieldSelector,
             limit: this.options.pageSize,
-            continue: token,
+            continue: metadata?.continue,
           },
-          signal: aborter.signal,
+          signal,
         },
         (item) => items.push(this.trim(item as T)),
         {
           omit: this.omit,
-          onMetadata: continueOf,
           ...(this.protobuf
             ? {
                 protobuf: this.protobuf,
@@ -395,21 +347,12 @@ export class Informer<T extends KubeObject> extends EventEmitter<InformerEvents<
               }
             : {}),
         },
-      )
-      .then(
-        (fields) => {
-          continueOf(fields.metadata);
-          return fields;
-        },
-        (error: unknown) => {
-          tell(undefined);
-          throw error;
-        },
-      )
-      .finally(() => signal.removeEventListener('abort', onAbort));
-    // A page read ahead may fail before it is waited for: its error is thrown then, not lost.
-    done.catch(() => undefined);
-    return { items, next, done, abort: () => aborter.abort(new Error('an earlier page of the list failed')) };
+      );
+      metadata = page.metadata;
+    } while (metadata?.continue);
+    if (metadata?.resourceVersion === undefined)
+      throw new Error(`list ${this.options.path}: no resourceVersion`);
+    return { items, metadata: { resourceVersion: metadata.resourceVersion } };
   }
 
   private upsert(key: string, item: T): void {

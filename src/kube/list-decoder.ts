@@ -177,12 +177,6 @@ class MemberCutter {
 export interface ListDecoderOptions {
   /** Members of every item to leave out, never decoded (see above). */
   omit?: readonly MemberPath[];
-  /**
-   * Called with the list's metadata (resourceVersion, continue) as soon as it is in, from
-   * within write(): the API server sends it before the items, so the next page can be
-   * asked for while this one is still read. Not called for a list without metadata.
-   */
-  onMetadata?: (metadata: Readonly<Record<string, unknown>>) => void;
 }
 
 export class ListDecoder {
@@ -199,13 +193,11 @@ export class ListDecoder {
   private done = false;
   private itemsSeen = false;
   private readonly fields: Record<string, unknown> = {};
-  private readonly onMetadata: ListDecoderOptions['onMetadata'];
   private readonly onItem: (item: unknown) => void;
 
   /** `onItem` is called for every element of `items`, in order, from within write(). */
   constructor(onItem: (item: unknown) => void, options: ListDecoderOptions = {}) {
     this.onItem = onItem;
-    this.onMetadata = options.onMetadata;
     if (options.omit?.length) this.cutter = new MemberCutter(options.omit);
   }
 
@@ -371,13 +363,9 @@ export class ListDecoder {
       case 'after-items':
         if (!blank(bytes)) throw new ListDecodeError('data after the items');
         return;
-      case 'value': {
-        const value = this.parse(bytes, `field ${JSON.stringify(this.key)}`);
-        this.fields[this.key] = value;
-        if (this.key === 'metadata' && value !== null && typeof value === 'object' && !Array.isArray(value))
-          this.onMetadata?.(value as Record<string, unknown>);
+      case 'value':
+        this.fields[this.key] = this.parse(bytes, `field ${JSON.stringify(this.key)}`);
         return;
-      }
       case 'item':
         throw new ListDecodeError('unbalanced brackets in items');
     }

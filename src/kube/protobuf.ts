@@ -23,7 +23,7 @@
 // bytes are in (read in place when one chunk holds it, else gathered into one buffer of
 // its known length), so no more than one item is held undecoded.
 
-import type { ListDecoderOptions, MemberPath } from './list-decoder.ts';
+import type { MemberPath } from './list-decoder.ts';
 
 /** The body is not the protobuf list it should be: truncated, malformed, or not a list. */
 export class ProtobufDecodeError extends Error {
@@ -657,14 +657,16 @@ export class ProtobufListDecoder {
   private pendingElement: Element = ITEM_ELEMENT;
   private typeMeta: Record<string, unknown> = {};
   private metadata: Record<string, unknown> | undefined;
-  private readonly onMetadata: ListDecoderOptions['onMetadata'];
 
-  /** `onItem` is called for every item, in order, from within write(); `onMetadata` as ListDecoder's. */
-  constructor(list: ProtobufList, onItem: (item: unknown) => void, options: ListDecoderOptions = {}) {
+  /** `onItem` is called for every item, in order, from within write(). */
+  constructor(
+    list: ProtobufList,
+    onItem: (item: unknown) => void,
+    options: { omit?: readonly MemberPath[] } = {},
+  ) {
     this.list = list;
     this.item = options.omit?.length ? omittingCached(list, options.omit) : list.item;
     this.onItem = onItem;
-    this.onMetadata = options.onMetadata;
   }
 
   write(chunk: Buffer): void {
@@ -811,7 +813,6 @@ export class ProtobufListDecoder {
         return;
       case LIST_META_ELEMENT:
         this.metadata = readMessage(r, end, LIST_META);
-        this.onMetadata?.(this.metadata);
         return;
       case TYPE_META_ELEMENT: {
         this.typeMeta = readMessage(r, end, TYPE_META);

@@ -166,25 +166,6 @@ it('hands over each item as soon as its bytes are in, before the page ends', () 
   assert.deepEqual(seen, [{ n: 1 }, { n: 2 }, { n: 3 }]);
 });
 
-it('hands over the metadata as soon as it is in, before the first item', () => {
-  const body = Buffer.from(
-    JSON.stringify({ kind: 'L', metadata: { resourceVersion: '9', continue: 'next' }, items: [{ n: 1 }] }),
-  );
-  const seen: unknown[] = [];
-  const decoder = new ListDecoder((item) => seen.push(item), {
-    onMetadata: (m) => seen.push({ metadata: m }),
-  });
-  decoder.write(body.subarray(0, body.indexOf('{"n":1}')));
-  assert.deepEqual(seen, [{ metadata: { resourceVersion: '9', continue: 'next' } }]);
-  decoder.write(body.subarray(body.indexOf('{"n":1}')));
-  decoder.end();
-  assert.deepEqual(seen, [{ metadata: { resourceVersion: '9', continue: 'next' } }, { n: 1 }]);
-  // Metadata that is not an object is nobody's continue token.
-  const odd = new ListDecoder(() => undefined, { onMetadata: () => assert.fail('called') });
-  odd.write(Buffer.from('{"metadata":null,"items":[]}'));
-  odd.end();
-});
-
 it('refuses a body cut short anywhere, and anything that is not a JSON list object', () => {
   const body = Buffer.from(JSON.stringify({ metadata: { resourceVersion: '1' }, items: [{ a: '"]}' }, 2] }));
   for (let cut = 0; cut < body.length; cut++) {

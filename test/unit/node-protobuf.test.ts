@@ -132,21 +132,6 @@ it('decodes Nodes whole into their JSON, and the list metadata', () => {
   assert.deepEqual(fields, { kind: 'NodeList', apiVersion: 'v1', metadata: listMeta });
 });
 
-it('hands over the list metadata as soon as it is in, before the first Node', () => {
-  const body = encodeNodeList([busy, bare], listMeta);
-  const seen: unknown[] = [];
-  const decoder = new ProtobufListDecoder(NODE_LIST, (item) => seen.push(item), {
-    onMetadata: (metadata) => seen.push({ metadata }),
-  });
-  // The first Node's bytes begin where its name does, less its headers: cut well before.
-  const firstName = body.indexOf(Buffer.from('worker-1'));
-  decoder.write(body.subarray(0, firstName));
-  assert.deepEqual(seen, [{ metadata: listMeta }]);
-  decoder.write(body.subarray(firstName));
-  decoder.end();
-  assert.deepEqual(seen, [{ metadata: listMeta }, busy, bare]);
-});
-
 it('leaves out the omitted members, and gives the same objects however the body is cut', () => {
   const body = encodeNodeList([busy, bare, busy], listMeta);
   const want = [omitted(busy), omitted(bare), omitted(busy)];
