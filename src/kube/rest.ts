@@ -190,9 +190,13 @@ export class RestClient {
     // connection's listeners, and through it this page's closures. Holding `onItem` there
     // held an informer's whole relist (every Node as listed, 16 MiB at 5,000 Nodes) for as
     // long as the connection lived, beside the newer Nodes the watch had brought since.
-    let sink: ((item: unknown) => void) | undefined = onItem;
+    // The other callbacks likewise: a closure holds whatever its neighbours in the caller hold.
+    let sink: { onItem: typeof onItem; options: ListPageOptions } | undefined = { onItem, options };
     try {
-      return await this.readPage(path, req, (item) => sink?.(item), options);
+      return await this.readPage(path, req, (item) => sink?.onItem(item), {
+        ...options,
+        ...(options.onEncoding ? { onEncoding: (encoding) => sink?.options.onEncoding?.(encoding) } : {}),
+      });
     } finally {
       sink = undefined;
     }

@@ -363,7 +363,7 @@ describe('Informer', () => {
 });
 
 describe('RestClient.listPage', () => {
-  it('lets go of what the caller collected once the page is read, while its connection lives on', async (t) => {
+  it('lets go of what the caller collected, and of its callbacks, once the page is read, while its connection lives on', async (t) => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
     const namespace = await freshNamespace(t);
@@ -371,10 +371,18 @@ describe('RestClient.listPage', () => {
     const client = rest(kc);
     const collected = async () => {
       const items: unknown[] = [];
-      await client.listPage(`/api/v1/namespaces/${namespace}/configmaps`, { query: { limit: 2 } }, (item) =>
-        items.push(item),
+      // The callbacks hold the items too, as the informer's closures do.
+      const told: unknown[] = [];
+      await client.listPage(
+        `/api/v1/namespaces/${namespace}/configmaps`,
+        { query: { limit: 2 } },
+        (item) => items.push(item),
+        {
+          onEncoding: (encoding) => told.push(encoding, items.length),
+        },
       );
       assert.equal(items.length, 2);
+      assert.deepEqual(told, ['json', 0], 'told the encoding');
       return new WeakRef(items);
     };
     const ref = await collected();
