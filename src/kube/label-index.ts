@@ -3,9 +3,14 @@
 // cache; with 5,000 Nodes and 1,000 checks that was five million label matches a minute,
 // a third of a core in the first second after a start, when every check probes once
 // (docs/decisions.md, "Selecting cached Nodes by label"). A label key is indexed the first
-// time a selector asks for it, and kept up to date from then on; selectors are written by
-// whoever may write checks, so the keys indexed are at most the keys their selectors name.
+// time a selector asks for it, and kept up to date from then on. Selectors are written by
+// whoever may write checks, and every write to the cache visits every indexed key: so at
+// most MAX_INDEXED_LABELS keys are indexed, and a selector naming only others matches
+// every object, as without an index.
 import { labelMatcher, type LabelSelector } from './labels.ts';
+
+/** The most label keys indexed; clusters' checks select by a handful (hostname, role, pool). */
+export const MAX_INDEXED_LABELS = 32;
 
 interface Labelled {
   metadata: { labels?: Record<string, string> };
@@ -19,6 +24,11 @@ export class LabelIndex<T extends Labelled> {
 
   constructor(store: ReadonlyMap<string, T>) {
     this.store = store;
+  }
+
+  /** The label keys indexed, in the order first asked for. */
+  get labels(): string[] {
+    return [...this.byKey.keys()];
   }
 
   /** How many (label, value, object) entries the index holds: none once the store is empty. */
@@ -73,6 +83,7 @@ export class LabelIndex<T extends Labelled> {
     let size = Infinity;
     const consider = (label: string, values: readonly string[]): void => {
       const index = this.indexed(label);
+      if (index === undefined) return;
       const sets = values.map((value) => index.get(value));
       const count = sets.reduce((sum, set) => sum + (set?.size ?? 0), 0);
       if (count >= size) return;
@@ -85,10 +96,14 @@ export class LabelIndex<T extends Labelled> {
     return narrowest;
   }
 
-  /** The index of one label key, built from the store the first time it is asked for. */
-  private indexed(label: string): Map<string, Set<string>> {
+  /**
+   * The index of one label key, built from the store the first time it is asked for;
+   * undefined for a key beyond the first MAX_INDEXED_LABELS.
+   */
+  private indexed(label: string): Map<string, Set<string>> | undefined {
     let values = this.byKey.get(label);
     if (values === undefined) {
+      if (this.byKey.size >= MAX_INDEXED_LABELS) return undefined;
       values = new Map();
       for (const [key, item] of this.store) {
         const value = item.metadata.labels?.[label];

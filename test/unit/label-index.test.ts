@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { LabelIndex } from '../../src/kube/label-index.ts';
+import { LabelIndex, MAX_INDEXED_LABELS } from '../../src/kube/label-index.ts';
 import { matchesSelector, type LabelSelector } from '../../src/kube/labels.ts';
 
 interface Item {
@@ -83,6 +83,23 @@ describe('the label index', () => {
       }),
       { numRuns: 500 },
     );
+  });
+
+  it('indexes at most MAX_INDEXED_LABELS keys, and selects by the others all the same', () => {
+    const store = new Map<string, Item>();
+    const index = new LabelIndex<Item>(store);
+    const labels = Object.fromEntries(
+      Array.from({ length: MAX_INDEXED_LABELS + 8 }, (_, i) => [`k${String(i)}`, 'v']),
+    );
+    for (const name of ['a', 'b']) {
+      const item = { metadata: { name, labels: name === 'a' ? labels : {} } };
+      store.set(name, item);
+      index.put(name, undefined, item);
+    }
+    for (const key of Object.keys(labels))
+      assert.deepEqual(names(index.select({ matchLabels: { [key]: 'v' } })), ['a'], key);
+    assert.equal(index.labels.length, MAX_INDEXED_LABELS);
+    assert.equal(index.size, MAX_INDEXED_LABELS);
   });
 
   it('selects each object once, when an In names a value twice', () => {
