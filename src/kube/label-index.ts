@@ -41,8 +41,8 @@ export class LabelIndex<T extends Labelled> {
   /** Call after `store` took `item` under `key` in place of `old`. */
   put(key: string, old: T | undefined, item: T): void {
     for (const [label, values] of this.byKey) {
-      const before = old?.metadata.labels?.[label];
-      const after = item.metadata.labels?.[label];
+      const before = old && labelOf(old, label);
+      const after = labelOf(item, label);
       if (before === after) continue;
       if (before !== undefined) remove(values, before, key);
       if (after !== undefined) add(values, after, key);
@@ -52,7 +52,7 @@ export class LabelIndex<T extends Labelled> {
   /** Call after `store` dropped `old`, which it held under `key`. */
   remove(key: string, old: T): void {
     for (const [label, values] of this.byKey) {
-      const before = old.metadata.labels?.[label];
+      const before = labelOf(old, label);
       if (before !== undefined) remove(values, before, key);
     }
   }
@@ -106,13 +106,19 @@ export class LabelIndex<T extends Labelled> {
       if (this.byKey.size >= MAX_INDEXED_LABELS) return undefined;
       values = new Map();
       for (const [key, item] of this.store) {
-        const value = item.metadata.labels?.[label];
+        const value = labelOf(item, label);
         if (value !== undefined) add(values, value, key);
       }
       this.byKey.set(label, values);
     }
     return values;
   }
+}
+
+/** An object's own label (never one inherited by its labels object, such as `constructor`). */
+function labelOf(item: Labelled, label: string): string | undefined {
+  const labels = item.metadata.labels;
+  return labels && Object.hasOwn(labels, label) ? labels[label] : undefined;
 }
 
 function add(values: Map<string, Set<string>>, value: string, key: string): void {

@@ -10,7 +10,7 @@ interface Item {
   metadata: { name: string; labels?: Record<string, string> };
 }
 
-const keys = ['a', 'b', 'zone'];
+const keys = ['a', 'b', 'zone', 'constructor'];
 const values = ['x', 'y', 'z', ''];
 const labels = fc.option(
   fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: keys.length }),
@@ -100,6 +100,13 @@ describe('the label index', () => {
       assert.deepEqual(names(index.select({ matchLabels: { [key]: 'v' } })), ['a'], key);
     assert.equal(index.labels.length, MAX_INDEXED_LABELS);
     assert.equal(index.size, MAX_INDEXED_LABELS);
+  });
+
+  it('indexes own labels only, not what every object inherits (constructor)', () => {
+    const store = new Map<string, Item>([['n', { metadata: { name: 'n', labels: {} } }]]);
+    const index = new LabelIndex<Item>(store);
+    assert.deepEqual(index.select({ matchLabels: { constructor: 'x' } }), []);
+    assert.equal(index.size, 0);
   });
 
   it('selects each object once, when an In names a value twice', () => {
