@@ -430,12 +430,21 @@ describe('etcd guard', () => {
       const list = await client.request<{ items: ActionObject[] }>(`${API}/nodeactions`);
       return list.items.find((a) => a.spec.nodeName === node);
     };
+    // The fault comes once the first node is past its own gate and its Talos calls (leadership
+    // handed over, the upgrade asked for), and before the CLI can ask for the second: set at
+    // the first's success instead, the second's gate could pass in between (it did, in CI).
+    const pastItsCalls = new Set(['WaitingForNode', 'RunningPostHooks', 'Succeeded']);
+    await waitFor(
+      `the upgrade of ${first} to be past its Talos calls`,
+      async () => (pastItsCalls.has((await actionOf(first))?.status?.phase ?? '') ? true : undefined),
+      { timeoutMs: 120_000 },
+    );
+    await setFault(third, 'unhealthy');
     await waitFor(
       `the upgrade of ${first} to succeed`,
       async () => ((await actionOf(first))?.status?.phase === 'Succeeded' ? true : undefined),
       { timeoutMs: 120_000 },
     );
-    await setFault(third, 'unhealthy');
     const held = await waitFor(
       `the upgrade of ${second} to be held by ${ETCD}`,
       async () => {
