@@ -284,7 +284,6 @@ export class Controller {
       // The informers exist before any check is probed (probes start on their events).
       nodes: {
         get: (name) => this.nodeInformer.get(name),
-        list: () => this.nodeInformer.list(),
         select: (selector) => this.nodeInformer.select(selector),
         busy: () => nodesWithUnfinishedActions(this.actionInformer.list()),
         live: () => this.nodeInformer.live,

@@ -57,8 +57,7 @@ export interface CheckRunnerOptions {
 /** What the runner needs to know of the cluster's Nodes (the controller's Node cache). */
 export interface NodeSource {
   get(name: string): KubeObject | undefined;
-  list(): KubeObject[];
-  /** The nodes a valid label selector selects (Informer.select: by an index of their labels). */
+  /** The nodes a label selector selects (Informer.select: by an index of their labels). */
   select(selector: LabelSelector | undefined): KubeObject[];
   /** The nodes with an unfinished action: evaluated every interval, not only every nodeInterval. */
   busy(): ReadonlySet<string>;
@@ -364,8 +363,7 @@ export class CheckRunner {
 
   /** The cached Nodes a Node-scoped check selects (its nodeSelector). */
   private selectedNodes(entry: Entry): KubeObject[] {
-    const nodes = this.options.nodes?.list() ?? [];
-    return nodes.filter((n) => matchesSelector(entry.check.spec.nodeSelector, n.metadata.labels ?? {}));
+    return this.options.nodes?.select(entry.check.spec.nodeSelector) ?? [];
   }
 
   /**

@@ -2,7 +2,8 @@
 // match every object. A periodic `nodes` check selects its Nodes from the controller's
 // cache; with 5,000 Nodes and 1,000 checks that was five million label matches a minute,
 // a third of a core in the first second after a start, when every check probes once
-// (docs/decisions.md, "Selecting cached Nodes by label"). A label key is indexed the first
+// (docs/decisions.md, "Selecting cached Nodes by label"). Node-scoped checks select the
+// Nodes they evaluate (their nodeSelector) the same way. A label key is indexed the first
 // time a selector asks for it, and kept up to date from then on. Selectors are written by
 // whoever may write checks, and every write to the cache visits every indexed key: so at
 // most MAX_INDEXED_LABELS keys are indexed, and a selector naming only others matches

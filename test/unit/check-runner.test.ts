@@ -150,7 +150,6 @@ describe('CheckRunner', () => {
       mayWrite: () => false,
       nodes: {
         get: () => cachedNode,
-        list: () => [cachedNode],
         select: () => [cachedNode],
         busy: () => new Set(),
         live: () => live,
@@ -196,7 +195,6 @@ describe('CheckRunner', () => {
       mayWrite: () => false,
       nodes: {
         get: () => node,
-        list: () => [node],
         select: () => [node],
         busy: () => new Set(),
         live: () => true,

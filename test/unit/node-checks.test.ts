@@ -97,7 +97,6 @@ function runner(probe: ProbeFunction, nodes: KubeObject[], busy: Set<string>): C
     mayWrite: () => false,
     nodes: {
       get: (name) => nodes.find((n) => n.metadata.name === name),
-      list: () => nodes,
       select: (selector) => nodes.filter((n) => matchesSelector(selector, n.metadata.labels)),
       busy: () => busy,
     },
