@@ -5,8 +5,33 @@
 // Express keys (a controller's singletons on its critical path, such as the admission
 // pass) start as soon as they are added, beside the `concurrency` workers: a burst of
 // slow reconciles never holds them up.
+// Reconciles that finish without waiting (a start's thousands of nodes with nothing to do)
+// would chain one after another in microtasks and hold the event loop for as long as they
+// all take; after SLICE_MS of such a chain the queue lets the loop turn (I/O, timers, the
+// readiness probe) before it takes the next key.
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../log.ts';
 import { errorMessage } from '../wait.ts';
+
+/** How long one turn of the event loop may spend taking keys whose reconciles did not wait. */
+export const SLICE_MS = 5;
+
+/**
+ * When this turn of the event loop began taking finished keys' successors (-1 outside one),
+ * shared by every queue of the process: the budget is the loop's, not each queue's.
+ */
+let sliceStartedAt = -1;
+
+/** Whether this turn of the event loop may take more keys; starts a slice if none is open. */
+function sliceLeft(): boolean {
+  const now = performance.now();
+  if (sliceStartedAt < 0) {
+    sliceStartedAt = now;
+    setImmediate(() => (sliceStartedAt = -1));
+    return true;
+  }
+  return now - sliceStartedAt < SLICE_MS;
+}
 
 export interface ReconcileResult {
   /** Reconcile this key again after this long, even if nothing changes (a deadline, a poll). */
@@ -37,6 +62,7 @@ export class WorkQueue {
   private workers = 0;
   private running = false;
   private idleWaiters: (() => void)[] = [];
+  private resumeScheduled = false;
   readonly stats = { reconciles: 0, failures: 0 };
 
   constructor(options: WorkQueueOptions) {
@@ -130,7 +156,24 @@ export class WorkQueue {
       this.processing.delete(key);
       if (!this.options.express.has(key)) this.workers--;
       if (this.dirty.delete(key)) this.add(key);
-      this.pump();
+      this.pumpInSlice();
     }
+  }
+
+  /**
+   * pump(), unless this turn of the event loop has already spent SLICE_MS taking keys: then
+   * once the loop has turned. A key added from outside (add) still starts at once.
+   */
+  private pumpInSlice(): void {
+    if (sliceLeft()) {
+      this.pump();
+      return;
+    }
+    if (this.resumeScheduled) return;
+    this.resumeScheduled = true;
+    setImmediate(() => {
+      this.resumeScheduled = false;
+      this.pump();
+    });
   }
 }

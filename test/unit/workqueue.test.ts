@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { WorkQueue } from '../../src/kube/workqueue.ts';
+import { SLICE_MS, WorkQueue } from '../../src/kube/workqueue.ts';
 import { silentLogger } from '../../src/log.ts';
 import { sleep, waitFor } from '../../src/wait.ts';
 
@@ -104,5 +104,42 @@ describe('WorkQueue', () => {
     );
     assert.ok((gaps[3] as number) >= 45, `requeueAfter gap ${String(gaps[3])}`);
     assert.equal(q.stats.failures, 3);
+  });
+
+  it('lets the event loop turn while thousands of reconciles finish without waiting', async () => {
+    // A start queues every Node; most have nothing to do and their reconciles never wait.
+    // Chained in microtasks they would hold the loop (and the readiness probe) for all of it.
+    let done = 0;
+    const q = new WorkQueue({
+      name: 't',
+      log: silentLogger(),
+      reconcile: () => {
+        const until = performance.now() + 0.1;
+        while (performance.now() < until); // a little synchronous work per key
+        done++;
+        return Promise.resolve(undefined);
+      },
+    });
+    for (let i = 0; i < 5_000; i++) q.add(`node-${String(i)}`);
+    let turnedAt: number | undefined;
+    let longest = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      longest = Math.max(longest, now - last);
+      last = now;
+    }, 0);
+    setImmediate(() => (turnedAt = done));
+    q.start();
+    await q.idle();
+    clearInterval(ticker);
+    assert.equal(done, 5_000);
+    assert.ok(
+      turnedAt !== undefined && turnedAt < 5_000,
+      `the loop turned only after ${String(turnedAt)} keys`,
+    );
+    // 5,000 keys at 0.1 ms are 500 ms of work: no turn of the loop may wait for most of it
+    // (a turn takes about SLICE_MS; the bound leaves room for a loaded machine).
+    assert.ok(longest < 40 * SLICE_MS, `a turn of the loop waited ${longest.toFixed(0)} ms`);
   });
 });
