@@ -23,6 +23,19 @@ export function floorFromSerialMs(makespanMs: number, nodes: number): number {
   return makespanMs / nodes;
 }
 
+/**
+ * The shortest makespan the machine allows for the work a run did: every process's CPU
+ * (the controller, kube-apiserver, etcd, kwok, the Talos simulator) spread over `cores`
+ * with none ever idle. When this alone is above the ideal, no scheduling of the controller
+ * reaches the ideal on this machine; only less work does.
+ */
+export function machineBoundMs(cpuMsByProcess: Iterable<number>, cores: number): number {
+  if (cores < 1) throw new Error(`cores must be at least 1, not ${String(cores)}`);
+  let sum = 0;
+  for (const ms of cpuMsByProcess) sum += ms;
+  return sum / cores;
+}
+
 export function ratio(value: number, baseline: number): number {
   if (baseline <= 0) throw new Error(`a ratio needs a positive baseline, not ${String(baseline)}`);
   return value / baseline;

@@ -9,6 +9,8 @@ import { byVerbAndResource, total, type ServerCounters } from './api-requests.ts
 import type { Latency } from './rollout-cluster.ts';
 import {
   handOverGapsMs,
+  idealMakespanMs,
+  machineBoundMs,
   medianByPhase,
   phaseDurations,
   times,
@@ -106,6 +108,10 @@ export function timingRows(
     ['API server time, the largest totals (mean × count)', latencyRow(run.latency)],
     ['NodeRollout status writes', rolloutWrites(run)],
     ['CPU over the run, by process (of the 2 cores × window)', cpuRow(run)],
+    [
+      "the machine's bound: that CPU at full use of every core",
+      machineRow(run, idealMakespanMs(run.nodes, maxParallel, floorMs)),
+    ],
     ...(run.queued.actions.length > 0
       ? [
           [
@@ -139,6 +145,18 @@ function cpuRow(run: RunFigures): string {
     .sort((a, b) => b[1] - a[1])
     .map(([name, v]) => `${name} ${ms(v)}`)
     .join(', ')}: ${((used / capacity) * 100).toFixed(0)} % of the machine`;
+}
+
+/**
+ * How long the run's work takes with every core always busy, against the ideal: above it,
+ * the ideal is out of this machine's reach whatever the controller schedules, and the
+ * controller's share of the CPU is the part it can take out itself.
+ */
+function machineRow(run: RunFigures, idealMs: number): string {
+  const cores = availableParallelism();
+  const bound = machineBoundMs([run.cpuMs, ...run.sandboxCpu.values()], cores);
+  const others = machineBoundMs(run.sandboxCpu.values(), cores);
+  return `${ms(bound)} on ${String(cores)} cores (${times(bound, idealMs)} the ideal); without the controller's own process ${ms(others)} (${times(others, idealMs)})`;
 }
 
 /** Every write of the rollout's status carries every node's entry: what that came to. */
