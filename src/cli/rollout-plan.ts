@@ -219,35 +219,60 @@ function promoteCommand(): Command {
         if (!hasVisibleWords(reason))
           throw new CliError('--reason must say why, in words: it is recorded with your name', EXIT.usage);
         const { rest } = await connection(flags);
-        const r = await call(`read NodeRollout ${name}`, () =>
-          rest.request<Rollout>(`${NODE_ROLLOUTS_PATH}/${name}`),
-        );
-        const gate = r.status?.gate;
-        if (!gate)
-          throw new CliError(
-            `NodeRollout ${name} waits at no gate: there is nothing to promote`,
-            EXIT.failed,
-          );
         const by = await call('learn who you are', () => whoami(rest));
-        await call(`promote NodeRollout ${name}`, () =>
-          rest.request(`${NODE_ROLLOUTS_PATH}/${name}`, {
-            method: 'PATCH',
-            contentType: 'application/merge-patch+json',
-            body: {
-              metadata: {
-                resourceVersion: r.metadata.resourceVersion,
-                annotations: {
-                  [PROMOTE_ANNOTATION]: gate.id,
-                  [PROMOTED_BY_ANNOTATION]: by,
-                  [PROMOTE_REASON_ANNOTATION]: reason,
-                },
-              },
-            },
-          }),
-        );
+        const gate = await promoteOnce(rest, name, by, reason);
         process.stdout.write(`NodeRollout ${name} promoted past ${gate.id}\n`);
       }),
     );
+}
+
+/**
+ * Promotes past the gate the rollout waits at, on the version read: the controller writes
+ * the rollout's status as it goes, and a write between the read and the promotion is a
+ * conflict, read again (a few times) as long as the rollout still waits at the gate first read.
+ */
+async function promoteOnce(
+  rest: RestClient,
+  name: string,
+  by: string,
+  reason: string,
+): Promise<{ id: string }> {
+  let firstGate: string | undefined;
+  for (let attempt = 1; ; attempt++) {
+    const r = await call(`read NodeRollout ${name}`, () =>
+      rest.request<Rollout>(`${NODE_ROLLOUTS_PATH}/${name}`),
+    );
+    const gate = r.status?.gate;
+    if (!gate)
+      throw new CliError(`NodeRollout ${name} waits at no gate: there is nothing to promote`, EXIT.failed);
+    // Never a gate other than the one first read: the caller meant that one.
+    if (firstGate !== undefined && gate.id !== firstGate)
+      throw new CliError(
+        `NodeRollout ${name} moved on from ${firstGate} to ${gate.id} while it was promoted: nothing was promoted; run promote again if ${gate.id} is meant`,
+        EXIT.failed,
+      );
+    firstGate = gate.id;
+    try {
+      await rest.request(`${NODE_ROLLOUTS_PATH}/${name}`, {
+        method: 'PATCH',
+        contentType: 'application/merge-patch+json',
+        body: {
+          metadata: {
+            resourceVersion: r.metadata.resourceVersion,
+            annotations: {
+              [PROMOTE_ANNOTATION]: gate.id,
+              [PROMOTED_BY_ANNOTATION]: by,
+              [PROMOTE_REASON_ANNOTATION]: reason,
+            },
+          },
+        },
+      });
+      return gate;
+    } catch (error) {
+      if (!(error instanceof KubeApiError && error.code === 409) || attempt >= 5)
+        return call(`promote NodeRollout ${name}`, () => Promise.reject(error as Error));
+    }
+  }
 }
 
 /** The commands that plan, start and promote rollouts. */
