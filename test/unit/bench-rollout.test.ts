@@ -4,6 +4,7 @@ import {
   floorFromSerialMs,
   handOverGapsMs,
   idealMakespanMs,
+  machineBoundMs,
   medianByPhase,
   perNodeBeyondIdle,
   phaseDurations,
@@ -103,5 +104,14 @@ describe('the rollout benchmark: ratios as printed', () => {
     assert.equal(times(92, 80), '1.15×');
     assert.equal(times(5, 0), 'n/a');
     assert.equal(times(Number.NaN, 3), 'n/a');
+  });
+});
+
+describe('the rollout benchmark: what the machine allows', () => {
+  it("is every process's CPU spread over the cores, none idle", () => {
+    assert.equal(machineBoundMs([9_000, 33_000, 4_000, 4_000], 2), 25_000);
+    assert.equal(machineBoundMs(new Map([['etcd', 3_000]]).values(), 1), 3_000);
+    assert.equal(machineBoundMs([], 2), 0);
+    assert.throws(() => machineBoundMs([1], 0), /cores must be at least 1/);
   });
 });
