@@ -2,23 +2,8 @@
 import { Command } from 'commander';
 import packageJson from '../../package.json' with { type: 'json' };
 import { errorMessage } from '../wait.ts';
-import { actionsCommand, explainCommand } from './actions.ts';
-import { approveCommand } from './approve.ts';
-import { checkCommand } from './check.ts';
 import { addConnectionOptions } from './connection.ts';
-import { controllerCommand } from './controller.ts';
-import { demoCommand } from './demo.ts';
 import { EXIT, EXIT_CODES_HELP } from './exit.ts';
-import { gateCommand } from './gate.ts';
-import { manifestsCommand } from './manifests.ts';
-import { nodeActionCommands } from './node-actions.ts';
-import { rolloutCommand } from './node-rollouts.ts';
-import { rolloutPlanCommands } from './rollout-plan.ts';
-import { sandboxCommand } from './sandbox.ts';
-import { statusCommand } from './status.ts';
-import { talosctlCommand } from './talosctl.ts';
-import { talosGateCommand } from './talos-gate.ts';
-import { talosconfigCommand } from './talosconfig.ts';
 
 /** Commander's own refusals (unknown option, missing argument) exit 2 like every usage error; help exits 0. */
 function usageExits(command: Command): void {
@@ -26,13 +11,52 @@ function usageExits(command: Command): void {
   for (const sub of command.commands) usageExits(sub);
 }
 
-/** `gatehouse rollout` with plan, start and promote (rollout-plan.ts builds on node-rollouts.ts). */
-function withPlanCommands(rollout: Command): Command {
-  for (const command of rolloutPlanCommands()) rollout.addCommand(command);
-  return rollout;
-}
+/**
+ * The commands, in the order help lists them, each loaded with its module only when the
+ * command line needs it: `gatehouse controller` (the Deployment's command) loads the
+ * controller's code and not the Talos API gate's, the CLI's or the sandbox's — a third
+ * less to parse before its first list. `name` marks a module that makes one command.
+ */
+const COMMANDS: { name?: string; load: () => Promise<Command[]> }[] = [
+  { name: 'status', load: async () => [(await import('./status.ts')).statusCommand()] },
+  { name: 'check', load: async () => [(await import('./check.ts')).checkCommand()] },
+  { load: async () => (await import('./node-actions.ts')).nodeActionCommands() },
+  {
+    load: async () => {
+      const { actionsCommand, explainCommand } = await import('./actions.ts');
+      return [actionsCommand(), explainCommand()];
+    },
+  },
+  { name: 'approve', load: async () => [(await import('./approve.ts')).approveCommand()] },
+  {
+    name: 'rollout',
+    load: async () => {
+      // `gatehouse rollout` with plan, start and promote (rollout-plan.ts builds on node-rollouts.ts).
+      const [{ rolloutCommand }, { rolloutPlanCommands }] = await Promise.all([
+        import('./node-rollouts.ts'),
+        import('./rollout-plan.ts'),
+      ]);
+      const rollout = rolloutCommand();
+      for (const command of rolloutPlanCommands()) rollout.addCommand(command);
+      return [rollout];
+    },
+  },
+  { name: 'gate', load: async () => [(await import('./gate.ts')).gateCommand()] },
+  { name: 'talosctl', load: async () => [(await import('./talosctl.ts')).talosctlCommand()] },
+  { name: 'talosconfig', load: async () => [(await import('./talosconfig.ts')).talosconfigCommand()] },
+  { name: 'talos-gate', load: async () => [(await import('./talos-gate.ts')).talosGateCommand()] },
+  { name: 'sandbox', load: async () => [(await import('./sandbox.ts')).sandboxCommand()] },
+  { name: 'manifests', load: async () => [(await import('./manifests.ts')).manifestsCommand()] },
+  { name: 'controller', load: async () => [(await import('./controller.ts')).controllerCommand()] },
+  { name: 'demo', load: async () => [(await import('./demo.ts')).demoCommand()] },
+];
 
-export function program(): Command {
+/**
+ * The program for `argv`: with only the command named first when a module makes just it
+ * (options before the command, help, or another command: every command).
+ */
+export async function program(argv: readonly string[] = []): Promise<Command> {
+  const named = COMMANDS.find((c) => c.name !== undefined && c.name === argv[2]);
   // Connection options may come before the command (gatehouse --server URL status) or
   // after it; before it they belong to the program, so each command keeps its own.
   const gatehouse = addConnectionOptions(new Command('gatehouse'))
@@ -40,23 +64,9 @@ export function program(): Command {
     .version(packageJson.version)
     .enablePositionalOptions()
     .showHelpAfterError()
-    .addCommand(statusCommand())
-    .addCommand(checkCommand());
-  for (const command of nodeActionCommands()) gatehouse.addCommand(command);
-  gatehouse
-    .addCommand(actionsCommand())
-    .addCommand(explainCommand())
-    .addCommand(approveCommand())
-    .addCommand(withPlanCommands(rolloutCommand()))
-    .addCommand(gateCommand())
-    .addCommand(talosctlCommand())
-    .addCommand(talosconfigCommand())
-    .addCommand(talosGateCommand())
-    .addCommand(sandboxCommand())
-    .addCommand(manifestsCommand())
-    .addCommand(controllerCommand())
-    .addCommand(demoCommand())
     .addHelpText('after', EXIT_CODES_HELP);
+  const groups = await Promise.all((named ? [named] : COMMANDS).map((c) => c.load()));
+  for (const command of groups.flat()) gatehouse.addCommand(command);
   usageExits(gatehouse);
   return gatehouse;
 }
@@ -64,7 +74,7 @@ export function program(): Command {
 /** Runs the CLI on `argv`; a failure is written to stderr and sets the exit code. */
 export async function main(argv: string[]): Promise<void> {
   try {
-    await program().parseAsync(argv);
+    await (await program(argv)).parseAsync(argv);
   } catch (error) {
     process.stderr.write(`gatehouse: ${errorMessage(error)}\n`);
     process.exitCode = 1;

@@ -16,7 +16,7 @@ import { RestClient } from '../kube/rest.ts';
 import { endpointAddress } from '../talos/config.ts';
 import { TALOS_ROLES } from '../talos-gate/methods.ts';
 import { createCertificateRequest, newKey } from '../talos-gate/pki.ts';
-import { awaitSigning, CSR_PATH, gateSigningRequest } from '../talos-gate/signer.ts';
+import { awaitSigning, CSR_PATH, gateSigningRequest } from '../talos-gate/signing-request.ts';
 import { connect } from './connection.ts';
 import { CliError, EXIT } from './exit.ts';
 import { HttpBackend } from './http-backend.ts';

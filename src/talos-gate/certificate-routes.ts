@@ -21,7 +21,6 @@ import { talosCertificateRequestSchema, type TalosCertificateRequest } from '../
 import { validator } from '../http/validation.ts';
 import { TALOS_ROLES } from '../talos/roles.ts';
 import { errorMessage } from '../wait.ts';
-import { readCertificateRequest } from './pki.ts';
 import {
   awaitSigning,
   CSR_PATH,
@@ -29,7 +28,7 @@ import {
   REQUESTED_FOR_ANNOTATION,
   roleClusterRole,
   TALOS_API_RESOURCE,
-} from './signer.ts';
+} from './signing-request.ts';
 
 const readRequest = validator<TalosCertificateRequest>(
   talosCertificateRequestSchema(),
@@ -37,7 +36,9 @@ const readRequest = validator<TalosCertificateRequest>(
 );
 
 /** The subject the request asks for, checked against the caller; throws 422 with what to fix. */
-function requestedRole(pem: string, caller: Caller): string {
+async function requestedRole(pem: string, caller: Caller): Promise<string> {
+  // The X.509 code loads with the first request, not with the controller.
+  const { readCertificateRequest } = await import('./pki.ts');
   let subject;
   try {
     subject = readCertificateRequest(pem).subject;
@@ -127,7 +128,7 @@ export function talosCertificateRoutes(router: Router, access: Access, rest: Res
     access.guard('talos-certificates', async (req) => {
       const caller = await access.caller(req);
       const request = readRequest(await readJson(req.raw));
-      const role = requestedRole(request.certificateRequest, caller);
+      const role = await requestedRole(request.certificateRequest, caller);
       await access.authorize(
         caller,
         { verb: role, resource: TALOS_API_RESOURCE, group: GROUP },

@@ -19,19 +19,20 @@ import {
 } from '../talos/gen/gatehouse/talos/machine_pb.ts';
 import { appliesWithoutReboot, type TalosVersionNumber } from '../talos/version.ts';
 import { classifyConfigChange, type ConfigChangeClass } from '../talos/config-disruption.ts';
+import { GrpcStatus } from '../talos/grpc-status.ts';
 import { methodFacts } from './methods.ts';
 
 /** gRPC status codes the gate answers with. */
 export const Code = {
-  CANCELLED: 1,
-  INVALID_ARGUMENT: 3,
-  DEADLINE_EXCEEDED: 4,
-  PERMISSION_DENIED: 7,
-  FAILED_PRECONDITION: 9,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  UNAUTHENTICATED: 16,
+  CANCELLED: GrpcStatus.CANCELLED,
+  INVALID_ARGUMENT: GrpcStatus.INVALID_ARGUMENT,
+  DEADLINE_EXCEEDED: GrpcStatus.DEADLINE_EXCEEDED,
+  PERMISSION_DENIED: GrpcStatus.PERMISSION_DENIED,
+  FAILED_PRECONDITION: GrpcStatus.FAILED_PRECONDITION,
+  UNIMPLEMENTED: GrpcStatus.UNIMPLEMENTED,
+  INTERNAL: GrpcStatus.INTERNAL,
+  UNAVAILABLE: GrpcStatus.UNAVAILABLE,
+  UNAUTHENTICATED: GrpcStatus.UNAUTHENTICATED,
 } as const;
 
 /** The parameters of the NodeAction a call needs (spec fields beside nodeName, execution, requestedBy). */

@@ -11,38 +11,34 @@
 // request itself, naming the person in the annotation talos.dev/requested-for. The signer
 // believes that annotation only on a request made by one of its `delegates` (the
 // controller's ServiceAccount), and judges the person named there exactly as above.
-import { createPublicKey, randomBytes } from 'node:crypto';
+import { createPublicKey } from 'node:crypto';
 import { GROUP } from '../api/common.ts';
 import type { Authorizer, Caller } from '../http/auth.ts';
 import { KubeApiError, type RestClient } from '../kube/rest.ts';
 import type { Logger } from '../log.ts';
-import { errorMessage, sleep } from '../wait.ts';
+import { errorMessage } from '../wait.ts';
 import { TALOS_ROLES } from './methods.ts';
 import { issueCertificate, readCertificateRequest, type Authority } from './pki.ts';
+import {
+  GATE_SIGNER,
+  REQUESTED_FOR_ANNOTATION,
+  TALOS_API_RESOURCE,
+  CSR_PATH,
+  roleClusterRole,
+  type CertificateSigningRequest,
+} from './signing-request.ts';
 
-export const GATE_SIGNER = 'talos.dev/gate';
-/** On a request the HTTP API made for someone: who, as JSON `{username, uid?, groups, extra?}`. */
-export const REQUESTED_FOR_ANNOTATION = 'talos.dev/requested-for';
-/** The resource whose custom verbs (os:admin, os:operator, …) grant Talos roles through the gate. */
-export const TALOS_API_RESOURCE = 'talosapi';
-export const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
-
-export interface CertificateSigningRequest {
-  metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
-  spec: {
-    request: string;
-    signerName: string;
-    username?: string;
-    uid?: string;
-    groups?: string[];
-    extra?: Record<string, string[]>;
-    expirationSeconds?: number;
-  };
-  status?: {
-    certificate?: string;
-    conditions?: { type: string; status: string; reason?: string; message?: string }[];
-  };
-}
+export {
+  GATE_SIGNER,
+  REQUESTED_FOR_ANNOTATION,
+  TALOS_API_RESOURCE,
+  CSR_PATH,
+  awaitSigning,
+  gateSigningRequest,
+  roleClusterRole,
+  type CertificateSigningRequest,
+  type SigningVerdict,
+} from './signing-request.ts';
 
 export type Judgement =
   | { kind: 'skip' }
@@ -137,67 +133,6 @@ export function judgeRequest(
     publicKeyPem: request.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
     lifetimeMs,
   };
-}
-
-/**
- * A CertificateSigningRequest for the gate's signer, named after `user` (with a random
- * suffix), for the PEM request `pem`; `annotations` say whom a delegate asks for.
- */
-export function gateSigningRequest(
-  user: string,
-  pem: string,
-  expirationSeconds: number,
-  annotations?: Record<string, string>,
-): { name: string; body: Record<string, unknown> } {
-  const name = `gatehouse-talos-${user
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .slice(0, 40)}-${randomBytes(3).toString('hex')}`;
-  return {
-    name,
-    body: {
-      apiVersion: 'certificates.k8s.io/v1',
-      kind: 'CertificateSigningRequest',
-      metadata: { name, ...(annotations ? { annotations } : {}) },
-      spec: {
-        request: Buffer.from(pem).toString('base64'),
-        signerName: GATE_SIGNER,
-        usages: ['digital signature', 'client auth'],
-        // Kubernetes' minimum is 10 minutes.
-        expirationSeconds: Math.max(600, expirationSeconds),
-      },
-    },
-  };
-}
-
-export type SigningVerdict = { certificate: string } | { refused: string } | { timedOut: true };
-
-/**
- * Waits up to `waitMs` for the signer's verdict on request `name`: the chain's PEM (the
- * certificate, then the gate CA), the refusal's reason, or that none came. Read errors
- * are thrown as they are.
- */
-export async function awaitSigning(
-  rest: RestClient,
-  name: string,
-  waitMs: number,
-  intervalMs: number,
-): Promise<SigningVerdict> {
-  const until = Date.now() + waitMs;
-  for (;;) {
-    const csr = await rest.request<CertificateSigningRequest>(`${CSR_PATH}/${name}`);
-    const refused = csr.status?.conditions?.find((c) => c.type === 'Denied' || c.type === 'Failed');
-    if (refused) return { refused: refused.message ?? refused.reason ?? 'no reason given' };
-    if (csr.status?.certificate)
-      return { certificate: Buffer.from(csr.status.certificate, 'base64').toString('utf8') };
-    if (Date.now() >= until) return { timedOut: true };
-    await sleep(intervalMs);
-  }
-}
-
-/** The ClusterRole that grants a Talos role through the gate. */
-export function roleClusterRole(role: string): string {
-  return `gatehouse:talos-${role.replace(/^os:/, '').replace(/:/g, '-')}`;
 }
 
 export interface SignerOptions {

@@ -3,8 +3,8 @@
 // the TLS handshake failed (the usual cause: a talosconfig for another cluster).
 import type { InstallerExit } from './installer-exit.ts';
 import { connect, type ConnectionOptions } from 'node:tls';
-import { status as GrpcStatus } from '@grpc/grpc-js';
 import { formatDuration } from '../duration.ts';
+import { GrpcStatus } from './grpc-status.ts';
 
 export type TalosFailure =
   /** Talos answered with an error status (its message is in `talosMessage`). */
@@ -22,11 +22,7 @@ export type TalosFailure =
   /** The installer ran and exited non-zero (LifecycleService.Upgrade). */
   | 'exit-code';
 
-const codeNames = new Map<number, string>(
-  Object.entries(GrpcStatus)
-    .filter((e): e is [string, number] => typeof e[1] === 'number')
-    .map(([name, code]) => [code, name]),
-);
+const codeNames = new Map<number, string>(Object.entries(GrpcStatus).map(([name, code]) => [code, name]));
 
 export function grpcCodeName(code: number): string {
   return codeNames.get(code) ?? `code ${String(code)}`;

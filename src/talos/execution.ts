@@ -21,7 +21,7 @@ import type { KubeObject } from '../kube/informer.ts';
 import type { Logger } from '../log.ts';
 import { formatDuration, parseDuration } from '../duration.ts';
 import { errorMessage } from '../wait.ts';
-import { TalosClient, type TalosClientOptions } from './client.ts';
+import type { TalosClient, TalosClientOptions } from './client.ts';
 import type { TalosContext } from './config.ts';
 import { DrainError, drainNode } from './drain.ts';
 import { TalosApiError, TalosUpgradeFailedError } from './errors.ts';
@@ -72,7 +72,9 @@ export interface StepRequest {
 
 /** A client and the steps talking to Talos through it. */
 interface ClientInUse {
-  client: TalosClient;
+  context: TalosContext;
+  /** Made once the Talos client's code is loaded (see makeClient). */
+  client: Promise<TalosClient>;
   users: number;
   /** Replaced by newer credentials: closed when its last user is done. */
   retired: boolean;
@@ -90,6 +92,27 @@ interface NodeObject extends KubeObject {
     addresses?: { type: string; address: string }[];
     nodeInfo?: { osImage?: string };
   };
+}
+
+/**
+ * A Talos client, its code (gRPC and the Talos API's messages: a third of the controller's
+ * code) loaded on first use rather than at the controller's start: a controller that never
+ * talks to Talos, or not yet, never spends its start parsing it.
+ */
+async function makeClient(
+  context: TalosContext,
+  options: TalosClientOptions | undefined,
+): Promise<TalosClient> {
+  const { TalosClient } = await import('./client.ts');
+  return new TalosClient(context, options);
+}
+
+/** Closes a client once it is made (one that failed to be made has nothing to close). */
+function closeClient(client: Promise<TalosClient>): void {
+  client.then(
+    (c) => c.close(),
+    () => undefined,
+  );
 }
 
 /** The Kubernetes default key of a ConfigChange's Secret (spec.configChange.configSecretRef.key). */
@@ -117,7 +140,7 @@ export class TalosExecutor {
 
   /** The talosconfig context new steps use; undefined until there is one. */
   get context(): TalosContext | undefined {
-    return this.credentials?.client.context;
+    return this.credentials?.context;
   }
 
   /**
@@ -126,10 +149,13 @@ export class TalosExecutor {
    */
   useCredentials(context: TalosContext): void {
     const old = this.credentials;
-    this.credentials = { client: new TalosClient(context, this.o.client), users: 0, retired: false };
+    const client = makeClient(context, this.o.client);
+    // A client that cannot be made fails each step that holds it, saying why (hold).
+    client.catch(() => undefined);
+    this.credentials = { context, client, users: 0, retired: false };
     if (old) {
       old.retired = true;
-      if (old.users === 0) old.client.close();
+      if (old.users === 0) closeClient(old.client);
     }
   }
 
@@ -267,7 +293,7 @@ export class TalosExecutor {
   close(): void {
     this.stopAll('the controller is stopping');
     // The aborted steps close the retired clients they hold as they end.
-    this.credentials?.client.close();
+    if (this.credentials) closeClient(this.credentials.client);
   }
 
   /**
@@ -276,7 +302,7 @@ export class TalosExecutor {
    */
   async withClient<T>(fn: (client: TalosClient) => Promise<T>): Promise<{ value: T } | undefined> {
     if (!this.credentials) return undefined;
-    const { client, release } = this.hold();
+    const { client, release } = await this.hold();
     try {
       return { value: await fn(client) };
     } finally {
@@ -308,17 +334,20 @@ export class TalosExecutor {
   }
 
   /** The client in use, held until `release` (see useCredentials). */
-  private hold(): { client: TalosClient; release: () => void } {
+  private async hold(): Promise<{ client: TalosClient; release: () => void }> {
     const held = this.credentials;
     if (!held) throw new Error('the controller has no talosconfig yet: no Talos call can be made');
     held.users += 1;
-    return {
-      client: held.client,
-      release: () => {
-        held.users -= 1;
-        if (held.retired && held.users === 0) held.client.close();
-      },
+    const release = () => {
+      held.users -= 1;
+      if (held.retired && held.users === 0) closeClient(held.client);
     };
+    try {
+      return { client: await held.client, release };
+    } catch (error) {
+      release();
+      throw error;
+    }
   }
 
   // --- the steps --------------------------------------------------------------------
@@ -417,7 +446,7 @@ export class TalosExecutor {
     const machineConfig =
       made.type === 'applyConfig' ? await this.machineConfig(made.secret, signal) : undefined;
     const options = { signal, progress, ...(machineConfig !== undefined ? { machineConfig } : {}) };
-    const { client, release } = this.hold();
+    const { client, release } = await this.hold();
     try {
       const message =
         made.type === 'pull'
@@ -444,7 +473,7 @@ export class TalosExecutor {
     const callTime = new Date(action.status?.execution?.callTime ?? '');
     if (Number.isNaN(callTime.getTime())) throw new Error('the call has no recorded callTime');
     const target = this.target(action);
-    const { client, release } = this.hold();
+    const { client, release } = await this.hold();
     try {
       const history = await client.eventHistory({ node: target.address, signal });
       const { reached, message } = callReached(history, sequence, callTime);
@@ -462,7 +491,7 @@ export class TalosExecutor {
   ): Promise<ExecutionStepFacts> {
     const { action, snapshot } = request;
     if (!snapshot) throw new Error('the snapshot to take is missing');
-    const { client, release } = this.hold();
+    const { client, release } = await this.hold();
     try {
       const who = { name: action.metadata.name, node: action.spec.nodeName };
       return await etcdSnapshotStep(client, this.o.rest, who, snapshot, signal, progress);
@@ -489,7 +518,7 @@ export class TalosExecutor {
         message: `not made: the action no longer records the ${what}, or this replica no longer leads`,
       };
     const target = this.target(action);
-    const { client, release } = this.hold();
+    const { client, release } = await this.hold();
     try {
       return { state: 'succeeded', message: await make(client, target.address) };
     } catch (error) {
@@ -551,7 +580,7 @@ export class TalosExecutor {
         ? await this.machineConfig(call.secret, signal)
         : undefined;
     // Held before the call: failing to get a client is a call not made.
-    const { client, release } = this.hold();
+    const { client, release } = await this.hold();
     let handOff: string | undefined;
     try {
       // Before the disruptive call, not instead of it: a failure here is a call not made,

@@ -22,7 +22,7 @@
 // descriptor chooses them); prepareTalosAction(), installTalosUpgrade() and callTalos()
 // make them, knowing nothing of the action's kind. Draining, recording and waiting for
 // the node belong to the reconciler.
-import { status as GrpcStatus } from '@grpc/grpc-js';
+import { GrpcStatus } from './grpc-status.ts';
 import type { TalosClient } from './client.ts';
 import { TalosApiError } from './errors.ts';
 import { normalizeImageReference } from './image-reference.ts';

@@ -111,10 +111,13 @@ describe('Talos executor: credentials switched while it runs', () => {
     assert.deepEqual(closed, ['first'], 'closed once its last call ended');
     assert.equal(confirmed, 1);
 
-    // Nothing holds the second client: replaced, it is closed at once.
+    // Nothing holds the second client: replaced, it is closed at once (once made: the
+    // client's code loads on first use, so closing waits for the client to exist).
     ex.useCredentials(context('third'));
+    await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(closed, ['first', 'second']);
     ex.close();
+    await new Promise((resolve) => setImmediate(resolve));
     assert.deepEqual(closed, ['first', 'second', 'third']);
   });
 

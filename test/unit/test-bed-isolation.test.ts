@@ -77,11 +77,23 @@ describe('the test bed stays out of the controller', () => {
   });
 
   it('is not loaded by the CLI for a command that is neither sandbox nor demo', async () => {
-    const loaded = await loadedBy(['manifests']);
+    // Help defines every command (one command named first loads only its own module).
+    const loaded = await loadedBy(['--help']);
     assert.ok(loaded.includes('src/controller.ts'), 'the recorder sees the CLI’s modules');
     assert.ok(loaded.includes('src/cli/sandbox.ts'), 'every command is defined, sandbox too');
     assert.deepEqual(
       loaded.filter((f) => TEST_BED.test(f)),
+      [],
+    );
+  });
+
+  it('is not loaded, nor is the Talos client or another command, by the controller', async () => {
+    const loaded = await loadedBy(['controller', '--help']);
+    assert.ok(loaded.includes('src/controller.ts'), 'the recorder sees the controller');
+    assert.deepEqual(
+      loaded.filter(
+        (f) => TEST_BED.test(f) || /^src\/(talos\/client|talos-gate\/pki|cli\/sandbox)\.ts$/.test(f),
+      ),
       [],
     );
   });
