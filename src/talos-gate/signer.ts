@@ -28,18 +28,6 @@ import {
   type CertificateSigningRequest,
 } from './signing-request.ts';
 
-export {
-  GATE_SIGNER,
-  REQUESTED_FOR_ANNOTATION,
-  TALOS_API_RESOURCE,
-  CSR_PATH,
-  awaitSigning,
-  gateSigningRequest,
-  roleClusterRole,
-  type CertificateSigningRequest,
-  type SigningVerdict,
-} from './signing-request.ts';
-
 export type Judgement =
   | { kind: 'skip' }
   | { kind: 'deny'; message: string }

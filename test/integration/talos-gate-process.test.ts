@@ -20,7 +20,7 @@ import {
   GATE_SIGNER,
   REQUESTED_FOR_ANNOTATION,
   type CertificateSigningRequest,
-} from '../../src/talos-gate/signer.ts';
+} from '../../src/talos-gate/signing-request.ts';
 import { loadTalosConfig } from '../../src/talos/config.ts';
 import { TalosApiError } from '../../src/talos/errors.ts';
 import { API, startGateController } from '../support/gate.ts';

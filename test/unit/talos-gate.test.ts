@@ -27,12 +27,8 @@ import {
   serialNumber,
 } from '../../src/talos-gate/pki.ts';
 import { callDeadline } from '../../src/talos-gate/server.ts';
-import {
-  GATE_SIGNER,
-  judgeRequest,
-  readRequestedFor,
-  REQUESTED_FOR_ANNOTATION,
-} from '../../src/talos-gate/signer.ts';
+import { judgeRequest, readRequestedFor } from '../../src/talos-gate/signer.ts';
+import { GATE_SIGNER, REQUESTED_FOR_ANNOTATION } from '../../src/talos-gate/signing-request.ts';
 import { metadataOf, NOT_FORWARDED } from '../../src/talos-gate/wire.ts';
 import { appendToReply, heldEntries, narrowed } from '../../src/talos-gate/fan-out.ts';
 import { RebootResponseSchema } from '../../src/talos/gen/gatehouse/talos/machine_pb.ts';
